@@ -1,0 +1,107 @@
+"""The ``fastload`` command: a thin layer over the library API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+__all__ = ["main"]
+
+
+class CLIError(Exception):
+    """A user mistake: printed as one line, exit status 2, no traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, with the way to more help, instead of argparse's usage block.
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _print_info(info: dict[str, Any]) -> None:
+    tv = info["torchvision"]
+    print(f"fastload     {info['fastload']}")
+    print(f"python       {info['python']} ({info['platform']}, {info['cpu_cores']} cores)")
+    print(f"torch        {info['torch']}")
+    tv_note = "" if tv["usable"] else f"  (does not import: {tv['reason']})"
+    print(f"torchvision  {tv['version'] or 'not installed'}{tv_note}")
+    print(f"numpy        {info['numpy']}")
+    print()
+    print("backends")
+    for b in info["backends"]:
+        if b["usable"]:
+            print(f"  {b['name']:<10} usable      {b['version']}")
+        else:
+            print(f"  {b['name']:<10} unusable    {b['reason']}")
+            print(f"  {'':<10}             fix: {b['fix']}")
+    cuda = info["cuda"]
+    print()
+    build = cuda["torch_cuda_build"] or "none (CPU-only build of torch)"
+    print(f"cuda         torch built for CUDA {build}")
+    if not cuda["devices"]:
+        print("             no CUDA device visible: device='cuda' is unavailable here")
+    for d in cuda["devices"]:
+        print(
+            f"  cuda:{d['index']}  {d['name']}  (compute {d['capability']}, {d['memory_gib']} GiB)"
+        )
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from fastload.info import collect
+
+    info = collect()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        _print_info(info)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    import fastload
+
+    parser = _Parser(
+        prog="fastload",
+        description="Fast PyTorch image input pipelines.",
+    )
+    parser.add_argument("--version", action="version", version=f"fastload {fastload.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    info = sub.add_parser(
+        "info",
+        help="versions, usable backends and CUDA devices on this machine",
+        description="Show library versions, which decoding backends are usable here (and how "
+        "to install the others), and the CUDA devices torch can see.",
+    )
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.set_defaults(run=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``fastload`` command.
+
+    Args:
+        argv: The arguments after the program name; ``sys.argv[1:]`` when ``None``.
+
+    Returns:
+        The exit status: 0 on success, 2 for a user mistake, 130 when interrupted.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except CLIError as exc:
+        print(f"fastload {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fastload: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""``fastload.DataLoader``: torch's DataLoader, plus batches delivered on the device."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+# torch's worker loop seeds numpy.random in every worker. numpy >= 2 imports that submodule
+# lazily, and importing it for the first time inside a forked worker has crashed workers here
+# (KeyError in importlib's module lock). Importing it once in the parent removes that hazard.
+import numpy.random  # noqa: F401
+import torch.utils.data
+
+from fastload.prefetch import CUDAPrefetcher, DeviceLike, resolve_device
+
+__all__ = ["DataLoader"]
+
+_TORCH_INIT = inspect.signature(torch.utils.data.DataLoader.__init__)
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """A drop-in ``torch.utils.data.DataLoader`` that can also deliver batches on a CUDA device.
+
+    Every parameter of the installed torch's ``DataLoader`` is accepted in the same order, with
+    the same defaults, and passed to torch unchanged. With none of fastload's own options set,
+    the loader *is* torch's: same batches, same order for the same ``generator``, same worker
+    seeding, same errors. fastload's options are keyword-only and come after torch's.
+
+    Args:
+        *args: torch's positional parameters (``dataset``, ``batch_size``, ...).
+        device: Where batches are delivered. ``None`` (default) or ``"cpu"``: exactly torch's
+            batches, as torch yields them. ``"cuda"`` / ``"cuda:N"``: batches arrive on that
+            device through a :class:`~fastload.CUDAPrefetcher`, copied on a side stream from
+            pinned memory while the previous batch is in use. With a CUDA device,
+            ``pin_memory`` defaults to ``True`` (pinning runs in torch's pin-memory thread);
+            pass ``pin_memory=False`` explicitly to turn it off.
+        device_prefetch: With a CUDA ``device``, how many batches are copied ahead of the one
+            in use.
+        **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
+
+    Raises:
+        ValueError: A bad value for one of fastload's options (the message shows the value
+            and the valid choices); torch's own checks raise torch's exceptions.
+        RuntimeError: A CUDA ``device`` on a machine where torch sees no CUDA device.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        device: DeviceLike | None = None,
+        device_prefetch: int = 2,
+        **kwargs: Any,
+    ) -> None:
+        target = resolve_device(device)
+        if (
+            isinstance(device_prefetch, bool)
+            or not isinstance(device_prefetch, int)
+            or device_prefetch < 1
+        ):
+            raise ValueError(f"device_prefetch={device_prefetch!r} must be an int >= 1")
+        if target is not None and target.type == "cuda":
+            try:
+                given = _TORCH_INIT.bind(self, *args, **kwargs).arguments
+            except TypeError:
+                given = None  # torch raises its own error for these arguments below
+            if given is not None and "pin_memory" not in given:
+                kwargs["pin_memory"] = True
+        super().__init__(*args, **kwargs)
+        self.device = target
+        self.device_prefetch = device_prefetch
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        batches = super().__iter__()
+        if self.device is None or self.device.type == "cpu":
+            return batches
+        return CUDAPrefetcher(batches, device=self.device, depth=self.device_prefetch)
+
+
+def _public_signature() -> inspect.Signature:
+    """torch's parameters, in torch's order, then fastload's keyword-only options."""
+    own = inspect.signature(DataLoader.__init__).parameters
+    torch_params = list(_TORCH_INIT.parameters.values())
+    extra = [p for name, p in own.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    return _TORCH_INIT.replace(parameters=[*torch_params, *extra])
+
+
+# What help(), IDEs that introspect at run time and inspect.signature() show: the installed
+# torch's parameters exactly, whatever its version, followed by fastload's own.
+DataLoader.__init__.__signature__ = _public_signature()  # type: ignore[attr-defined]

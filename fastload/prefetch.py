@@ -1,0 +1,243 @@
+"""Move batches to a CUDA device ahead of use, on a side stream.
+
+Who owns what, at each moment:
+
+* A host batch belongs to the prefetcher from the moment it is drawn from the source until the
+  device copy of it is handed out. Unpinned tensors are pinned first (one host copy) so that the
+  transfer can run asynchronously; batches from ``fastload.DataLoader(device="cuda")`` arrive
+  pinned already, from torch's pin-memory thread.
+* A device batch is allocated on the prefetcher's side stream. When it is handed out, the
+  consumer's current stream is made to wait for the copy (``wait_event``), and every tensor is
+  marked with ``record_stream(consumer)``, so the caching allocator does not reuse its memory
+  until the work the consumer queued on it has finished. After that the batch is the
+  consumer's alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["CUDAPrefetcher", "map_tensors", "resolve_device"]
+
+DeviceLike = str | int | torch.device
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:
+    """Apply ``fn`` to every tensor in a nested batch, keeping the batch's structure.
+
+    Tuples, lists, namedtuples, mappings and dataclass instances are rebuilt with the same type;
+    anything that is not a tensor or one of these containers (strings, numbers, ``None``) is
+    returned as it is.
+
+    Args:
+        fn: Called once per tensor leaf; its result replaces the leaf.
+        batch: A tensor or a nested container of tensors and other values.
+
+    Returns:
+        A structure like ``batch`` with every tensor replaced by ``fn(tensor)``.
+    """
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(map_tensors(fn, item) for item in batch))
+    if isinstance(batch, (list, tuple)):
+        items = [map_tensors(fn, item) for item in batch]
+        if type(batch) in (list, tuple):
+            return type(batch)(items)
+        try:  # a subclass that accepts an iterable, like its base
+            return type(batch)(items)
+        except TypeError:
+            return items if isinstance(batch, list) else tuple(items)
+    if isinstance(batch, dict):
+        # copy.copy keeps the mapping's type and extra state (OrderedDict, defaultdict's factory).
+        out = copy.copy(batch)
+        for key, value in batch.items():
+            out[key] = map_tensors(fn, value)
+        return out
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        changes = {
+            f.name: map_tensors(fn, getattr(batch, f.name))
+            for f in dataclasses.fields(batch)
+            if f.init
+        }
+        return dataclasses.replace(batch, **changes)
+    return batch
+
+
+def resolve_device(device: DeviceLike | None) -> torch.device | None:
+    """Check a ``device=`` option and turn it into a ``torch.device``.
+
+    Args:
+        device: ``None``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a CUDA index, or a
+            ``torch.device`` of type cpu or cuda.
+
+    Returns:
+        The device, or ``None`` when ``device`` is ``None``.
+
+    Raises:
+        ValueError: The value is not a device fastload can deliver batches to, or names a CUDA
+            index that does not exist.
+        RuntimeError: A CUDA device was asked for but torch sees no usable CUDA device.
+    """
+    if device is None:
+        return None
+    valid = "None, 'cpu', 'cuda', 'cuda:N', an int N, or a torch.device of type cpu or cuda"
+    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
+        raise ValueError(f"device={device!r} is not a device; expected {valid}")
+    try:
+        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"device={device!r} is not a device; expected {valid}") from exc
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ValueError(f"device={device!r} is not supported; expected {valid}")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device={device!r} needs CUDA, but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}). "
+            "Use device='cpu' or device=None, or install a CUDA build of torch on a machine "
+            "with an NVIDIA driver."
+        )
+    count = torch.cuda.device_count()
+    index = torch.cuda.current_device() if dev.index is None else dev.index
+    if not 0 <= index < count:
+        raise ValueError(
+            f"device={device!r} names CUDA device {index}, but this machine has {count} "
+            f"(valid: {', '.join(f'cuda:{i}' for i in range(count))})"
+        )
+    return torch.device("cuda", index)
+
+
+class CUDAPrefetcher:
+    """Iterate over batches that are already on a CUDA device, copied ahead on a side stream.
+
+    Wraps any iterable of batches (a ``DataLoader``, a generator, a list). While the consumer
+    works on one batch, the next ``depth`` batches are already being copied, host to device,
+    on a separate CUDA stream with ``non_blocking=True`` from pinned memory. Nested batches keep
+    their structure (see :func:`map_tensors`); non-tensor leaves pass through.
+
+    Each ``iter()`` starts a new pass over the wrapped iterable, so a prefetcher around a
+    ``DataLoader`` can be iterated once per epoch. The source must not change a batch in place
+    after yielding it: the copy of it may still be in flight.
+
+    Example:
+        >>> with CUDAPrefetcher(loader, device="cuda") as batches:  # doctest: +SKIP
+        ...     for images, labels in batches:
+        ...         loss = step(images, labels)
+
+    Args:
+        iterable: Where the host batches come from.
+        device: The CUDA device to deliver to.
+        depth: How many batches to have copied or in flight ahead of the one handed out.
+        pin_memory: Pin tensors that are not pinned yet before copying them; without pinning,
+            a ``non_blocking`` copy from pageable memory runs synchronously.
+
+    Raises:
+        ValueError: ``depth`` is not a positive int, or ``device`` is not a CUDA device.
+        RuntimeError: CUDA is not available.
+    """
+
+    def __init__(
+        self,
+        iterable: Iterable[Any],
+        *,
+        device: DeviceLike = "cuda",
+        depth: int = 2,
+        pin_memory: bool = True,
+    ) -> None:
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth={depth!r} must be an int >= 1")
+        target = resolve_device(device)
+        if target is None or target.type != "cuda":
+            raise ValueError(f"device={device!r} must be a CUDA device, e.g. 'cuda' or 'cuda:0'")
+        self.device = target
+        self.depth = depth
+        self.pin_memory = pin_memory
+        self._iterable = iterable
+        self._stream = torch.cuda.Stream(device=target)
+        self._source: Iterator[Any] | None = None
+        # Each entry: (device batch, the tensors in it, event recorded after its copy).
+        self._queue: deque[tuple[Any, list[torch.Tensor], torch.cuda.Event]] = deque()
+        self._error: Exception | None = None
+
+    def __iter__(self) -> CUDAPrefetcher:
+        self.close()
+        self._source = iter(self._iterable)
+        return self
+
+    def __next__(self) -> Any:
+        if not self._queue:
+            self._fill(1)
+        if not self._queue:
+            if self._error is not None:
+                # Raised in the source's order: after every batch it produced before failing.
+                error, self._error = self._error, None
+                raise error
+            self.close()
+            raise StopIteration
+        batch, tensors, copied = self._queue.popleft()
+        # Issue the next copies before handing this batch out, so they overlap its use.
+        self._fill(self.depth)
+        consumer = torch.cuda.current_stream(self.device)
+        consumer.wait_event(copied)
+        for tensor in tensors:
+            tensor.record_stream(consumer)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._iterable)  # type: ignore[arg-type]
+
+    def __enter__(self) -> CUDAPrefetcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the batches in flight and let go of the source iterator.
+
+        A torch ``DataLoader`` iterator shuts its workers down once dropped; a generator source
+        is closed. Safe to call more than once.
+        """
+        self._queue.clear()
+        self._error = None
+        source, self._source = self._source, None
+        close = getattr(source, "close", None)
+        if callable(close):
+            close()
+
+    def _fill(self, target: int) -> None:
+        """Draw batches from the source and issue their copies until ``target`` are queued."""
+        while self._source is not None and self._error is None and len(self._queue) < target:
+            try:
+                host = next(self._source)
+            except StopIteration:
+                self._source = None
+                return
+            except Exception as exc:  # delivered once the batches before it are consumed
+                self._error = exc
+                return
+            self._queue.append(self._copy(host))
+
+    def _copy(self, host: Any) -> tuple[Any, list[torch.Tensor], torch.cuda.Event]:
+        tensors: list[torch.Tensor] = []
+
+        def to_device(tensor: torch.Tensor) -> torch.Tensor:
+            if self.pin_memory and tensor.device.type == "cpu" and not tensor.is_pinned():
+                tensor = tensor.pin_memory()
+            moved = tensor.to(self.device, non_blocking=True)
+            tensors.append(moved)
+            return moved
+
+        with torch.cuda.stream(self._stream):
+            batch = map_tensors(to_device, host)
+            copied = torch.cuda.Event()
+            copied.record(self._stream)
+        return batch, tensors, copied

@@ -1,0 +1,43 @@
+"""Shared test policy: GPU tests skip without CUDA; missing backends fail in CI."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from fastload._optional import check
+
+STRICT_ENV = "FASTLOAD_REQUIRE_ALL_BACKENDS"
+
+
+def backends_required() -> bool:
+    """In CI (CI=true) every backend must be installed: a skipped backend is an untested one."""
+    flag = os.environ.get(STRICT_ENV, os.environ.get("CI", ""))
+    return flag.strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA: torch.cuda.is_available() is False")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def require_backend():
+    """Call with a backend name: skips when it is missing locally, fails when it is in CI."""
+
+    def _require(name: str) -> None:
+        status = check(name)
+        if status.usable:
+            return
+        message = f"backend {name!r} unusable: {status.reason}; fix: {status.fix}"
+        if backends_required():
+            pytest.fail(f"{message} ({STRICT_ENV} or CI is set, so this is an error)")
+        pytest.skip(message)
+
+    return _require

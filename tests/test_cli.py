@@ -1,0 +1,76 @@
+"""The ``fastload`` command, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import backends_required
+
+import fastload
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fastload", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_version() -> None:
+    proc = run("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"fastload {fastload.__version__}"
+
+
+def test_console_script_is_installed() -> None:
+    beside = Path(sys.executable).with_name("fastload")  # the environment's own bin/
+    exe = str(beside) if beside.exists() else shutil.which("fastload")
+    if exe is None:
+        pytest.fail("no 'fastload' console script beside python or on PATH: is it installed?")
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("fastload ")
+
+
+def test_info_text() -> None:
+    proc = run("info")
+    assert proc.returncode == 0, proc.stderr
+    for word in ("python", "torch", "torchvision", "pillow", "opencv", "turbojpeg", "dali", "cuda"):
+        assert word in proc.stdout
+
+
+def test_info_json() -> None:
+    proc = run("info", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["fastload"] == fastload.__version__
+    assert [b["name"] for b in info["backends"]] == ["pillow", "opencv", "turbojpeg", "dali"]
+    for b in info["backends"]:
+        assert set(b) == {"name", "usable", "version", "reason", "fix"}
+        if not b["usable"]:
+            assert b["reason"] and "install" in b["fix"]
+    assert isinstance(info["cuda"]["available"], bool)
+    assert info["torchvision"]["usable"], info["torchvision"]["reason"]
+    if backends_required():
+        unusable = {b["name"]: b["reason"] for b in info["backends"] if not b["usable"]}
+        assert unusable == {}, "every backend must be installed in CI"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((), "the following arguments are required: COMMAND"),
+        (("bogus",), "invalid choice: 'bogus'"),
+        (("info", "--bogus"), "unrecognized arguments: --bogus"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,165 @@
+"""fastload.DataLoader's own options, and what it leaves behind when iteration stops."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import fastload
+
+
+class Squares(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3, 4, 4), i, dtype=torch.uint8), i
+
+
+@pytest.mark.parametrize(
+    "device", ["bogus", "mps", "meta", 3.5, True, ["cuda"], "cuda:x"], ids=repr
+)
+def test_bad_device_shows_the_value_and_the_choices(device: Any) -> None:
+    with pytest.raises(ValueError) as info:
+        fastload.DataLoader(Squares(), device=device)
+    message = str(info.value)
+    assert repr(device) in message
+    assert "'cpu'" in message and "'cuda'" in message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0, torch.device("cuda")])
+def test_cuda_without_cuda_fails_at_construction(device: Any) -> None:
+    with pytest.raises(RuntimeError, match=r"needs CUDA.*device='cpu'"):
+        fastload.DataLoader(Squares(), device=device)
+
+
+@pytest.mark.gpu
+def test_cuda_index_out_of_range() -> None:
+    with pytest.raises(ValueError, match="valid: cuda:0"):
+        fastload.DataLoader(Squares(), device=f"cuda:{torch.cuda.device_count()}")
+
+
+@pytest.mark.parametrize("value", [0, -2, 1.5, "2", True, None])
+def test_bad_device_prefetch(value: Any) -> None:
+    with pytest.raises(ValueError, match=r"device_prefetch=.* must be an int >= 1"):
+        fastload.DataLoader(Squares(), device_prefetch=value)
+
+
+@pytest.mark.parametrize("device", [None, "cpu", torch.device("cpu")])
+def test_cpu_and_none_return_torchs_own_iterator(device: Any) -> None:
+    loader = fastload.DataLoader(Squares(), batch_size=8, num_workers=1, device=device)
+    it = iter(loader)
+    assert isinstance(it, torch.utils.data.dataloader._BaseDataLoaderIter)
+    assert len(list(it)) == 5
+
+
+def test_device_attribute() -> None:
+    assert fastload.DataLoader(Squares()).device is None
+    assert fastload.DataLoader(Squares(), device="cpu").device == torch.device("cpu")
+
+
+# ---------------------------------------------------------------- nothing left behind
+
+
+def _live_children() -> list[multiprocessing.Process]:
+    return multiprocessing.active_children()  # also reaps finished ones
+
+
+def _wait_for_no_children(timeout: float = 10.0) -> list[multiprocessing.Process]:
+    deadline = time.monotonic() + timeout
+    while (children := _live_children()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return children
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_breaking_out_and_deleting_leaves_no_worker_or_thread(persistent: bool) -> None:
+    assert _wait_for_no_children() == []
+    threads = threading.active_count()
+    loader = fastload.DataLoader(
+        Squares(), batch_size=2, num_workers=2, persistent_workers=persistent, device="cpu"
+    )
+    for i, _batch in enumerate(loader):
+        if i == 3:
+            break
+    if not persistent:
+        # the epoch's iterator is gone with the loop: its workers must be too
+        gc.collect()
+        assert _wait_for_no_children() == []
+    del loader, _batch
+    gc.collect()
+    assert _wait_for_no_children() == []
+    assert threading.active_count() == threads
+
+
+_INTERRUPTED = textwrap.dedent(
+    """
+    import multiprocessing, os, sys, time
+    import torch
+    import fastload
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10_000
+        def __getitem__(self, i):
+            time.sleep(0.05)
+            return i
+
+    loader = fastload.DataLoader(Slow(), batch_size=4, num_workers=2, device="cpu")
+    for i, batch in enumerate(loader):
+        if i == 0:
+            pids = [p.pid for p in multiprocessing.active_children()]
+            print("WORKERS", *pids, flush=True)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status  # a zombie has exited
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_ctrl_c_during_iteration_exits_cleanly(tmp_path: Path) -> None:
+    script = tmp_path / "interrupted.py"
+    script.write_text(_INTERRUPTED)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a job in a terminal
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    line = proc.stdout.readline()
+    assert line.startswith("WORKERS"), proc.stderr.read()
+    workers = [int(p) for p in line.split()[1:]]
+    assert len(workers) == 2
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the interrupted loader did not exit within 30 s")
+    assert proc.returncode != 0
+    assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in workers), "worker processes outlived an interrupted run"
