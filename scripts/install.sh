@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Make .venv/ in this checkout and install fastload into it, with the extras given
+# (default "all"; the test suite uses "all,dev").
+#
+#   bash scripts/install.sh [EXTRAS]
+#
+# On Debian/Ubuntu it also installs, when it runs as root (or with passwordless sudo), the
+# two system packages a bare machine lacks: python3.X-venv and libturbojpeg0. Without root it
+# says what to install and goes on: the turbojpeg backend is then reported as unusable by
+# `fastload info` instead of breaking anything else.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+extras="${1:-all}"
+python="${PYTHON:-python3}"
+
+say() { printf 'install.sh: %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo "$@"
+    else
+        return 1
+    fi
+}
+
+apt_updated=0
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || return 1
+    if [ "$apt_updated" = 0 ]; then
+        as_root apt-get update -qq || return 1
+        apt_updated=1
+    fi
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+
+if ! command -v "$python" >/dev/null 2>&1; then
+    say "no '$python' found: install Python >= 3.10, or set PYTHON=/path/to/python3"
+    exit 1
+fi
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    say "fastload needs Python >= 3.10, and $python is $("$python" -V 2>&1); set PYTHON=..."
+    exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    # Debian and Ubuntu ship venv's pip bootstrap (ensurepip) as a separate package.
+    if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        pkg="python$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+        say "$python cannot create virtual environments; installing $pkg"
+        if ! apt_install "$pkg"; then
+            say "could not install $pkg: run 'sudo apt-get install $pkg' and try again"
+            exit 1
+        fi
+    fi
+    "$python" -m venv .venv
+fi
+
+case ",$extras," in
+*,all,* | *,turbojpeg,*)
+    if ! "$python" -c 'import ctypes.util, sys; sys.exit(ctypes.util.find_library("turbojpeg") is None)'; then
+        if apt_install libturbojpeg0; then
+            say "installed libturbojpeg0 for the turbojpeg backend"
+        else
+            say "libturbojpeg is missing and cannot be installed without root:" \
+                "the turbojpeg backend will be unusable. Fix: 'sudo apt-get install" \
+                "libturbojpeg0', or see README.md (Installing without root)."
+        fi
+    fi
+    ;;
+esac
+
+.venv/bin/python -m pip install --upgrade --quiet pip
+.venv/bin/python -m pip install --editable ".[$extras]"
+say "done: .venv/bin/fastload and .venv/bin/python are ready"
