@@ -1,8 +1,25 @@
 """fastload: fast PyTorch image input pipelines behind a drop-in ``DataLoader``."""
 
+from fastload import backends, transforms
+from fastload._optional import MissingDependencyError
+from fastload.backends import ImageDecodeError
+from fastload.datasets import ImageFolder, ImageList, Skipped, UnreadableImageWarning
 from fastload.loader import DataLoader
 from fastload.prefetch import CUDAPrefetcher, map_tensors
 
 __version__ = "0.1.0"
 
-__all__ = ["CUDAPrefetcher", "DataLoader", "__version__", "map_tensors"]
+__all__ = [
+    "CUDAPrefetcher",
+    "DataLoader",
+    "ImageDecodeError",
+    "ImageFolder",
+    "ImageList",
+    "MissingDependencyError",
+    "Skipped",
+    "UnreadableImageWarning",
+    "__version__",
+    "backends",
+    "map_tensors",
+    "transforms",
+]

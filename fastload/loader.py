@@ -12,6 +12,7 @@ from typing import Any
 import numpy.random  # noqa: F401
 import torch.utils.data
 
+from fastload.datasets import SkipCollate, SkipReport
 from fastload.prefetch import CUDAPrefetcher, DeviceLike, resolve_device
 
 __all__ = ["DataLoader"]
@@ -69,9 +70,15 @@ class DataLoader(torch.utils.data.DataLoader):
         super().__init__(*args, **kwargs)
         self.device = target
         self.device_prefetch = device_prefetch
+        if getattr(self.dataset, "on_error", None) == "skip":
+            # A fastload dataset that skips unreadable images returns markers in their place:
+            # drop them before collating, and report them in the main process.
+            self.collate_fn = SkipCollate(self.collate_fn, batched=self.batch_sampler is not None)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         batches = super().__iter__()
+        if isinstance(self.collate_fn, SkipCollate):
+            batches = SkipReport(batches, self.dataset)
         if self.device is None or self.device.type == "cpu":
             return batches
         return CUDAPrefetcher(batches, device=self.device, depth=self.device_prefetch)

@@ -1,0 +1,250 @@
+"""The decoding-backend interface, the registry, and the decode path every backend shares.
+
+A backend only decodes JPEG (its strength); everything around that is shared, so every backend
+gives the same output for the same file:
+
+* the format is read from the content, not the name (``fastload.image.probe``);
+* an image whose header claims more than ``max_pixels`` pixels is refused before decoding;
+* a planned crop/resize (``fastload.transforms``) decides the region and output size first,
+  so JPEGs are decoded at a reduced DCT scale (1/2, 1/4, 1/8) when the region is at least
+  twice the output, then resampled once;
+* EXIF orientation is applied, folded with the planned mirror into one final copy;
+* CMYK/YCCK JPEGs and all other formats (PNG, WebP, GIF, BMP, TIFF) go through one Pillow-based
+  path that converts grey, palette, alpha, CMYK and 16-bit images to 8-bit RGB.
+
+Output: an H x W x 3 uint8 RGB array in display orientation.
+"""
+
+from __future__ import annotations
+
+import io
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fastload._optional import check
+from fastload.image import ImageInfo, orient, orientation_ops, probe
+from fastload.transforms import View, resample
+
+__all__ = [
+    "AUTO_ORDER",
+    "DEFAULT_MAX_PIXELS",
+    "Backend",
+    "ImageDecodeError",
+    "create",
+    "decode_with_pillow",
+    "names",
+    "register",
+    "resolve",
+]
+
+# Pillow's own decompression-bomb threshold (about 89.5 megapixels, 0.25 GiB of RGB).
+DEFAULT_MAX_PIXELS = 89_478_485
+
+# "auto" takes the first usable backend of this list: fastest first, as measured on
+# ImageNet-like JPEGs (turbojpeg ~ opencv > pillow, see benchmarks/decode_pipeline.py).
+AUTO_ORDER = ("turbojpeg", "opencv", "pillow")
+
+Plan = Callable[[View], View]
+
+
+class ImageDecodeError(RuntimeError):
+    """An image could not be read; the message names the file, the backend and the reason.
+
+    Takes one message argument, so that torch can re-raise it from a worker process.
+    """
+
+
+class Backend(ABC):
+    """Decodes JPEG data; :meth:`decode` wraps it in the path every backend shares."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
+        """Decode a grey or colour (1- or 3-component) JPEG.
+
+        Args:
+            data: The JPEG bytes.
+            reduce: 1, 2, 4 or 8: decode at 1/``reduce`` scale in the DCT domain (each side
+                rounded up, as libjpeg does).
+
+        Returns:
+            H x W x 3 uint8 RGB pixels in stored orientation (EXIF not applied).
+
+        Raises:
+            Exception: The data cannot be decoded, or the decoder warned (a truncated file);
+                the message says why.
+        """
+
+    def decode(
+        self,
+        data: bytes,
+        *,
+        plan: Plan | None = None,
+        render: dict[str, Any] | None = None,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+    ) -> np.ndarray:
+        """Decode an image file's bytes to display-oriented RGB, running a planned crop/resize.
+
+        Args:
+            data: The file's bytes, any supported format.
+            plan: Turns the whole image's :class:`~fastload.transforms.View` into the wanted
+                one (e.g. ``RandomResizedCrop(224).plan``); ``None`` keeps the whole image.
+            render: Resampling options (``interpolation``, ``antialias``).
+            max_pixels: Refuse images whose header claims more pixels than this.
+
+        Returns:
+            H x W x 3 uint8 RGB array.
+
+        Raises:
+            ValueError: The data is not a readable image, or is too large.
+        """
+        if not data:
+            raise ValueError("empty file")
+        info = probe(data)
+        if info.pixels is not None and info.pixels > max_pixels:
+            raise ValueError(_too_large(info.width, info.height, max_pixels))
+        render = render or {}
+        if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
+            if data.rfind(b"\xff\xd9", len(data) // 2) < 0:
+                raise ValueError("truncated JPEG: no end-of-image marker")
+            out = self._decode_jpeg_planned(data, info, plan, render)
+        elif info.format == "unknown":
+            head = data[:8].hex(" ")
+            raise ValueError(f"not an image format fastload reads (starts with {head})")
+        else:
+            array = decode_with_pillow(data, max_pixels=max_pixels)
+            view = View.full(array.shape[1], array.shape[0])
+            if plan is not None:
+                view = plan(view)
+            out = resample(array, view.box, view.width, view.height, **render)
+            out = orient(out, False, view.mirror, False)
+        # Pillow's arrays are read-only; a tensor made from one must not be.
+        return out if out.flags.writeable else out.copy()
+
+    def _decode_jpeg_planned(
+        self, data: bytes, info: ImageInfo, plan: Plan | None, render: dict[str, Any]
+    ) -> np.ndarray:
+        width, height = info.width, info.height
+        assert width is not None and height is not None  # checked by the caller
+        transpose, mirror_lr, mirror_tb = orientation_ops(info.orientation)
+        shown_w, shown_h = (height, width) if transpose else (width, height)
+        view = View.full(shown_w, shown_h)
+        if plan is not None:
+            view = plan(view)
+        # The planned region is in display coordinates: undo the orientation to find it in
+        # the stored pixels, decode and resample there, and orient only the small result.
+        x0, y0, x1, y1 = view.box
+        if mirror_lr:
+            x0, x1 = shown_w - x1, shown_w - x0
+        if mirror_tb:
+            y0, y1 = shown_h - y1, shown_h - y0
+        if transpose:
+            box, out_w, out_h = (y0, x0, y1, x1), view.height, view.width
+        else:
+            box, out_w, out_h = (x0, y0, x1, y1), view.width, view.height
+        shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
+        reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
+        array = self.decode_jpeg(data, reduce)
+        if array.ndim != 3 or array.shape[0] == 0 or array.shape[1] == 0:
+            raise ValueError(f"{self.name} decoded an empty image")
+        scale = (array.shape[1] / width, array.shape[0] / height)
+        out = resample(array, box, out_w, out_h, scale=scale, **render)
+        return orient(out, transpose, mirror_lr != view.mirror, mirror_tb)
+
+
+def _too_large(width: int | None, height: int | None, max_pixels: int) -> str:
+    return (
+        f"image of {width} x {height} = {(width or 0) * (height or 0):,} pixels is over "
+        f"max_pixels={max_pixels:,}; raise max_pixels if the file is trusted"
+    )
+
+
+def decode_with_pillow(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Decode any format Pillow reads to display-oriented 8-bit RGB (H x W x 3 uint8).
+
+    Grey, palette, alpha (dropped, as ``Image.convert("RGB")`` does), CMYK and YCCK become RGB;
+    16-bit images are scaled to 8 bits (65535 -> 255), not saturated.
+    """
+    from PIL import Image, ImageOps
+
+    with Image.open(io.BytesIO(data)) as image:
+        if image.width * image.height > max_pixels:
+            raise ValueError(_too_large(image.width, image.height, max_pixels))
+        image.load()  # raises on truncated data
+        image = ImageOps.exif_transpose(image)
+        return _to_rgb(image)
+
+
+def _to_rgb(image: Any) -> np.ndarray:
+    if image.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        wide = np.asarray(image).astype(np.uint32).clip(0, 65535)
+        grey = ((wide * 255 + 32767) // 65535).astype(np.uint8)
+        return np.repeat(grey[:, :, None], 3, axis=2)
+    if image.mode == "F":
+        grey = np.asarray(image).clip(0, 255).round().astype(np.uint8)
+        return np.repeat(grey[:, :, None], 3, axis=2)
+    if image.mode != "RGB":
+        image = image.convert("RGB")
+    return np.asarray(image)
+
+
+# ---------------------------------------------------------------- registry
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Add a backend class to the registry under ``cls.name`` (usable as a decorator)."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name or name == "auto":
+        raise ValueError(f"backend class {cls.__name__} needs a name other than 'auto'")
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ValueError(f"a backend named {name!r} is registered already")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def names() -> list[str]:
+    """The registered backend names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _unknown(name: object) -> ValueError:
+    return ValueError(f"backend={name!r} is not known; valid: auto, {', '.join(names())}")
+
+
+def resolve(name: str) -> str:
+    """The backend a name stands for: ``"auto"`` becomes the first usable of AUTO_ORDER.
+
+    Raises:
+        ValueError: The name is not registered.
+        fastload.MissingDependencyError: ``"auto"`` and no backend is usable.
+    """
+    if name == "auto":
+        for candidate in AUTO_ORDER:
+            if candidate in _REGISTRY and check(candidate).usable:
+                return candidate
+        from fastload._optional import MissingDependencyError
+
+        raise MissingDependencyError(
+            "no decoding backend is usable here; "
+            + "; ".join(f"{n}: {check(n).reason}" for n in AUTO_ORDER if n in _REGISTRY)
+        )
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise _unknown(name)
+    return name
+
+
+def create(name: str = "auto") -> Backend:
+    """A backend instance by name (``"auto"``: the fastest usable here).
+
+    Raises:
+        ValueError: The name is not registered; the message lists the valid names.
+        fastload.MissingDependencyError: The backend's library is not installed; the message
+            names the install command.
+    """
+    return _REGISTRY[resolve(name)]()

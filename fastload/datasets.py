@@ -1,0 +1,368 @@
+"""Image datasets: paths and labels in, decoding delegated to a backend.
+
+Samples live in numpy arrays (UTF-8 bytes plus offsets for paths, int64 for labels), not in a
+Python list of tuples: reading a list item in a forked DataLoader worker writes its reference
+count, which copies the page it sits on, so over an epoch every worker ends up with a private
+copy of the whole list (pytorch/pytorch issue 13246). Arrays have no per-item objects.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from fastload import backends
+from fastload.prefetch import map_tensors
+from fastload.transforms import Compose, Transform
+
+__all__ = [
+    "ImageFolder",
+    "ImageList",
+    "Skipped",
+    "UnreadableImageWarning",
+]
+
+OnError = Literal["raise", "skip"]
+_ON_ERROR = ("raise", "skip")
+
+
+class UnreadableImageWarning(UserWarning):
+    """Some images were skipped because they could not be read (``on_error="skip"``)."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Returned in place of a sample that could not be read, with ``on_error="skip"``.
+
+    ``fastload.DataLoader`` drops these from batches and records them in the dataset's
+    ``bad_files``.
+    """
+
+    path: str
+    reason: str
+
+
+class _Strings:
+    """Many strings in two numpy arrays: no Python object per string."""
+
+    def __init__(self, strings: Iterable[str]) -> None:
+        encoded = [os.fsencode(s) for s in strings]
+        self._offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=self._offsets[1:])
+        self._bytes = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index: int) -> str:
+        start, end = self._offsets[index], self._offsets[index + 1]
+        return os.fsdecode(self._bytes[start:end].tobytes())
+
+    @property
+    def nbytes(self) -> int:
+        return self._offsets.nbytes + self._bytes.nbytes
+
+
+class ImageList(Dataset):
+    """Images from a list of file paths and integer labels.
+
+    ``ds[i]`` returns ``(image, target)``. The image is a C x H x W uint8 RGB tensor (EXIF
+    orientation applied) when ``transform`` is ``None``, a fastload op or a ``Compose``
+    starting with fastload ops (these run fused with decoding; any other callables in the
+    ``Compose`` then get that tensor). Any other ``transform`` gets a PIL RGB image, as it
+    would from ``torchvision.datasets.ImageFolder``.
+
+    Args:
+        paths: Image file paths.
+        labels: One integer label per path.
+        transform: What to do with each image (see above).
+        target_transform: Called on each label.
+        classes: Class names, indexed by label, when there are names.
+        backend: ``"auto"`` (the fastest usable here), ``"turbojpeg"``, ``"opencv"`` or
+            ``"pillow"``.
+        on_error: ``"raise"``: an unreadable image raises :class:`ImageDecodeError` naming the
+            file, the backend and the reason. ``"skip"``: it is dropped from its batch by
+            ``fastload.DataLoader``, which warns once per epoch with the count and records the
+            file in :attr:`bad_files`.
+        max_pixels: Refuse (as unreadable) images whose header claims more pixels.
+
+    Raises:
+        ValueError: A bad ``backend``, ``on_error`` or ``max_pixels``, or paths and labels of
+            different lengths.
+        fastload.MissingDependencyError: The backend's library is not installed.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        labels: Sequence[int],
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        *,
+        classes: Sequence[str] | None = None,
+        backend: str = "auto",
+        on_error: OnError = "raise",
+        max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+    ) -> None:
+        if len(paths) != len(labels):
+            raise ValueError(f"got {len(paths)} paths but {len(labels)} labels")
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
+        if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+            raise ValueError(f"max_pixels={max_pixels!r} must be a positive int")
+        self._init_samples([os.fspath(p) for p in paths], labels, root="")
+        self.classes = list(classes) if classes is not None else []
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self._setup(transform, target_transform, backend, on_error, max_pixels)
+
+    # ------------------------------------------------------------ construction
+
+    def _init_samples(self, relative: list[str], labels: Sequence[int], root: str) -> None:
+        self.root = root
+        self._paths = _Strings(relative)
+        self._labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+
+    def _setup(
+        self,
+        transform: Callable[[Any], Any] | None,
+        target_transform: Callable[[int], Any] | None,
+        backend: str,
+        on_error: OnError,
+        max_pixels: int,
+    ) -> None:
+        self.transform = transform
+        self.target_transform = target_transform
+        self.on_error = on_error
+        self.max_pixels = max_pixels
+        self.backend = backends.resolve(backend)
+        # OpenCV runs single-threaded from here on, in this process and the workers it forks:
+        # the workers are the parallelism, and a child forked after OpenCV started its thread
+        # pool can deadlock in the next OpenCV call that reaches the pool.
+        import cv2
+
+        cv2.setNumThreads(0)
+        self._decoder: backends.Backend | None = backends.create(self.backend)
+        self._decoder_pid = os.getpid()
+        self.bad_files: dict[str, str] = {}
+        # Split the transform into the part fused with decoding and the part run after it.
+        self._plan = None
+        self._render: dict[str, Any] = {}
+        self._after: list[Callable[[Any], Any]] = []
+        self._wants_pil = False
+        if isinstance(transform, Compose):
+            if transform.planned:
+                self._plan, self._render = transform.plan, transform.render_options
+            self._after = transform.rest
+        elif isinstance(transform, Transform):
+            self._plan, self._render = transform.plan, transform.render_options
+        elif transform is not None:
+            self._wants_pil = True
+
+    # ------------------------------------------------------------ torchvision's attributes
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def path(self, index: int) -> str:
+        """The file path of sample ``index``."""
+        relative = self._paths[index]
+        return os.path.join(self.root, relative) if self.root else relative
+
+    @property
+    def samples(self) -> list[tuple[str, int]]:
+        """``(path, label)`` pairs, as torchvision's ImageFolder has them.
+
+        Built on each access from the compact arrays; code that runs in workers should use
+        :meth:`path` and :attr:`labels` instead.
+        """
+        return [(self.path(i), int(label)) for i, label in enumerate(self._labels)]
+
+    @property
+    def imgs(self) -> list[tuple[str, int]]:
+        """The same as :attr:`samples` (torchvision's older name)."""
+        return self.samples
+
+    @property
+    def targets(self) -> list[int]:
+        """The labels as a list of ints, as torchvision's ImageFolder has them."""
+        return self._labels.tolist()
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The labels as an int64 array (read-only view)."""
+        view = self._labels.view()
+        view.flags.writeable = False
+        return view
+
+    # ------------------------------------------------------------ loading
+
+    def _backend(self) -> backends.Backend:
+        if self._decoder is None or self._decoder_pid != os.getpid():
+            self._decoder = backends.create(self.backend)
+            self._decoder_pid = os.getpid()
+        return self._decoder
+
+    def __getitem__(self, index: int) -> Any:
+        path = self.path(index)
+        target: Any = int(self._labels[index])
+        try:
+            image = self._read(path)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+            if self.on_error == "skip":
+                self.bad_files[path] = reason
+                return Skipped(path, reason)
+            raise backends.ImageDecodeError(
+                f"cannot read {path!r} with the {self.backend} backend: {reason}"
+            ) from exc
+        for op in self._after:
+            image = op(image)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return image, target
+
+    def _read(self, path: str) -> Any:
+        with open(path, "rb") as f:
+            data = f.read()
+        array = self._backend().decode(
+            data, plan=self._plan, render=self._render, max_pixels=self.max_pixels
+        )
+        if self._wants_pil:
+            from PIL import Image
+
+            return self.transform(Image.fromarray(array))  # type: ignore[misc]
+        # A channels-first view of the decoder's buffer: collating copies it once, into the batch.
+        return torch.from_numpy(array).permute(2, 0, 1)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_decoder"] = None  # library handles do not pickle; rebuilt in the new process
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({len(self)} images, root={self.root!r}, "
+            f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
+        )
+
+
+class ImageFolder(ImageList):
+    """Images in class folders (``root/<class>/<image>``), as ``torchvision.datasets.ImageFolder``.
+
+    ``classes``, ``class_to_idx``, ``samples`` and ``targets`` are the same as torchvision's on
+    the same folder (found with torchvision's own functions: same extensions, same order).
+
+    Args:
+        root: The folder holding one sub-folder per class.
+        transform: What to do with each image (see :class:`ImageList`).
+        target_transform: Called on each label.
+        backend: ``"auto"``, ``"turbojpeg"``, ``"opencv"`` or ``"pillow"``.
+        on_error: ``"raise"`` or ``"skip"`` (see :class:`ImageList`).
+        max_pixels: Refuse images whose header claims more pixels.
+        is_valid_file: Decides which files count, instead of the extension list (torchvision's
+            option of the same name).
+
+    Raises:
+        FileNotFoundError: ``root`` has no class folders, or a class folder has no images.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        *,
+        backend: str = "auto",
+        on_error: OnError = "raise",
+        max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+        is_valid_file: Callable[[str], bool] | None = None,
+    ) -> None:
+        from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
+
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
+        if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+            raise ValueError(f"max_pixels={max_pixels!r} must be a positive int")
+        root = os.fspath(root)
+        classes, class_to_idx = find_classes(root)
+        extensions = None if is_valid_file is not None else IMG_EXTENSIONS
+        found = make_dataset(root, class_to_idx, extensions, is_valid_file)
+        prefix = os.path.join(root, "")
+        relative = [p[len(prefix) :] if p.startswith(prefix) else p for p, _ in found]
+        self._init_samples(relative, [label for _, label in found], root=root)
+        self.classes = classes
+        self.class_to_idx = class_to_idx
+        self._setup(transform, target_transform, backend, on_error, max_pixels)
+
+
+# ---------------------------------------------------------------- on_error="skip" in loaders
+
+
+class _Collated:
+    """A batch with the samples dropped from it; unwrapped in the main process."""
+
+    __slots__ = ("batch", "skipped")
+
+    def __init__(self, batch: Any, skipped: list[Skipped]) -> None:
+        self.batch, self.skipped = batch, skipped
+
+    def pin_memory(self) -> _Collated:  # called by torch's pin-memory thread
+        return _Collated(map_tensors(lambda t: t.pin_memory(), self.batch), self.skipped)
+
+
+class SkipCollate:
+    """Wraps a collate function: drops :class:`Skipped` samples before collating."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any], *, batched: bool) -> None:
+        self.collate_fn, self.batched = collate_fn, batched
+
+    def __call__(self, samples: Any) -> _Collated:
+        if not self.batched:
+            if isinstance(samples, Skipped):
+                return _Collated(None, [samples])
+            return _Collated(self.collate_fn(samples), [])
+        good = [s for s in samples if not isinstance(s, Skipped)]
+        skipped = [s for s in samples if isinstance(s, Skipped)]
+        return _Collated(self.collate_fn(good) if good else None, skipped)
+
+
+class SkipReport:
+    """Iterates batches, dropping what was skipped, recording it, and warning once per epoch."""
+
+    def __init__(self, batches: Iterator[Any], dataset: Any) -> None:
+        self._batches, self._dataset, self._count = batches, dataset, 0
+
+    def __iter__(self) -> SkipReport:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._batches)  # type: ignore[arg-type]
+
+    def __next__(self) -> Any:
+        while True:
+            try:
+                item = next(self._batches)
+            except StopIteration:
+                if self._count:
+                    warnings.warn(
+                        f"skipped {self._count} unreadable image(s) this epoch; "
+                        "see the dataset's bad_files for the paths and reasons",
+                        UnreadableImageWarning,
+                        stacklevel=2,
+                    )
+                    self._count = 0
+                raise
+            if not isinstance(item, _Collated):
+                return item
+            for s in item.skipped:
+                self._dataset.bad_files[s.path] = s.reason
+            self._count += len(item.skipped)
+            if item.batch is not None:
+                return item.batch

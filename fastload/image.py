@@ -1,0 +1,179 @@
+"""What an image file is, read from its first bytes: format, size, colour components, EXIF
+orientation. Nothing here decodes pixels, so the size limit, the orientation and the crop can
+all be settled before the decoder runs.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ImageInfo", "orient", "orientation_ops", "probe", "sniff"]
+
+_MAGIC = (
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"BM", "bmp"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+)
+
+# JPEG start-of-frame markers (baseline, extended, progressive, lossless; Huffman/arithmetic).
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_STANDALONE = {0x01, *range(0xD0, 0xD8)}  # TEM and RSTn carry no length
+
+# EXIF orientation -> (transpose, mirror left-right, mirror top-bottom), applied in that order
+# to the stored pixels to get the image as it should be shown.
+_ORIENTATION = {
+    1: (False, False, False),
+    2: (False, True, False),
+    3: (False, True, True),
+    4: (False, False, True),
+    5: (True, False, False),
+    6: (True, True, False),
+    7: (True, True, True),
+    8: (True, False, True),
+}
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the header of an image file says.
+
+    Attributes:
+        format: ``"jpeg"``, ``"png"``, ``"gif"``, ``"webp"``, ``"bmp"``, ``"tiff"`` or
+            ``"unknown"``; from the content, never from the file name.
+        width: Stored width in pixels, or ``None`` when this module cannot read it.
+        height: Stored height in pixels, or ``None``.
+        components: JPEG colour components (1 grey, 3 YCbCr/RGB, 4 CMYK/YCCK); PNG channels;
+            ``None`` elsewhere.
+        bit_depth: Bits per sample where the header says (JPEG precision, PNG bit depth).
+        orientation: EXIF orientation (1-8; 1 when absent or unreadable).
+    """
+
+    format: str
+    width: int | None = None
+    height: int | None = None
+    components: int | None = None
+    bit_depth: int | None = None
+    orientation: int = 1
+
+    @property
+    def pixels(self) -> int | None:
+        """Width times height, when both are known."""
+        if self.width is None or self.height is None:
+            return None
+        return self.width * self.height
+
+    @property
+    def shown_size(self) -> tuple[int, int] | None:
+        """(width, height) as displayed, after the EXIF orientation."""
+        if self.width is None or self.height is None:
+            return None
+        if _ORIENTATION[self.orientation][0]:
+            return self.height, self.width
+        return self.width, self.height
+
+
+def sniff(data: bytes) -> str:
+    """The image format of ``data``, judged by its magic bytes."""
+    for magic, name in _MAGIC:
+        if data.startswith(magic):
+            return name
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return "unknown"
+
+
+def probe(data: bytes) -> ImageInfo:
+    """Read the format, size, components and orientation of an encoded image.
+
+    Args:
+        data: The file's bytes (the header is enough for JPEG and PNG).
+
+    Returns:
+        What the header says. A header this module cannot parse gives an ``ImageInfo`` whose
+        size is ``None``; deciding whether the file is broken is left to the decoder.
+    """
+    fmt = sniff(data)
+    if fmt == "jpeg":
+        return _probe_jpeg(data)
+    if fmt == "png" and len(data) >= 26 and data[12:16] == b"IHDR":
+        width, height, depth, color_type = struct.unpack(">IIBB", data[16:26])
+        channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color_type)
+        return ImageInfo("png", width, height, channels, depth)
+    return ImageInfo(fmt)
+
+
+def _probe_jpeg(data: bytes) -> ImageInfo:
+    orientation = 1
+    pos, end = 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:
+            break  # lost sync: not a marker where one must be
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in _STANDALONE:
+            pos += 2
+            continue
+        (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
+        segment = data[pos + 4 : pos + 2 + length]
+        if marker == 0xE1 and segment.startswith(b"Exif\x00\x00"):
+            orientation = _exif_orientation(segment[6:])
+        elif marker in _SOF and len(segment) >= 6:
+            depth, height, width, components = struct.unpack(">BHHB", segment[:6])
+            return ImageInfo("jpeg", width, height, components, depth, orientation)
+        elif marker in (0xDA, 0xD9):  # scan data or end of image before any frame header
+            break
+        pos += 2 + length
+    return ImageInfo("jpeg", orientation=orientation)
+
+
+def _exif_orientation(tiff: bytes) -> int:
+    """The Orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block; 1 if absent."""
+    if tiff[:2] == b"II":
+        order = "<"
+    elif tiff[:2] == b"MM":
+        order = ">"
+    else:
+        return 1
+    try:
+        (ifd,) = struct.unpack(order + "I", tiff[4:8])
+        (count,) = struct.unpack(order + "H", tiff[ifd : ifd + 2])
+        for k in range(count):
+            entry = ifd + 2 + 12 * k
+            tag, kind = struct.unpack(order + "HH", tiff[entry : entry + 4])
+            if tag == 0x0112 and kind == 3:  # SHORT
+                (value,) = struct.unpack(order + "H", tiff[entry + 8 : entry + 10])
+                return value if value in _ORIENTATION else 1
+    except struct.error:
+        pass
+    return 1
+
+
+def orientation_ops(orientation: int) -> tuple[bool, bool, bool]:
+    """(transpose, mirror left-right, mirror top-bottom) that display stored pixels upright."""
+    return _ORIENTATION.get(orientation, _ORIENTATION[1])
+
+
+def orient(array: np.ndarray, transpose: bool, mirror_lr: bool, mirror_tb: bool) -> np.ndarray:
+    """Apply a transpose, then mirrors, to an H x W x C array; returns a contiguous array.
+
+    A view with negative strides cannot become a torch tensor, hence the copy; it is made once,
+    on the smallest array of the pipeline (after the resize).
+    """
+    if transpose:
+        array = array.transpose(1, 0, 2)
+    if mirror_lr:
+        array = array[:, ::-1]
+    if mirror_tb:
+        array = array[::-1]
+    if transpose or mirror_lr or mirror_tb:
+        return np.ascontiguousarray(array)
+    return array

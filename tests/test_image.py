@@ -1,0 +1,78 @@
+"""Header probing and orientation, checked against Pillow."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from images import claim_size, jpeg_bytes, photo, png16, png_bytes, with_orientation
+from PIL import Image, ImageOps
+
+from fastload.image import orient, orientation_ops, probe, sniff
+
+
+def test_jpeg_header() -> None:
+    info = probe(jpeg_bytes(photo(123, 45)))
+    assert (info.format, info.width, info.height, info.components, info.bit_depth) == (
+        "jpeg",
+        123,
+        45,
+        3,
+        8,
+    )
+    assert probe(jpeg_bytes(photo(10, 20).mean(axis=2).astype(np.uint8))).components == 1
+
+
+def test_progressive_jpeg_header() -> None:
+    info = probe(jpeg_bytes(photo(64, 32), progressive=True))
+    assert (info.width, info.height) == (64, 32)
+
+
+def test_png_header() -> None:
+    data, _ = png16(30, 20)
+    info = probe(data)
+    assert (info.format, info.width, info.height, info.bit_depth) == ("png", 30, 20, 16)
+
+
+@pytest.mark.parametrize(
+    "data, fmt",
+    [
+        (b"GIF89a....", "gif"),
+        (b"RIFF\0\0\0\0WEBPVP8 ", "webp"),
+        (b"BM....", "bmp"),
+        (b"II*\x00....", "tiff"),
+        (b"hello", "unknown"),
+        (b"", "unknown"),
+    ],
+)
+def test_sniff(data: bytes, fmt: str) -> None:
+    assert sniff(data) == fmt
+
+
+def test_a_claimed_size_is_read_without_decoding() -> None:
+    info = probe(claim_size(jpeg_bytes(photo(32, 32)), 60000, 50000))
+    assert info.pixels == 3_000_000_000
+
+
+def test_garbage_after_the_magic_gives_no_size() -> None:
+    assert probe(b"\xff\xd8\xff\xe0" + b"\x00" * 50).pixels is None
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_orientation_matches_pillows_exif_transpose(orientation: int) -> None:
+    pixels = photo(40, 30, seed=orientation)
+    data = with_orientation(pixels, orientation)
+    info = probe(data)
+    assert info.orientation == orientation
+    with Image.open(io.BytesIO(data)) as image:
+        stored = np.asarray(image.convert("RGB"))
+        shown = np.asarray(ImageOps.exif_transpose(image).convert("RGB"))
+    out = orient(stored, *orientation_ops(orientation))
+    np.testing.assert_array_equal(out, shown)
+    assert info.shown_size == (shown.shape[1], shown.shape[0])
+
+
+def test_no_exif_means_upright() -> None:
+    assert probe(png_bytes(Image.new("RGB", (4, 4)))).orientation == 1
+    assert probe(jpeg_bytes(photo(8, 8))).orientation == 1

@@ -1,0 +1,170 @@
+"""fastload.transforms against torchvision: same parameters, same draws, close pixels.
+
+Tolerances: crops and flips are exact; resampling is within 1.5 grey levels (mean absolute
+difference) of torchvision's antialiased bilinear result on photo-like images.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms.v2 as T
+import torchvision.transforms.v2.functional as F
+from images import photo
+
+from fastload import transforms as fl
+
+
+def tensor(width: int = 320, height: int = 240, seed: int = 0) -> torch.Tensor:
+    return torch.from_numpy(photo(width, height, seed)).permute(2, 0, 1).contiguous()
+
+
+def mad(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.int() - b.int()).abs().float().mean())
+
+
+SIZES = [(320, 240), (240, 320), (500, 375), (64, 64), (1000, 12), (12, 1000), (7, 5)]
+
+
+@pytest.mark.parametrize("width, height", SIZES)
+@pytest.mark.parametrize("scale, ratio", [((0.08, 1.0), (3 / 4, 4 / 3)), ((0.5, 0.9), (0.2, 5.0))])
+def test_random_resized_crop_draws_torchvisions_boxes(width, height, scale, ratio) -> None:
+    ours = fl.RandomResizedCrop(224, scale=scale, ratio=ratio)
+    image = torch.zeros(3, height, width, dtype=torch.uint8)
+    for seed in range(40):
+        torch.manual_seed(seed)
+        expected = T.RandomResizedCrop.get_params(image, scale=list(scale), ratio=list(ratio))
+        torch.manual_seed(seed)
+        assert ours.params(height, width) == tuple(expected)
+        # and the RNG is left in the same state: later draws stay in step
+        after_ours = torch.rand(1)
+        torch.manual_seed(seed)
+        T.RandomResizedCrop.get_params(image, scale=list(scale), ratio=list(ratio))
+        assert torch.equal(after_ours, torch.rand(1))
+
+
+def test_random_resized_crop_fallback_is_the_central_crop() -> None:
+    # an extreme strip never fits the ratio range: after 10 misses, the centred fallback
+    ours = fl.RandomResizedCrop(8, scale=(0.99, 1.0), ratio=(1.0, 1.0))
+    torch.manual_seed(0)
+    assert ours.params(10, 1000) == (0, 495, 10, 10)
+
+
+@pytest.mark.parametrize("size", [224, (200, 150), 96])
+def test_random_resized_crop_pixels(size) -> None:
+    image = tensor(500, 375)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        ours = fl.RandomResizedCrop(size)(image)
+        torch.manual_seed(seed)
+        theirs = T.RandomResizedCrop(size, antialias=True)(image)
+        assert ours.shape == theirs.shape
+        assert mad(ours, theirs) <= 1.5
+
+
+@pytest.mark.parametrize(
+    "size, max_size", [(224, None), ([224], None), ((100, 300), None), (256, 300), (600, None)]
+)
+@pytest.mark.parametrize("width, height", [(320, 240), (240, 320), (500, 375)])
+def test_resize_sizes_and_pixels(size, max_size, width, height) -> None:
+    image = tensor(width, height)
+    ours = fl.Resize(size, max_size=max_size)(image)
+    theirs = T.Resize(size, max_size=max_size, antialias=True)(image)
+    assert ours.shape == theirs.shape
+    assert mad(ours, theirs) <= 1.5
+
+
+@pytest.mark.parametrize("size", [100, (50, 80), 240, 321, (241, 322), (300, 400)])
+def test_center_crop_is_exact_including_padding(size) -> None:
+    image = tensor(320, 240)
+    assert torch.equal(fl.CenterCrop(size)(image), T.CenterCrop(size)(image))
+
+
+def test_resize_then_center_crop_matches_resize_then_crop() -> None:
+    """Validation's pipeline: fused into one resample of a fractional box."""
+    for width, height in [(500, 375), (375, 500), (401, 333)]:
+        image = tensor(width, height)
+        ours = fl.Compose([fl.Resize(256), fl.CenterCrop(224)])(image)
+        theirs = T.Compose([T.Resize(256, antialias=True), T.CenterCrop(224)])(image)
+        assert ours.shape == theirs.shape == (3, 224, 224)
+        assert mad(ours, theirs) <= 1.5
+
+
+def test_flip_makes_torchvisions_decisions() -> None:
+    image = tensor(64, 48)
+    for seed in range(30):
+        torch.manual_seed(seed)
+        ours = fl.RandomHorizontalFlip(0.5)(image)
+        torch.manual_seed(seed)
+        assert torch.equal(ours, T.RandomHorizontalFlip(0.5)(image))
+
+
+def test_mirror_then_crop_is_exact() -> None:
+    image = tensor(320, 240)
+    ours = fl.Compose([fl.RandomHorizontalFlip(1.0), fl.CenterCrop((100, 150))])(image)
+    assert torch.equal(ours, F.center_crop(F.horizontal_flip(image), [100, 150]))
+    ours = fl.Compose([fl.CenterCrop((100, 150)), fl.RandomHorizontalFlip(1.0)])(image)
+    assert torch.equal(ours, F.horizontal_flip(F.center_crop(image, [100, 150])))
+
+
+def test_training_pipeline_draws_in_torchvisions_order() -> None:
+    image = tensor(500, 375)
+    pipeline = fl.Compose([fl.RandomResizedCrop(128), fl.RandomHorizontalFlip()])
+    reference = T.Compose([T.RandomResizedCrop(128, antialias=True), T.RandomHorizontalFlip()])
+    for seed in range(10):
+        torch.manual_seed(seed)
+        ours = pipeline(image)
+        torch.manual_seed(seed)
+        assert mad(ours, reference(image)) <= 1.5
+
+
+def test_compose_hands_the_tensor_to_other_callables() -> None:
+    seen = []
+    pipeline = fl.Compose([fl.CenterCrop(10), lambda t: seen.append(t) or t.float()])
+    out = pipeline(tensor(32, 32))
+    assert seen[0].dtype == torch.uint8 and seen[0].shape == (3, 10, 10)
+    assert out.dtype == torch.float32
+    assert len(pipeline.planned) == 1 and len(pipeline.rest) == 1
+
+
+def test_ops_keep_single_channel_images() -> None:
+    grey = tensor(64, 48)[:1]
+    assert fl.RandomResizedCrop(16)(grey).shape == (1, 16, 16)
+    assert fl.Resize(24)(grey).shape == (1, 24, 32)
+
+
+def test_outputs_are_ordinary_writable_tensors() -> None:
+    out = fl.RandomHorizontalFlip(1.0)(tensor(16, 16))
+    out[0, 0, 0] = 7  # no negative strides, no read-only memory
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: fl.RandomResizedCrop(0), "positive"),
+        (lambda: fl.RandomResizedCrop((1, 2, 3)), "sequence of 1 or 2"),
+        (lambda: fl.RandomResizedCrop(8, scale=(1.0, 0.5)), "must each be"),
+        (lambda: fl.RandomResizedCrop(8, interpolation="lanczos"), "valid: nearest, bilinear"),
+        (lambda: fl.Resize(-3), "positive"),
+        (lambda: fl.Resize((10, 10), max_size=20), "only applies"),
+        (lambda: fl.Resize(10, max_size=5), "must be larger"),
+        (lambda: fl.RandomHorizontalFlip(1.5), "within"),
+        (lambda: fl.CenterCrop("big"), "int or a sequence"),
+    ],
+)
+def test_bad_arguments(make, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_interpolation_accepts_torchvisions_enum() -> None:
+    assert fl.Resize(8, interpolation=T.InterpolationMode.BICUBIC).interpolation == "bicubic"
+
+
+@pytest.mark.parametrize(
+    "bad", [np.zeros((8, 8, 3), np.uint8), torch.zeros(3, 8, 8), torch.zeros(8, 8)]
+)
+def test_wrong_input_says_what_it_got(bad) -> None:
+    with pytest.raises(TypeError, match="takes a C x H x W uint8 tensor, got"):
+        fl.CenterCrop(4)(bad)
