@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -60,6 +61,50 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from fastload._progress import Progress
+    from fastload.scan import KINDS, scan
+
+    if not os.path.isdir(args.dir):
+        raise CLIError(f"{args.dir!r} is not a folder")
+    progress = Progress("scan")
+    try:
+        report = scan(
+            args.dir,
+            workers=args.workers,
+            backend=args.backend,
+            max_pixels=args.max_pixels,
+            progress=progress,
+        )
+    except ValueError as exc:  # an unknown backend
+        raise CLIError(str(exc)) from None
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 1 if report.findings else 0
+    bad_files = len({f.path for f in report.findings})
+    print(f"scanned {report.files} image files in {report.root}: {bad_files} with problems")
+    print(f"  {'kind':<16} {'files':>6}  meaning")
+    for kind, count in report.counts.items():
+        print(f"  {kind:<16} {count:>6}  {KINDS[kind]}")
+    if report.findings:
+        print()
+        for f in report.findings:
+            print(f"  {f.kind:<16} {os.path.relpath(f.path, report.root)}: {f.detail}")
+    return 1 if report.findings else 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     import fastload
 
@@ -79,6 +124,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.set_defaults(run=_cmd_info)
+
+    from fastload.backends import DEFAULT_MAX_PIXELS
+
+    scan = sub.add_parser(
+        "scan",
+        help="check a dataset folder for files that will not decode, or decode oddly",
+        description="Check every image file under DIR, in parallel: unreadable, truncated, "
+        "oversized, wrongly named, CMYK and grayscale files. Exit status: 0 when nothing was "
+        "found, 1 when something was, 2 for a usage error.",
+    )
+    scan.add_argument("dir", metavar="DIR", help="the dataset folder")
+    scan.add_argument("--json", action="store_true", help="print one JSON object")
+    scan.add_argument(
+        "--workers", type=_positive_int, default=None, help="processes (default: one per core)"
+    )
+    scan.add_argument("--backend", default="auto", help="decoder to try files with (default: auto)")
+    scan.add_argument(
+        "--max-pixels",
+        type=_positive_int,
+        default=DEFAULT_MAX_PIXELS,
+        help=f"report images larger than this as oversized (default: {DEFAULT_MAX_PIXELS:,})",
+    )
+    scan.set_defaults(run=_cmd_scan)
     return parser
 
 
@@ -89,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments after the program name; ``sys.argv[1:]`` when ``None``.
 
     Returns:
-        The exit status: 0 on success, 2 for a user mistake, 130 when interrupted.
+        The exit status: 0 on success, 1 when ``scan`` found problems, 2 for a user mistake,
+        130 when interrupted.
     """
     parser = _parser()
     args = parser.parse_args(argv)

@@ -1,0 +1,49 @@
+"""A one-line progress bar on stderr for long commands; silent when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    """Call with ``(done, total)``; redraws at most ten times a second.
+
+    Args:
+        label: What is being counted, shown before the bar.
+        stream: Where to draw (standard error by default).
+        enabled: Draw or not; by default, only when ``stream`` is a terminal.
+    """
+
+    def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool | None = None):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._start = time.monotonic()
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        fraction = done / total if total else 1.0
+        filled = int(24 * fraction)
+        rate = done / max(now - self._start, 1e-9)
+        self.stream.write(
+            f"\r{self.label} [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} "
+            f"{fraction:4.0%} {rate:,.0f}/s "
+        )
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        """End the line the bar was drawn on."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False

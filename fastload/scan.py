@@ -1,0 +1,218 @@
+"""Check a dataset folder before a long training run: what will not decode, or decode oddly."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastload import backends
+from fastload.image import probe
+
+__all__ = ["KINDS", "Finding", "ScanReport", "scan", "scan_file"]
+
+KINDS = {
+    "unreadable": "cannot be decoded at all (empty, corrupt, not an image)",
+    "truncated": "the file ends early: a decoder would fill the rest grey",
+    "oversized": "the header claims more pixels than max_pixels: refused before decoding",
+    "wrong_extension": "the content's format is not the one the name says",
+    "cmyk": "CMYK/YCCK colour: converted to RGB, slower, colours may differ between tools",
+    "grayscale": "one colour channel: converted to 3-channel RGB",
+}
+
+_EXTENSIONS = {
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".jpe": "jpeg",
+    ".png": "png",
+    ".webp": "webp",
+    ".bmp": "bmp",
+    ".gif": "gif",
+    ".tif": "tiff",
+    ".tiff": "tiff",
+}
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem with one file."""
+
+    path: str
+    kind: str
+    detail: str
+
+
+@dataclass
+class ScanReport:
+    """What a scan found: how many files it read and the problems, worst first."""
+
+    root: str
+    files: int
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Problems per kind, every kind listed."""
+        found = Counter(f.kind for f in self.findings)
+        return {kind: found.get(kind, 0) for kind in KINDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "files": self.files,
+            "counts": self.counts,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def scan_file(path: str, *, max_pixels: int, backend: backends.Backend) -> list[Finding]:
+    """Every problem with one file (an empty list when it is fine)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return [Finding(path, "unreadable", f"cannot read the file: {exc}")]
+    if not data:
+        return [Finding(path, "unreadable", "empty file")]
+    info = probe(data)
+    findings = []
+    named = _EXTENSIONS.get(Path(path).suffix.lower())
+    if info.format != "unknown" and named is not None and named != info.format:
+        findings.append(
+            Finding(path, "wrong_extension", f"named {Path(path).suffix}, content is {info.format}")
+        )
+    if info.pixels is not None and info.pixels > max_pixels:
+        detail = f"{info.width} x {info.height} = {info.pixels:,} pixels > {max_pixels:,}"
+        return [*findings, Finding(path, "oversized", detail)]
+    mode = _colour(info, data)
+    if mode == "cmyk":
+        findings.append(
+            Finding(path, "cmyk", "4-component JPEG" if info.format == "jpeg" else "CMYK")
+        )
+    elif mode == "grayscale":
+        findings.append(Finding(path, "grayscale", f"{info.format}, one channel"))
+    try:
+        backend.decode(data, max_pixels=max_pixels)
+    except Exception as exc:
+        reason = str(exc) or type(exc).__name__
+        findings.append(Finding(path, _failure_kind(info, data, reason), reason))
+    return findings
+
+
+def _failure_kind(info: Any, data: bytes, reason: str) -> str:
+    if info.format == "jpeg":
+        # a frame header that parses, but no end-of-image marker: the file was cut short
+        cut = info.pixels is not None and data.rfind(b"\xff\xd9", len(data) // 2) < 0
+        return "truncated" if cut else "unreadable"
+    return "truncated" if "truncated" in reason.lower() else "unreadable"
+
+
+def _colour(info: Any, data: bytes) -> str | None:
+    if info.format == "jpeg":
+        return {1: "grayscale", 4: "cmyk"}.get(info.components)
+    if info.format == "png":
+        return "grayscale" if info.components in (1, 2) and _png_is_grey(data) else None
+    if info.format in ("unknown",):
+        return None
+    try:
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as image:
+            if image.mode in ("CMYK", "YCbCr;K"):
+                return "cmyk"
+            if image.mode in ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F"):
+                return "grayscale"
+    except Exception:
+        return None  # the decode step reports it
+    return None
+
+
+def _png_is_grey(data: bytes) -> bool:
+    return len(data) > 25 and data[25] in (0, 4)  # colour type: grey, grey + alpha
+
+
+def image_files(root: str | os.PathLike[str]) -> list[str]:
+    """Files under ``root`` with an image extension (those an ImageFolder would load), sorted."""
+    found = []
+    for folder, _, names in os.walk(root, followlinks=True):
+        found.extend(os.path.join(folder, n) for n in names if n.lower().endswith(_IMAGE_SUFFIXES))
+    return sorted(found)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(backend: str, max_pixels: int) -> None:
+    _WORKER["backend"] = backends.create(backend)
+    _WORKER["max_pixels"] = max_pixels
+
+
+def _scan_one(path: str) -> list[Finding]:
+    return scan_file(path, max_pixels=_WORKER["max_pixels"], backend=_WORKER["backend"])
+
+
+def scan(
+    root: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    backend: str = "auto",
+    max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+    progress: Callable[[int, int], None] | None = None,
+) -> ScanReport:
+    """Check every image file under ``root``, in parallel.
+
+    Args:
+        root: The dataset folder.
+        workers: Processes to use (default: one per core; 0 or 1 scans in this process).
+        backend: The decoder to try each file with, as training would.
+        max_pixels: The limit above which a file is reported as oversized.
+        progress: Called as ``progress(done, total)`` while scanning.
+
+    Returns:
+        The report; findings sorted by kind (worst first), then path.
+
+    Raises:
+        NotADirectoryError: ``root`` is not a folder.
+    """
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"{os.fspath(root)!r} is not a folder")
+    paths = image_files(root)
+    resolved = backends.resolve(backend)
+    if workers is None:
+        workers = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )
+    results: Iterable[list[Finding]]
+    findings: list[Finding] = []
+    if workers <= 1 or len(paths) < 64:
+        _init_worker(resolved, max_pixels)
+        results = map(_scan_one, paths)
+        findings = _collect(results, len(paths), progress)
+    else:
+        with multiprocessing.get_context("spawn" if os.name == "nt" else "fork").Pool(
+            workers, initializer=_init_worker, initargs=(resolved, max_pixels)
+        ) as pool:
+            results = pool.imap_unordered(_scan_one, paths, chunksize=16)
+            findings = _collect(results, len(paths), progress)
+    order = list(KINDS)
+    findings.sort(key=lambda f: (order.index(f.kind), f.path))
+    return ScanReport(os.fspath(root), len(paths), findings)
+
+
+def _collect(
+    results: Iterable[list[Finding]], total: int, progress: Callable[[int, int], None] | None
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for done, found in enumerate(results, 1):
+        findings.extend(found)
+        if progress is not None:
+            progress(done, total)
+    return findings
