@@ -49,6 +49,13 @@ class Skipped:
     reason: str
 
 
+def _check_options(on_error: str, max_pixels: int) -> None:
+    if on_error not in _ON_ERROR:
+        raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
+    if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+        raise ValueError(f"max_pixels={max_pixels!r} must be a positive int")
+
+
 class _Strings:
     """Many strings in two numpy arrays: no Python object per string."""
 
@@ -113,10 +120,7 @@ class ImageList(Dataset):
     ) -> None:
         if len(paths) != len(labels):
             raise ValueError(f"got {len(paths)} paths but {len(labels)} labels")
-        if on_error not in _ON_ERROR:
-            raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
-        if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
-            raise ValueError(f"max_pixels={max_pixels!r} must be a positive int")
+        _check_options(on_error, max_pixels)
         self._init_samples([os.fspath(p) for p in paths], labels, root="")
         self.classes = list(classes) if classes is not None else []
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
@@ -286,10 +290,7 @@ class ImageFolder(ImageList):
     ) -> None:
         from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-        if on_error not in _ON_ERROR:
-            raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
-        if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
-            raise ValueError(f"max_pixels={max_pixels!r} must be a positive int")
+        _check_options(on_error, max_pixels)
         root = os.fspath(root)
         classes, class_to_idx = find_classes(root)
         extensions = None if is_valid_file is not None else IMG_EXTENSIONS
