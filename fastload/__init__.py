@@ -1,6 +1,6 @@
 """fastload: fast PyTorch image input pipelines behind a drop-in ``DataLoader``."""
 
-from fastload import backends, transforms
+from fastload import backends, gpu, transforms
 from fastload._optional import MissingDependencyError
 from fastload.backends import ImageDecodeError
 from fastload.datasets import ImageFolder, ImageList, Skipped, UnreadableImageWarning
@@ -20,6 +20,7 @@ __all__ = [
     "UnreadableImageWarning",
     "__version__",
     "backends",
+    "gpu",
     "map_tensors",
     "transforms",
 ]

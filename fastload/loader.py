@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # torch's worker loop seeds numpy.random in every worker. numpy >= 2 imports that submodule
@@ -13,6 +13,7 @@ import numpy.random  # noqa: F401
 import torch.utils.data
 
 from fastload.datasets import SkipCollate, SkipReport
+from fastload.gpu.stage import BatchStage, CollateThenStage
 from fastload.prefetch import CUDAPrefetcher, DeviceLike, resolve_device
 
 __all__ = ["DataLoader"]
@@ -38,6 +39,11 @@ class DataLoader(torch.utils.data.DataLoader):
             pass ``pin_memory=False`` explicitly to turn it off.
         device_prefetch: With a CUDA ``device``, how many batches are copied ahead of the one
             in use.
+        gpu_transforms: Batch ops (``fastload.gpu``) applied to each batch's images, and to its
+            labels when the batch is ``(images, labels, ...)``. With a CUDA ``device`` they run
+            on the prefetcher's side stream right after the copy, overlapping the training step;
+            otherwise they run in the worker processes, after collating.
+        channels_last: Deliver 4-D images in channels-last memory format.
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 
     Raises:
@@ -51,6 +57,8 @@ class DataLoader(torch.utils.data.DataLoader):
         *args: Any,
         device: DeviceLike | None = None,
         device_prefetch: int = 2,
+        gpu_transforms: Callable[..., Any] | None = None,
+        channels_last: bool = False,
         **kwargs: Any,
     ) -> None:
         target = resolve_device(device)
@@ -60,6 +68,11 @@ class DataLoader(torch.utils.data.DataLoader):
             or device_prefetch < 1
         ):
             raise ValueError(f"device_prefetch={device_prefetch!r} must be an int >= 1")
+        if not isinstance(channels_last, bool):
+            raise ValueError(f"channels_last={channels_last!r} must be True or False")
+        stage = None
+        if gpu_transforms is not None or channels_last:
+            stage = BatchStage(gpu_transforms, channels_last=channels_last)
         if target is not None and target.type == "cuda":
             try:
                 given = _TORCH_INIT.bind(self, *args, **kwargs).arguments
@@ -70,6 +83,12 @@ class DataLoader(torch.utils.data.DataLoader):
         super().__init__(*args, **kwargs)
         self.device = target
         self.device_prefetch = device_prefetch
+        self.gpu_transforms = gpu_transforms
+        self.channels_last = channels_last
+        # The batch stage runs on the prefetch stream for a CUDA device, else in the workers.
+        self._device_stage = stage if target is not None and target.type == "cuda" else None
+        if stage is not None and self._device_stage is None:
+            self.collate_fn = CollateThenStage(self.collate_fn, stage)
         if getattr(self.dataset, "on_error", None) == "skip":
             # A fastload dataset that skips unreadable images returns markers in their place:
             # drop them before collating, and report them in the main process.
@@ -81,7 +100,9 @@ class DataLoader(torch.utils.data.DataLoader):
             batches = SkipReport(batches, self.dataset)
         if self.device is None or self.device.type == "cpu":
             return batches
-        return CUDAPrefetcher(batches, device=self.device, depth=self.device_prefetch)
+        return CUDAPrefetcher(
+            batches, device=self.device, depth=self.device_prefetch, transform=self._device_stage
+        )
 
 
 def _public_signature() -> inspect.Signature:

@@ -138,6 +138,8 @@ class CUDAPrefetcher:
         depth: How many batches to have copied or in flight ahead of the one handed out.
         pin_memory: Pin tensors that are not pinned yet before copying them; without pinning,
             a ``non_blocking`` copy from pageable memory runs synchronously.
+        transform: Called on each batch on the device, on the side stream right after its copy
+            (``fastload.DataLoader`` puts its batch stage here), so it overlaps the consumer's work.
 
     Raises:
         ValueError: ``depth`` is not a positive int, or ``device`` is not a CUDA device.
@@ -151,6 +153,7 @@ class CUDAPrefetcher:
         device: DeviceLike = "cuda",
         depth: int = 2,
         pin_memory: bool = True,
+        transform: Callable[[Any], Any] | None = None,
     ) -> None:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth={depth!r} must be an int >= 1")
@@ -160,6 +163,7 @@ class CUDAPrefetcher:
         self.device = target
         self.depth = depth
         self.pin_memory = pin_memory
+        self.transform = transform
         self._iterable = iterable
         self._stream = torch.cuda.Stream(device=target)
         self._source: Iterator[Any] | None = None
@@ -227,17 +231,17 @@ class CUDAPrefetcher:
             self._queue.append(self._copy(host))
 
     def _copy(self, host: Any) -> tuple[Any, list[torch.Tensor], torch.cuda.Event]:
-        tensors: list[torch.Tensor] = []
-
         def to_device(tensor: torch.Tensor) -> torch.Tensor:
             if self.pin_memory and tensor.device.type == "cpu" and not tensor.is_pinned():
                 tensor = tensor.pin_memory()
-            moved = tensor.to(self.device, non_blocking=True)
-            tensors.append(moved)
-            return moved
+            return tensor.to(self.device, non_blocking=True)
 
         with torch.cuda.stream(self._stream):
             batch = map_tensors(to_device, host)
+            if self.transform is not None:
+                batch = self.transform(batch)
             copied = torch.cuda.Event()
             copied.record(self._stream)
+        tensors: list[torch.Tensor] = []
+        map_tensors(tensors.append, batch)  # what the consumer will own
         return batch, tensors, copied

@@ -231,7 +231,12 @@ def test_signature_is_torchs_then_keyword_only_options() -> None:
     theirs = list(inspect.signature(TorchDataLoader).parameters.values())
     assert ours[: len(theirs)] == theirs  # names, order, defaults, kinds, annotations
     extra = ours[len(theirs) :]
-    assert [p.name for p in extra] == ["device", "device_prefetch"]
+    assert [p.name for p in extra] == [
+        "device",
+        "device_prefetch",
+        "gpu_transforms",
+        "channels_last",
+    ]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extra)
 
 

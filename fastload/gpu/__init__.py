@@ -1,0 +1,39 @@
+"""Batch augmentation on any device, with parameters drawn per sample.
+
+``fastload.gpu.functional`` holds the pure kernels; the classes here draw parameters and call
+them. Wire them into a loader with ``fastload.DataLoader(..., gpu_transforms=...)``.
+"""
+
+from fastload.gpu import functional
+from fastload.gpu.transforms import (
+    BatchTransform,
+    ColorJitter,
+    Compose,
+    CutMix,
+    GaussianBlur,
+    MixUp,
+    Normalize,
+    RandomApply,
+    RandomErasing,
+    RandomGrayscale,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    RandomVerticalFlip,
+)
+
+__all__ = [
+    "BatchTransform",
+    "ColorJitter",
+    "Compose",
+    "CutMix",
+    "GaussianBlur",
+    "MixUp",
+    "Normalize",
+    "RandomApply",
+    "RandomErasing",
+    "RandomGrayscale",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "RandomVerticalFlip",
+    "functional",
+]

@@ -1,0 +1,365 @@
+"""Pure batched image ops: N x C x H x W in, per-sample parameters as tensors, no host syncs.
+
+Every kernel takes its random parameters explicitly (one value or row per sample), so the same
+parameters give the same result on any device; the classes in ``fastload.gpu.transforms`` draw
+them. Inputs are uint8 (0-255) or floating point (0-1); outputs keep the input's dtype and
+device unless the op's job is to change them (``normalize``). No kernel writes to its input.
+
+Integer results are truncated toward zero after clamping, as torchvision's kernels do, so the
+same parameters give the same pixels as torchvision's single-image ops (within one level
+where the arithmetic order differs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_hue",
+    "adjust_saturation",
+    "check_images",
+    "cutmix",
+    "erase",
+    "gaussian_blur",
+    "hflip",
+    "mixup",
+    "normalize",
+    "resized_crop",
+    "rgb_to_grayscale",
+    "vflip",
+]
+
+_GREY_WEIGHTS = (0.2989, 0.587, 0.114)  # ITU-R 601-2 luma, as torchvision and Pillow
+
+
+def check_images(images: torch.Tensor, op: str, *, channels: Sequence[int] = (1, 3)) -> None:
+    """Raise a clear error unless ``images`` is an N x C x H x W uint8 or float tensor."""
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"{op} expects an N x C x H x W tensor, got {type(images).__name__}")
+    ok_dtype = images.dtype == torch.uint8 or images.is_floating_point()
+    if images.ndim != 4 or images.shape[1] not in channels or not ok_dtype:
+        want = " or ".join(str(c) for c in channels)
+        raise ValueError(
+            f"{op} expects an N x C x H x W tensor with C = {want}, dtype uint8 or floating "
+            f"point; got shape {tuple(images.shape)} and dtype {images.dtype}"
+        )
+
+
+def _bound(images: torch.Tensor) -> float:
+    return 255.0 if images.dtype == torch.uint8 else 1.0
+
+
+def _working(images: torch.Tensor) -> torch.Tensor:
+    """The images in a float dtype fit for arithmetic (float32 for uint8 and half types)."""
+    if images.dtype in (torch.uint8, torch.float16, torch.bfloat16):
+        return images.float()
+    return images
+
+
+def _restore(result: torch.Tensor, like: torch.Tensor, *, rounding: bool = False) -> torch.Tensor:
+    result = result.clamp(0.0, _bound(like))
+    if like.dtype == torch.uint8:
+        return (result.round() if rounding else result).to(torch.uint8)
+    return result.to(like.dtype)
+
+
+def _column(values: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+    """Per-sample values shaped (N, 1, 1, 1) on the images' device, in float32."""
+    return values.to(device=images.device, dtype=torch.float32).reshape(-1, 1, 1, 1)
+
+
+def hflip(images: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Mirror left-right the samples where ``flip`` (N booleans) is true."""
+    mask = flip.to(images.device).reshape(-1, 1, 1, 1)
+    return torch.where(mask, images.flip(-1), images)
+
+
+def vflip(images: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
+    """Mirror top-bottom the samples where ``flip`` (N booleans) is true."""
+    mask = flip.to(images.device).reshape(-1, 1, 1, 1)
+    return torch.where(mask, images.flip(-2), images)
+
+
+def rgb_to_grayscale(images: torch.Tensor) -> torch.Tensor:
+    """Luma of RGB images, as an N x 1 x H x W float tensor on the images' scale."""
+    x = _working(images)
+    r, g, b = x.unbind(1)
+    return (r * _GREY_WEIGHTS[0] + g * _GREY_WEIGHTS[1] + b * _GREY_WEIGHTS[2]).unsqueeze(1)
+
+
+def _grey_reference(images: torch.Tensor) -> torch.Tensor:
+    """The grey image the contrast and saturation blends use (floored for integer images)."""
+    if images.shape[1] == 1:
+        return _working(images)
+    grey = rgb_to_grayscale(images)
+    return grey.floor() if images.dtype == torch.uint8 else grey
+
+
+def adjust_brightness(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Scale each sample's intensities by its factor (0 black, 1 unchanged)."""
+    return _restore(_working(images) * _column(factor, images), images)
+
+
+def _blend(images: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    f = _column(factor, images)
+    return _restore(_working(images) * f + other * (1.0 - f), images)
+
+
+def adjust_contrast(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend each sample with its mean grey level (0 flat grey, 1 unchanged)."""
+    mean = _grey_reference(images).mean(dim=(1, 2, 3), keepdim=True)
+    return _blend(images, mean, factor)
+
+
+def adjust_saturation(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend each sample with its grey version (0 grey, 1 unchanged); grey images pass."""
+    if images.shape[1] == 1:
+        return images.clone()
+    return _blend(images, _grey_reference(images), factor)
+
+
+def adjust_hue(images: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Rotate each sample's hue by its shift, in turns (-0.5 to 0.5); grey images pass."""
+    if images.shape[1] == 1 or images.shape[0] == 0:
+        return images.clone()
+    x = _working(images) / _bound(images)
+    r, g, b = x.unbind(1)
+    value, _ = x.max(dim=1)
+    low, _ = x.min(dim=1)
+    chroma = value - low
+    has_colour = chroma > 0
+    safe_chroma = torch.where(has_colour, chroma, torch.ones_like(chroma))
+    saturation = torch.where(value > 0, chroma / torch.where(value > 0, value, 1.0), 0.0)
+    # Hue in sixths of a turn, from whichever channel is largest (red first, then green).
+    hue = torch.where(
+        value == r,
+        ((g - b) / safe_chroma) % 6.0,
+        torch.where(value == g, (b - r) / safe_chroma + 2.0, (r - g) / safe_chroma + 4.0),
+    )
+    hue = torch.where(has_colour, hue, torch.zeros_like(hue))
+    hue = (hue + 6.0 * _column(shift, images)[:, 0]) % 6.0
+    # Back to RGB: channel n is v - v*s*clamp(min(k, 4 - k), 0, 1), k = (n + h) mod 6.
+    out = []
+    for n in (5.0, 3.0, 1.0):
+        k = (n + hue) % 6.0
+        out.append(value - value * saturation * torch.clamp(torch.minimum(k, 4.0 - k), 0.0, 1.0))
+    rgb = torch.stack(out, dim=1)
+    if images.dtype == torch.uint8:
+        # float -> integer the way torchvision converts: scale by 256 - epsilon, truncate
+        return (rgb * (256.0 - 1e-3)).clamp(0, 255).to(torch.uint8)
+    return rgb.clamp(0.0, 1.0).to(images.dtype)
+
+
+def _gaussian_kernels(size: int, sigma: torch.Tensor) -> torch.Tensor:
+    """(N, size) normalised 1-D Gaussian kernels, one per sigma."""
+    half = (size - 1) * 0.5
+    x = torch.linspace(-half, half, size, device=sigma.device, dtype=torch.float32)
+    pdf = torch.exp(-0.5 * (x[None, :] / sigma[:, None]) ** 2)
+    return pdf / pdf.sum(dim=1, keepdim=True)
+
+
+def gaussian_blur(
+    images: torch.Tensor, kernel_size: tuple[int, int], sigma: torch.Tensor
+) -> torch.Tensor:
+    """Blur each sample with its own Gaussian.
+
+    Args:
+        images: N x C x H x W.
+        kernel_size: (width, height) of the kernel, odd and positive.
+        sigma: (N, 2) standard deviations along x and y, or (N,) for both.
+    """
+    n, c, h, w = images.shape
+    if n == 0:
+        return images.clone()
+    sigma = sigma.to(device=images.device, dtype=torch.float32)
+    if sigma.ndim == 1:
+        sigma = torch.stack([sigma, sigma], dim=1)
+    kx = _gaussian_kernels(kernel_size[0], sigma[:, 0]).repeat_interleave(c, dim=0)
+    ky = _gaussian_kernels(kernel_size[1], sigma[:, 1]).repeat_interleave(c, dim=0)
+    pad_x, pad_y = kernel_size[0] // 2, kernel_size[1] // 2
+    x = _working(images).reshape(1, n * c, h, w)
+    x = F.pad(x, [pad_x, pad_x, pad_y, pad_y], mode="reflect")
+    # separable: one grouped pass along x, one along y, a kernel per sample and channel
+    x = F.conv2d(x, kx[:, None, None, :], groups=n * c)
+    x = F.conv2d(x, ky[:, None, :, None], groups=n * c)
+    return _restore(x.reshape(n, c, h, w), images, rounding=True)
+
+
+def _box_mask(boxes: torch.Tensor, height: int, width: int, device: torch.device) -> torch.Tensor:
+    """(N, 1, H, W) booleans: inside each sample's box (top, left, height, width)."""
+    boxes = boxes.to(device)
+    ys = torch.arange(height, device=device).view(1, height, 1)
+    xs = torch.arange(width, device=device).view(1, 1, width)
+    top, left, h, w = (boxes[:, i].view(-1, 1, 1) for i in range(4))
+    inside = (ys >= top) & (ys < top + h) & (xs >= left) & (xs < left + w)
+    return inside.unsqueeze(1)
+
+
+def erase(
+    images: torch.Tensor, boxes: torch.Tensor, value: float | torch.Tensor = 0.0
+) -> torch.Tensor:
+    """Fill each sample's box (top, left, height, width) with ``value``; a box of zero size
+    erases nothing.
+
+    Args:
+        images: N x C x H x W.
+        boxes: (N, 4) integer boxes.
+        value: One value, a value per channel, or a tensor broadcastable to the images.
+    """
+    mask = _box_mask(boxes, images.shape[2], images.shape[3], images.device)
+    fill = torch.as_tensor(value, dtype=images.dtype, device=images.device)
+    if fill.ndim == 1:
+        fill = fill.view(1, -1, 1, 1)
+    return torch.where(mask, fill, images)
+
+
+def normalize(
+    images: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    *,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """(x - mean) / std per channel, after scaling uint8 images to [0, 1]; returns ``dtype``.
+
+    ``mean`` and ``std`` are in torchvision's [0, 1] units whatever the input dtype.
+    """
+    c = images.shape[1]
+    scale = 255.0 if images.dtype == torch.uint8 else 1.0
+    mean_t = torch.as_tensor(mean, dtype=torch.float32, device=images.device).reshape(1, -1, 1, 1)
+    std_t = torch.as_tensor(std, dtype=torch.float32, device=images.device).reshape(1, -1, 1, 1)
+    if mean_t.shape[1] not in (1, c) or std_t.shape[1] not in (1, c):
+        raise ValueError(
+            f"normalize got mean of length {mean_t.shape[1]} and std of length {std_t.shape[1]} "
+            f"for images with {c} channels"
+        )
+    # one fused multiply-add: x * (1 / (scale * std)) - mean / std
+    return torch.addcmul(-mean_t / std_t, images.float(), 1.0 / (scale * std_t)).to(dtype)
+
+
+def resized_crop(
+    images: torch.Tensor | Sequence[torch.Tensor],
+    boxes: torch.Tensor,
+    size: tuple[int, int],
+) -> torch.Tensor:
+    """Crop each sample's box (top, left, height, width) and resize it to ``size`` (h, w).
+
+    Samples may differ in size when given as a list of C x H x W tensors. Each output pixel
+    averages the source area it covers (``torchvision.ops.roi_align`` with adaptive sampling),
+    so shrinking is antialiased.
+    """
+    from torchvision.ops import roi_align
+
+    if isinstance(images, torch.Tensor):
+        batch = images
+    else:
+        if len(images) == 0:
+            raise ValueError("resized_crop got an empty list of images")
+        height = max(im.shape[-2] for im in images)
+        width = max(im.shape[-1] for im in images)
+        batch = images[0].new_zeros((len(images), images[0].shape[0], height, width))
+        for i, im in enumerate(images):
+            batch[i, :, : im.shape[-2], : im.shape[-1]] = im
+    n = batch.shape[0]
+    if n == 0:
+        return batch.new_zeros((0, batch.shape[1], *size))
+    boxes = boxes.to(device=batch.device, dtype=torch.float32)
+    top, left, h, w = boxes.unbind(1)
+    rois = torch.stack(
+        [torch.arange(n, device=batch.device, dtype=torch.float32), left, top, left + w, top + h],
+        dim=1,
+    )
+    out = roi_align(_working(batch), rois, output_size=size, sampling_ratio=-1, aligned=True)
+    return _restore(out, batch, rounding=True)
+
+
+def _one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
+    if labels.ndim == 2:  # already soft: (N, num_classes)
+        if labels.shape[1] != num_classes:
+            raise ValueError(f"soft labels have {labels.shape[1]} classes, expected {num_classes}")
+        return labels.to(dtype)
+    if labels.ndim != 1 or labels.is_floating_point():
+        raise ValueError(
+            f"labels must be N integer class indices or N x {num_classes} soft labels; "
+            f"got shape {tuple(labels.shape)} and dtype {labels.dtype}"
+        )
+    return F.one_hot(labels.long(), num_classes).to(dtype)
+
+
+def _label_dtype(images: torch.Tensor) -> torch.dtype:
+    return images.dtype if images.is_floating_point() else torch.float32
+
+
+def mixup(
+    images: torch.Tensor, labels: torch.Tensor, lam: torch.Tensor, num_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mix each sample with the one before it in the batch (the batch rolled by one).
+
+    Returns the mixed images (same dtype) and soft labels (N x num_classes):
+    ``lam * own + (1 - lam) * partner`` for both, with one ``lam`` per sample.
+    """
+    soft = _one_hot(labels, num_classes, _label_dtype(images))
+    lam_images = _column(lam, images)
+    mixed = _working(images) * lam_images + _working(images.roll(1, 0)) * (1.0 - lam_images)
+    lam_labels = lam.to(device=soft.device, dtype=soft.dtype).view(-1, 1)
+    return (
+        _restore(mixed, images, rounding=True),
+        soft * lam_labels + soft.roll(1, 0) * (1.0 - lam_labels),
+    )
+
+
+def cutmix(
+    images: torch.Tensor, labels: torch.Tensor, boxes: torch.Tensor, num_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Paste each sample's box (top, left, height, width) from the sample before it.
+
+    Labels mix by area: ``own * (1 - box area / image area) + partner * box area / image area``.
+    """
+    h, w = images.shape[-2:]
+    soft = _one_hot(labels, num_classes, _label_dtype(images))
+    mask = _box_mask(boxes, h, w, images.device)
+    pasted = torch.where(mask, images.roll(1, 0), images)
+    boxes = boxes.to(device=soft.device)
+    kept = 1.0 - (boxes[:, 2] * boxes[:, 3]).to(soft.dtype).view(-1, 1) / (h * w)
+    return pasted, soft * kept + soft.roll(1, 0) * (1.0 - kept)
+
+
+def sample_beta(alpha: float, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``n`` draws from Beta(alpha, alpha) on the CPU, reproducible from ``generator``.
+
+    torch's Beta distribution cannot take a generator; this draws two Gamma variates per sample
+    (Marsaglia and Tsang's method, with the boost for shapes below 1) from uniform and normal
+    draws that can.
+    """
+    g1 = _sample_gamma(alpha, n, generator)
+    g2 = _sample_gamma(alpha, n, generator)
+    return g1 / (g1 + g2)
+
+
+def _sample_gamma(shape: float, n: int, generator: torch.Generator | None) -> torch.Tensor:
+    boost = shape < 1.0
+    k = shape + 1.0 if boost else shape
+    d = k - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    out = torch.empty(n, dtype=torch.float64)
+    todo = torch.arange(n)
+    while todo.numel():
+        m = todo.numel()
+        z = torch.randn(m, generator=generator, dtype=torch.float64)
+        u = torch.rand(m, generator=generator, dtype=torch.float64)
+        v = (1.0 + c * z) ** 3
+        accept = (v > 0) & (
+            torch.log(u) < 0.5 * z * z + d - d * v + d * torch.log(v.clamp_min(1e-300))
+        )
+        out[todo[accept]] = (d * v)[accept]
+        todo = todo[~accept]
+    if boost:
+        u = torch.rand(n, generator=generator, dtype=torch.float64)
+        out = out * u ** (1.0 / shape)
+    return out.float()
