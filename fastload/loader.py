@@ -100,9 +100,10 @@ class DataLoader(torch.utils.data.DataLoader):
             batches = SkipReport(batches, self.dataset)
         if self.device is None or self.device.type == "cpu":
             return batches
-        return CUDAPrefetcher(
+        prefetcher = CUDAPrefetcher(
             batches, device=self.device, depth=self.device_prefetch, transform=self._device_stage
         )
+        return iter(prefetcher)  # started: `for batch in loader` calls iter() only on the loader
 
 
 def _public_signature() -> inspect.Signature:

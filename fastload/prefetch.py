@@ -170,13 +170,17 @@ class CUDAPrefetcher:
         # Each entry: (device batch, the tensors in it, event recorded after its copy).
         self._queue: deque[tuple[Any, list[torch.Tensor], torch.cuda.Event]] = deque()
         self._error: Exception | None = None
+        self._started = False
 
     def __iter__(self) -> CUDAPrefetcher:
         self.close()
         self._source = iter(self._iterable)
+        self._started = True
         return self
 
     def __next__(self) -> Any:
+        if not self._started:  # next() before any iter(): start the first pass
+            iter(self)
         if not self._queue:
             self._fill(1)
         if not self._queue:
