@@ -310,6 +310,25 @@ def test_dataloader_with_cuda_device_uses_the_prefetcher(fake_cuda: FakeCuda) ->
     assert all(b[0].fake_device.type == "cuda" for b in out)
 
 
+def test_dataloader_with_cuda_device_in_a_plain_for_loop(fake_cuda: FakeCuda) -> None:
+    """`for batch in loader` calls iter() on the loader only: the pass must already be started."""
+    data = [(torch.full((2,), i), i) for i in range(6)]
+    labels = []
+    for _, label in fastload.DataLoader(data, batch_size=2, device="cuda"):
+        labels.append(label.tolist())
+    assert labels == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_next_before_iter_starts_the_first_pass(fake_cuda: FakeCuda) -> None:
+    prefetcher = CUDAPrefetcher(CountingSource(2))
+    assert next(prefetcher)["i"] == 0 and next(prefetcher)["i"] == 1
+    with pytest.raises(StopIteration):
+        next(prefetcher)
+    with pytest.raises(StopIteration):  # exhausted stays exhausted until iter() again
+        next(prefetcher)
+    assert [b["i"] for b in prefetcher] == [0, 1]
+
+
 def test_dataloader_keeps_an_explicit_pin_memory(fake_cuda: FakeCuda) -> None:
     data = list(range(4))
     assert fastload.DataLoader(data, device="cuda", pin_memory=False).pin_memory is False
@@ -362,7 +381,7 @@ def test_gpu_dataloader_workers_do_not_touch_cuda_and_memory_is_released() -> No
 
     torch.cuda.synchronize()
     baseline_mem = torch.cuda.memory_allocated()
-    baseline_threads = threading.active_count()
+    baseline_threads = set(threading.enumerate())
     loader = fastload.DataLoader(Data(), batch_size=8, num_workers=2, device="cuda")
     for images, labels in loader:
         assert images.is_cuda and labels.is_cuda
@@ -376,6 +395,6 @@ def test_gpu_dataloader_workers_do_not_touch_cuda_and_memory_is_released() -> No
     # processes its events; empty_cache() synchronises and does that now.
     torch.cuda.empty_cache()
     assert torch.cuda.memory_allocated() == baseline_mem
-    assert threading.active_count() == baseline_threads
+    assert set(threading.enumerate()) - baseline_threads == set()
     pinned_alive = [o for o in gc.get_objects() if torch.is_tensor(o) and o.is_pinned()]
     assert pinned_alive == []

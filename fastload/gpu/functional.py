@@ -243,6 +243,30 @@ def normalize(
     return torch.addcmul(-mean_t / std_t, images.float(), 1.0 / (scale * std_t)).to(dtype)
 
 
+def _taps(start: torch.Tensor, length: torch.Tensor, out: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source indices and weights that resample [start, start + length) to ``out`` pixels.
+
+    The weights are the antialiased bilinear (triangle) filter torchvision and Pillow use: its
+    support widens with the shrink factor, and taps outside the crop get no weight, as when the
+    crop is cut out first and then resized. Computed on the CPU: (N, out, K) each.
+    """
+    start, length = start.double(), length.double()
+    scale = length / out
+    support = scale.clamp(min=1.0)
+    center = (torch.arange(out, dtype=torch.float64)[None, :] + 0.5) * scale[:, None]
+    first = torch.floor(center - support[:, None] + 0.5).clamp(min=0.0)
+    k = int(torch.ceil(2.0 * support.max()).item()) + 1  # a CPU tensor: no device sync
+    taps = first[..., None] + torch.arange(k, dtype=torch.float64)
+    weight = (1.0 - ((taps + 0.5 - center[..., None]) / support[:, None, None]).abs()).clamp(
+        min=0.0
+    )
+    weight = weight * (taps < length[:, None, None])
+    weight = weight / weight.sum(-1, keepdim=True)
+    last = (start + length - 1.0)[:, None, None]
+    index = torch.minimum(taps + start[:, None, None], last).long()
+    return index, weight.float()
+
+
 def resized_crop(
     images: torch.Tensor | Sequence[torch.Tensor],
     boxes: torch.Tensor,
@@ -250,12 +274,10 @@ def resized_crop(
 ) -> torch.Tensor:
     """Crop each sample's box (top, left, height, width) and resize it to ``size`` (h, w).
 
-    Samples may differ in size when given as a list of C x H x W tensors. Each output pixel
-    averages the source area it covers (``torchvision.ops.roi_align`` with adaptive sampling),
-    so shrinking is antialiased.
+    Samples may differ in size when given as a list of C x H x W tensors. Resampling is
+    torchvision's antialiased bilinear (a crop, then ``resize(antialias=True)``), batched:
+    each output pixel gathers a few source taps per axis with per-sample weights.
     """
-    from torchvision.ops import roi_align
-
     if isinstance(images, torch.Tensor):
         batch = images
     else:
@@ -264,19 +286,26 @@ def resized_crop(
         height = max(im.shape[-2] for im in images)
         width = max(im.shape[-1] for im in images)
         batch = images[0].new_zeros((len(images), images[0].shape[0], height, width))
-        for i, im in enumerate(images):
+        for i, im in enumerate(images):  # the padding gets no weight
             batch[i, :, : im.shape[-2], : im.shape[-1]] = im
-    n = batch.shape[0]
+    n, c, _, width = batch.shape
+    out_h, out_w = size
     if n == 0:
-        return batch.new_zeros((0, batch.shape[1], *size))
-    boxes = boxes.to(device=batch.device, dtype=torch.float32)
+        return batch.new_zeros((0, c, out_h, out_w))
+    boxes = boxes.cpu()
     top, left, h, w = boxes.unbind(1)
-    rois = torch.stack(
-        [torch.arange(n, device=batch.device, dtype=torch.float32), left, top, left + w, top + h],
-        dim=1,
-    )
-    out = roi_align(_working(batch), rois, output_size=size, sampling_ratio=-1, aligned=True)
-    return _restore(out, batch, rounding=True)
+    device = batch.device
+    rows, row_weights = (t.to(device, non_blocking=True) for t in _taps(top, h, out_h))
+    cols, col_weights = (t.to(device, non_blocking=True) for t in _taps(left, w, out_w))
+    x = _working(batch)
+    # rows first: the output has fewer rows than most sources, so the next gather is smaller
+    ky = rows.shape[-1]
+    gathered = torch.gather(x, 2, rows.view(n, 1, out_h * ky, 1).expand(n, c, out_h * ky, width))
+    x = (gathered.view(n, c, out_h, ky, width) * row_weights.view(n, 1, out_h, ky, 1)).sum(3)
+    kx = cols.shape[-1]
+    gathered = torch.gather(x, 3, cols.view(n, 1, 1, out_w * kx).expand(n, c, out_h, out_w * kx))
+    x = (gathered.view(n, c, out_h, out_w, kx) * col_weights.view(n, 1, 1, out_w, kx)).sum(4)
+    return _restore(x, batch, rounding=True)
 
 
 def _one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:

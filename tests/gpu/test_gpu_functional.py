@@ -1,0 +1,179 @@
+"""fastload.gpu.functional against torchvision's single-image ops, same parameters.
+
+Tolerance: every op is within one grey level of torchvision (max absolute difference), the
+gap coming from float arithmetic order and torchvision's fixed-point uint8 kernels; flips and
+erasing are exact.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision.transforms.v2.functional as TF
+
+from fastload.gpu import functional as F
+
+
+def batch(n: int = 6, h: int = 40, w: int = 48, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
+    g = torch.Generator().manual_seed(n * 1000 + h)
+    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    base = torch.stack([(x * 5 + y * 3) % 256, (x * 2 + 40) % 256, (y * 6 + 90) % 256]).float()
+    images = base[None] + torch.randint(-30, 30, (n, 3, h, w), generator=g)
+    images = images.clamp(0, 255).to(torch.uint8)
+    return images if dtype == torch.uint8 else images.to(dtype) / 255
+
+
+def assert_close_levels(ours: torch.Tensor, theirs: torch.Tensor, levels: float = 1.0) -> None:
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    scale = 1.0 if ours.dtype == torch.uint8 else 255.0
+    diff = (ours.double() - theirs.double()).abs() * scale
+    assert diff.max() <= levels + 1e-3, float(diff.max())
+
+
+DTYPES = [torch.uint8, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flips(dtype) -> None:
+    x = batch(dtype=dtype)
+    decide = torch.tensor([True, False, True, True, False, False])
+    out = F.hflip(x, decide)
+    for i in range(len(x)):
+        assert torch.equal(out[i], TF.horizontal_flip(x[i]) if decide[i] else x[i])
+    out = F.vflip(x, decide)
+    for i in range(len(x)):
+        assert torch.equal(out[i], TF.vertical_flip(x[i]) if decide[i] else x[i])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "ours, theirs, factors",
+    [
+        (F.adjust_brightness, TF.adjust_brightness, [0.0, 0.5, 1.0, 1.3, 2.0, 0.77]),
+        (F.adjust_contrast, TF.adjust_contrast, [0.0, 0.5, 1.0, 1.3, 2.0, 0.77]),
+        (F.adjust_saturation, TF.adjust_saturation, [0.0, 0.5, 1.0, 1.3, 2.0, 0.77]),
+        (F.adjust_hue, TF.adjust_hue, [-0.5, -0.2, 0.0, 0.1, 0.33, 0.5]),
+    ],
+)
+def test_colour_ops_match_torchvision_per_sample(ours, theirs, factors, dtype) -> None:
+    x = batch(dtype=dtype)
+    out = ours(x, torch.tensor(factors))
+    for i, f in enumerate(factors):
+        assert_close_levels(out[i], theirs(x[i], f), levels=1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_grayscale(dtype) -> None:
+    x = batch(dtype=dtype)
+    grey = F.rgb_to_grayscale(x).to(dtype).expand_as(x)
+    assert_close_levels(grey, TF.rgb_to_grayscale(x, num_output_channels=3), levels=1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gaussian_blur_per_sample_sigma(dtype) -> None:
+    x = batch(dtype=dtype)
+    sigma = torch.tensor([0.3, 0.8, 1.0, 1.5, 2.0, 3.0])
+    out = F.gaussian_blur(x, (7, 5), sigma)
+    for i, s in enumerate(sigma.tolist()):
+        assert_close_levels(out[i], TF.gaussian_blur(x[i], [7, 5], [s, s]), levels=1.0)
+
+
+def test_erase_exact() -> None:
+    x = batch()
+    boxes = torch.tensor(
+        [[0, 0, 5, 5], [10, 3, 7, 20], [0, 0, 0, 0], [39, 47, 1, 1], [2, 2, 30, 40], [5, 9, 0, 4]]
+    )
+    out = F.erase(x, boxes, 17)
+    for i, (t, left, h, w) in enumerate(boxes.tolist()):
+        expected = (
+            TF.erase(x[i], t, left, h, w, torch.tensor(17, dtype=torch.uint8)) if h and w else x[i]
+        )
+        assert torch.equal(out[i], expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_normalize(dtype, out_dtype) -> None:
+    x = batch(dtype=dtype)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    out = F.normalize(x, mean, std, dtype=out_dtype)
+    expected = TF.normalize(TF.to_dtype(x, torch.float32, scale=True), mean, std)
+    assert out.dtype == out_dtype
+    torch.testing.assert_close(
+        out.float(), expected, atol=2e-2 if out_dtype != torch.float32 else 1e-5, rtol=1e-2
+    )
+
+
+@pytest.mark.parametrize("size", [(24, 24), (64, 80), (200, 220)])
+def test_resized_crop_matches_torchvision(size) -> None:
+    x = batch(4, 120, 160)
+    boxes = torch.tensor([[0, 0, 120, 160], [10, 20, 60, 50], [33, 7, 80, 100], [100, 140, 20, 20]])
+    out = F.resized_crop(x, boxes, size)
+    for i, (t, left, h, w) in enumerate(boxes.tolist()):
+        ref = TF.resized_crop(x[i], t, left, h, w, list(size), antialias=True)
+        assert_close_levels(out[i], ref, levels=1.0)
+
+
+def test_resized_crop_from_images_of_different_sizes() -> None:
+    a, b = batch(1, 50, 60)[0], batch(1, 90, 30)[0]
+    boxes = torch.tensor([[5, 5, 40, 50], [10, 0, 60, 30]])
+    out = F.resized_crop([a, b], boxes, (16, 16))
+    assert out.shape == (2, 3, 16, 16)
+    assert torch.equal(out[1], F.resized_crop(b[None], boxes[1:], (16, 16))[0])
+
+
+def test_mixup_formula() -> None:
+    x = batch(4, dtype=torch.float32)
+    labels = torch.tensor([0, 1, 2, 1])
+    lam = torch.tensor([1.0, 0.25, 0.5, 0.0])
+    images, soft = F.mixup(x, labels, lam, num_classes=3)
+    for i in range(4):
+        j = (i - 1) % 4
+        torch.testing.assert_close(images[i], lam[i] * x[i] + (1 - lam[i]) * x[j])
+    assert torch.allclose(soft[1], torch.tensor([0.75, 0.25, 0.0]))
+    assert torch.allclose(soft.sum(1), torch.ones(4))
+
+
+def test_cutmix_pastes_the_box_and_mixes_labels_by_area() -> None:
+    x = batch(3, 10, 10)
+    boxes = torch.tensor([[0, 0, 5, 10], [2, 2, 0, 0], [1, 1, 3, 3]])
+    images, soft = F.cutmix(x, torch.tensor([0, 1, 2]), boxes, num_classes=3)
+    assert torch.equal(images[0, :, :5], x[2, :, :5]) and torch.equal(images[0, :, 5:], x[0, :, 5:])
+    assert torch.equal(images[1], x[1])
+    assert torch.allclose(soft[0], torch.tensor([0.5, 0.0, 0.5]))
+    assert torch.allclose(soft[2], torch.tensor([0.0, 0.09, 0.91]))
+
+
+@pytest.mark.parametrize("alpha", [0.2, 1.0, 4.0])
+def test_beta_draws(alpha) -> None:
+    draws = F.sample_beta(alpha, 20000, torch.Generator().manual_seed(1))
+    assert draws.min() >= 0 and draws.max() <= 1
+    assert abs(draws.mean().item() - 0.5) < 0.01
+    assert abs(draws.var().item() - 1 / (4 * (2 * alpha + 1))) < 0.01
+    again = F.sample_beta(alpha, 20000, torch.Generator().manual_seed(1))
+    assert torch.equal(draws, again)
+
+
+def test_kernels_do_not_modify_their_input() -> None:
+    x = batch()
+    before = x.clone()
+    n = len(x)
+    F.hflip(x, torch.ones(n, dtype=torch.bool))
+    F.adjust_hue(x, torch.full((n,), 0.2))
+    F.gaussian_blur(x, (3, 3), torch.ones(n))
+    F.erase(x, torch.tensor([[0, 0, 4, 4]] * n))
+    F.mixup(x, torch.zeros(n, dtype=torch.long), torch.full((n,), 0.5), 2)
+    assert torch.equal(x, before)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (torch.zeros(3, 8, 8, dtype=torch.uint8), r"got shape \(3, 8, 8\)"),
+        (torch.zeros(2, 4, 8, 8, dtype=torch.uint8), r"C = 1 or 3.*got shape \(2, 4, 8, 8\)"),
+        (torch.zeros(2, 3, 8, 8, dtype=torch.int32), r"dtype torch.int32"),
+    ],
+)
+def test_bad_input_names_expected_and_received(bad, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        F.check_images(bad, "Op")

@@ -1,0 +1,160 @@
+"""The batch stage inside fastload.DataLoader: where it runs and what it hands over."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from test_prefetch import FakeCuda
+
+import fastload
+from fastload import gpu
+
+
+class Constant(torch.utils.data.Dataset):
+    """Identical images (a left-right gradient), so differences come from augmentation only."""
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        row = torch.arange(8, dtype=torch.uint8) * 30
+        return row.expand(3, 8, 8).clone(), i % 4
+
+
+def where_it_ran(images: torch.Tensor, labels: torch.Tensor | None = None):
+    pids = torch.full((len(images),), os.getpid())
+    return pids if labels is None else (pids, labels)
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_cpu_stage_runs_in_the_workers(device) -> None:
+    loader = fastload.DataLoader(
+        Constant(), batch_size=8, num_workers=2, device=device, gpu_transforms=where_it_ran
+    )
+    pids = {int(p) for batch, _ in loader for p in batch}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_cpu_stage_normalizes_and_mixes_labels() -> None:
+    aug = gpu.Compose(
+        [
+            gpu.Normalize([0.5] * 3, [0.25] * 3),
+            gpu.MixUp(1.0, num_classes=4, generator=torch.Generator().manual_seed(0)),
+        ]
+    )
+    images, labels = next(
+        iter(fastload.DataLoader(Constant(), batch_size=8, num_workers=1, gpu_transforms=aug))
+    )
+    assert images.dtype == torch.float32 and labels.shape == (8, 4)
+    assert torch.allclose(labels.sum(1), torch.ones(8))
+
+
+def test_channels_last_option() -> None:
+    images, _ = next(iter(fastload.DataLoader(Constant(), batch_size=4, channels_last=True)))
+    assert images.is_contiguous(memory_format=torch.channels_last)
+    assert not images.is_contiguous()
+
+
+def test_workers_reseed_explicit_generators() -> None:
+    flip = gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(0))
+
+    def epoch(seed: int) -> list[list[bool]]:
+        loader = fastload.DataLoader(
+            Constant(),
+            batch_size=8,
+            num_workers=2,
+            gpu_transforms=flip,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        return [(b[:, 0, 0, 0] != 0).tolist() for b, _ in loader]
+
+    first = epoch(1)
+    assert first[0] != first[1]  # worker 0's and worker 1's first batches were drawn apart
+    assert epoch(1) == first  # and the loader's seed makes it reproducible
+    assert epoch(2) != first
+
+
+def test_stage_with_the_skip_policy(tmp_path) -> None:
+    from images import jpeg_bytes, photo
+
+    good = tmp_path / "good.jpg"
+    good.write_bytes(jpeg_bytes(photo(40, 30)))
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not an image")
+    ds = fastload.ImageList(
+        [good, bad, good], [0, 1, 2], transform=fastload.transforms.CenterCrop(16), on_error="skip"
+    )
+    loader = fastload.DataLoader(
+        ds, batch_size=3, gpu_transforms=gpu.Normalize([0.5] * 3, [0.5] * 3)
+    )
+    with pytest.warns(fastload.UnreadableImageWarning):
+        ((images, labels),) = list(loader)
+    assert images.dtype == torch.float32 and labels.tolist() == [0, 2]
+
+
+def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCuda(monkeypatch)
+    streams = []
+
+    def record(images: torch.Tensor, labels: torch.Tensor):
+        streams.append(fake.current.name)
+        return images.float() / 255, labels
+
+    loader = fastload.DataLoader(
+        Constant(), batch_size=8, device="cuda", gpu_transforms=record, channels_last=True
+    )
+    batches = list(loader)
+    assert streams == ["side"] * 4
+    images, _labels = batches[0]
+    assert images.dtype == torch.float32 and images.is_contiguous(memory_format=torch.channels_last)
+    owned = {e[2] for e in fake.log if e[0] == "record_stream"}
+    assert id(images) in owned  # the stage's outputs are handed over, not only the copies
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"gpu_transforms": 3}, ValueError, "gpu_transforms=3 is not callable"),
+        ({"channels_last": "yes"}, ValueError, "channels_last='yes' must be True or False"),
+    ],
+)
+def test_bad_options(kwargs, error, message) -> None:
+    with pytest.raises(error, match=message):
+        fastload.DataLoader(Constant(), **kwargs)
+
+
+def test_batches_the_stage_cannot_read() -> None:
+    class Dicts(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 2
+
+        def __getitem__(self, i: int) -> dict:
+            return {"image": torch.zeros(3, 4, 4)}
+
+    loader = fastload.DataLoader(Dicts(), batch_size=2, gpu_transforms=gpu.Normalize([0.5], [0.5]))
+    with pytest.raises(TypeError, match="an image tensor or a sequence"):
+        next(iter(loader))
+
+
+@pytest.mark.gpu
+def test_real_cuda_stage() -> None:
+    aug = gpu.Compose(
+        [
+            gpu.RandomHorizontalFlip(),
+            gpu.ColorJitter(0.3, 0.3, 0.3, 0.05),
+            gpu.Normalize([0.5] * 3, [0.25] * 3),
+        ]
+    )
+    loader = fastload.DataLoader(
+        Constant(),
+        batch_size=8,
+        num_workers=2,
+        device="cuda",
+        gpu_transforms=aug,
+        channels_last=True,
+    )
+    for images, labels in loader:
+        assert images.is_cuda and labels.is_cuda and images.dtype == torch.float32
+        assert images.is_contiguous(memory_format=torch.channels_last)
