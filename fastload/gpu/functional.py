@@ -275,8 +275,9 @@ def resized_crop(
     """Crop each sample's box (top, left, height, width) and resize it to ``size`` (h, w).
 
     Samples may differ in size when given as a list of C x H x W tensors. Resampling is
-    torchvision's antialiased bilinear (a crop, then ``resize(antialias=True)``), batched:
-    each output pixel gathers a few source taps per axis with per-sample weights.
+    torchvision's antialiased bilinear (a crop, then ``resize(antialias=True)``): on a GPU,
+    batched, each output pixel gathering a few source taps per axis with per-sample weights; on
+    the CPU, torch's antialiased kernel per sample.
     """
     if isinstance(images, torch.Tensor):
         batch = images
@@ -293,6 +294,36 @@ def resized_crop(
     if n == 0:
         return batch.new_zeros((0, c, out_h, out_w))
     boxes = boxes.cpu()
+    if batch.device.type == "cpu":
+        # On the CPU, torch's own antialiased kernel per sample (torchvision's result exactly)
+        # beats any batched gather: there is no kernel launch to amortise.
+        return _resized_crop_each(batch, boxes, size)
+    return _resized_crop_batched(batch, boxes, size)
+
+
+def _resized_crop_each(
+    batch: torch.Tensor, boxes: torch.Tensor, size: tuple[int, int]
+) -> torch.Tensor:
+    native = batch.dtype in (torch.uint8, torch.float32, torch.float64)
+    work = batch if native else batch.float()  # no half-precision kernel on the CPU
+    crops = [
+        F.interpolate(
+            work[i : i + 1, :, t : t + h, left : left + w],
+            size=size,
+            mode="bilinear",
+            antialias=True,
+            align_corners=False,
+        )
+        for i, (t, left, h, w) in enumerate(boxes.tolist())
+    ]
+    return torch.cat(crops).to(batch.dtype)
+
+
+def _resized_crop_batched(
+    batch: torch.Tensor, boxes: torch.Tensor, size: tuple[int, int]
+) -> torch.Tensor:
+    n, c, _, width = batch.shape
+    out_h, out_w = size
     top, left, h, w = boxes.unbind(1)
     device = batch.device
     rows, row_weights = (t.to(device, non_blocking=True) for t in _taps(top, h, out_h))

@@ -104,11 +104,13 @@ def test_normalize(dtype, out_dtype) -> None:
     )
 
 
+@pytest.mark.parametrize("kernel", [F.resized_crop, F._resized_crop_batched])
 @pytest.mark.parametrize("size", [(24, 24), (64, 80), (200, 220)])
-def test_resized_crop_matches_torchvision(size) -> None:
+def test_resized_crop_matches_torchvision(size, kernel) -> None:
+    """Both paths: per sample (what the CPU runs) and batched (what a GPU runs)."""
     x = batch(4, 120, 160)
     boxes = torch.tensor([[0, 0, 120, 160], [10, 20, 60, 50], [33, 7, 80, 100], [100, 140, 20, 20]])
-    out = F.resized_crop(x, boxes, size)
+    out = kernel(x, boxes, size)
     for i, (t, left, h, w) in enumerate(boxes.tolist()):
         ref = TF.resized_crop(x[i], t, left, h, w, list(size), antialias=True)
         assert_close_levels(out[i], ref, levels=1.0)
