@@ -69,20 +69,29 @@ def _restore(result: torch.Tensor, like: torch.Tensor, *, rounding: bool = False
     return result.to(like.dtype)
 
 
+def to_device(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Move small per-sample parameters to ``device`` without a host sync.
+
+    A blocking copy from pageable memory waits for the stream's queued work; a non-blocking one
+    stages the data at once and returns, so the parameters may be freed right after.
+    """
+    return values.to(device, non_blocking=True)
+
+
 def _column(values: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
     """Per-sample values shaped (N, 1, 1, 1) on the images' device, in float32."""
-    return values.to(device=images.device, dtype=torch.float32).reshape(-1, 1, 1, 1)
+    return to_device(values.float(), images.device).reshape(-1, 1, 1, 1)
 
 
 def hflip(images: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Mirror left-right the samples where ``flip`` (N booleans) is true."""
-    mask = flip.to(images.device).reshape(-1, 1, 1, 1)
+    mask = to_device(flip, images.device).reshape(-1, 1, 1, 1)
     return torch.where(mask, images.flip(-1), images)
 
 
 def vflip(images: torch.Tensor, flip: torch.Tensor) -> torch.Tensor:
     """Mirror top-bottom the samples where ``flip`` (N booleans) is true."""
-    mask = flip.to(images.device).reshape(-1, 1, 1, 1)
+    mask = to_device(flip, images.device).reshape(-1, 1, 1, 1)
     return torch.where(mask, images.flip(-2), images)
 
 
@@ -177,7 +186,7 @@ def gaussian_blur(
     n, c, h, w = images.shape
     if n == 0:
         return images.clone()
-    sigma = sigma.to(device=images.device, dtype=torch.float32)
+    sigma = to_device(sigma.float(), images.device)
     if sigma.ndim == 1:
         sigma = torch.stack([sigma, sigma], dim=1)
     kx = _gaussian_kernels(kernel_size[0], sigma[:, 0]).repeat_interleave(c, dim=0)
@@ -193,7 +202,7 @@ def gaussian_blur(
 
 def _box_mask(boxes: torch.Tensor, height: int, width: int, device: torch.device) -> torch.Tensor:
     """(N, 1, H, W) booleans: inside each sample's box (top, left, height, width)."""
-    boxes = boxes.to(device)
+    boxes = to_device(boxes, device)
     ys = torch.arange(height, device=device).view(1, height, 1)
     xs = torch.arange(width, device=device).view(1, 1, width)
     top, left, h, w = (boxes[:, i].view(-1, 1, 1) for i in range(4))
@@ -213,7 +222,7 @@ def erase(
         value: One value, a value per channel, or a tensor broadcastable to the images.
     """
     mask = _box_mask(boxes, images.shape[2], images.shape[3], images.device)
-    fill = torch.as_tensor(value, dtype=images.dtype, device=images.device)
+    fill = to_device(torch.as_tensor(value, dtype=images.dtype), images.device)
     if fill.ndim == 1:
         fill = fill.view(1, -1, 1, 1)
     return torch.where(mask, fill, images)
@@ -232,8 +241,10 @@ def normalize(
     """
     c = images.shape[1]
     scale = 255.0 if images.dtype == torch.uint8 else 1.0
-    mean_t = torch.as_tensor(mean, dtype=torch.float32, device=images.device).reshape(1, -1, 1, 1)
-    std_t = torch.as_tensor(std, dtype=torch.float32, device=images.device).reshape(1, -1, 1, 1)
+    mean_t = to_device(torch.as_tensor(mean, dtype=torch.float32), images.device).reshape(
+        1, -1, 1, 1
+    )
+    std_t = to_device(torch.as_tensor(std, dtype=torch.float32), images.device).reshape(1, -1, 1, 1)
     if mean_t.shape[1] not in (1, c) or std_t.shape[1] not in (1, c):
         raise ValueError(
             f"normalize got mean of length {mean_t.shape[1]} and std of length {std_t.shape[1]} "
@@ -326,8 +337,8 @@ def _resized_crop_batched(
     out_h, out_w = size
     top, left, h, w = boxes.unbind(1)
     device = batch.device
-    rows, row_weights = (t.to(device, non_blocking=True) for t in _taps(top, h, out_h))
-    cols, col_weights = (t.to(device, non_blocking=True) for t in _taps(left, w, out_w))
+    rows, row_weights = (to_device(t, device) for t in _taps(top, h, out_h))
+    cols, col_weights = (to_device(t, device) for t in _taps(left, w, out_w))
     x = _working(batch)
     # rows first: the output has fewer rows than most sources, so the next gather is smaller
     ky = rows.shape[-1]
@@ -367,7 +378,7 @@ def mixup(
     soft = _one_hot(labels, num_classes, _label_dtype(images))
     lam_images = _column(lam, images)
     mixed = _working(images) * lam_images + _working(images.roll(1, 0)) * (1.0 - lam_images)
-    lam_labels = lam.to(device=soft.device, dtype=soft.dtype).view(-1, 1)
+    lam_labels = to_device(lam.to(soft.dtype), soft.device).view(-1, 1)
     return (
         _restore(mixed, images, rounding=True),
         soft * lam_labels + soft.roll(1, 0) * (1.0 - lam_labels),
@@ -385,7 +396,7 @@ def cutmix(
     soft = _one_hot(labels, num_classes, _label_dtype(images))
     mask = _box_mask(boxes, h, w, images.device)
     pasted = torch.where(mask, images.roll(1, 0), images)
-    boxes = boxes.to(device=soft.device)
+    boxes = to_device(boxes, soft.device)
     kept = 1.0 - (boxes[:, 2] * boxes[:, 3]).to(soft.dtype).view(-1, 1) / (h * w)
     return pasted, soft * kept + soft.roll(1, 0) * (1.0 - kept)
 

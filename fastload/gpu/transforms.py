@@ -252,7 +252,7 @@ class RandomGrayscale(BatchTransform):
 
     def apply(self, images: torch.Tensor) -> torch.Tensor:
         grey = F.rgb_to_grayscale(images).to(images.dtype)  # truncates for uint8, as torchvision
-        mask = (self.rand(images.shape[0]) < self.p).to(images.device).view(-1, 1, 1, 1)
+        mask = F.to_device(self.rand(images.shape[0]) < self.p, images.device).view(-1, 1, 1, 1)
         return torch.where(mask, grey.expand_as(images), images)
 
 
@@ -475,7 +475,7 @@ class RandomApply(BatchTransform):
                 f"RandomApply needs an op that keeps shape and dtype; {self.transform!r} turned "
                 f"{tuple(images.shape)} {images.dtype} into {tuple(out.shape)} {out.dtype}"
             )
-        mask = (self.rand(images.shape[0]) < self.p).to(images.device).view(-1, 1, 1, 1)
+        mask = F.to_device(self.rand(images.shape[0]) < self.p, images.device).view(-1, 1, 1, 1)
         return torch.where(mask, out, images)
 
 
