@@ -95,6 +95,118 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     return 1 if report.findings else 0
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer or 'auto'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value:g} must be positive")
+    return value
+
+
+def _data_folder(path: str | None, progress_label: str) -> str:
+    from fastload._progress import Progress
+    from fastload.bench import default_data
+
+    if path is not None:
+        if not os.path.isdir(path):
+            raise CLIError(f"{path!r} is not a folder")
+        return path
+    progress = Progress(progress_label)
+    try:
+        return str(default_data(progress=progress))
+    finally:
+        progress.close()
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from fastload._progress import Progress
+    from fastload.bench import BACKENDS, run, write_plot
+
+    data = _data_folder(args.data, "making the default image set")
+    names = BACKENDS if args.backend == "all" else (args.backend,)
+    progress = Progress("bench")
+    try:
+        rows = run(
+            data,
+            names=names,
+            pipeline=args.pipeline,
+            batch_size=args.batch_size,
+            num_workers=args.num_workers,
+            device=args.device,
+            seconds=args.seconds,
+            progress=progress,
+        )
+    except (ValueError, RuntimeError) as exc:  # e.g. a CUDA device on a machine without one
+        raise CLIError(str(exc).splitlines()[0]) from None
+    finally:
+        progress.close()
+    if args.plot:
+        write_plot(rows, args.plot)
+    if args.json:
+        print(json.dumps({"data": data, "results": [r.to_dict() for r in rows]}, indent=2))
+        return 0
+    print(f"{rows[0].pipeline} pipeline on {data}: batch {args.batch_size}, device {args.device}")
+    print(f"  {'loader':<20} {'images/s':>9} {'x stock':>8} {'workers':>8}")
+    for r in rows:
+        if r.images_per_sec is None:
+            print(f"  {r.backend:<20} {'-':>9} {'-':>8} {'-':>8}  not run: {r.error}")
+        else:
+            rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
+            print(f"  {r.backend:<20} {rate:>9} {ratio:>8} {r.num_workers:>8}")
+    if args.plot:
+        print(f"bar chart written to {args.plot}")
+    return 0
+
+
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    import fastload
+    from fastload._progress import Progress
+    from fastload.autotune import autotune
+    from fastload.transforms import RandomResizedCrop
+
+    data = _data_folder(args.data, "making the default image set")
+    try:
+        dataset = fastload.ImageFolder(data, transform=RandomResizedCrop(224), backend=args.backend)
+    except (ValueError, ImportError) as exc:
+        raise CLIError(str(exc)) from None
+    progress = Progress("autotune")
+    try:
+        result = autotune(
+            dataset,
+            batch_size=args.batch_size,
+            budget=args.budget,
+            cache=not args.no_cache,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps({**result.to_dict(), "backend": dataset.backend, "data": data}, indent=2))
+        return 0
+    source = "from the cache" if result.cached else "measured now"
+    print(f"{dataset.backend} backend, batch {args.batch_size}, {data} ({source})")
+    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8}")
+    for m in sorted(result.table, key=lambda m: m.num_workers):
+        mark = "  <- chosen" if m.num_workers == result.num_workers else ""
+        print(f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f}{mark}")
+    print(f"num_workers={result.num_workers}: {result.reason}")
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -147,6 +259,45 @@ def _parser() -> argparse.ArgumentParser:
         help=f"report images larger than this as oversized (default: {DEFAULT_MAX_PIXELS:,})",
     )
     scan.set_defaults(run=_cmd_scan)
+
+    from fastload.bench import BACKENDS, PIPELINES
+
+    bench = sub.add_parser(
+        "bench",
+        help="images/s of each backend against the stock torchvision pipeline",
+        description="Measure images/s of a pipeline for each decoding backend and for the stock "
+        "torchvision pipeline, in the same run. Without --data, a set of ImageNet-like JPEGs is "
+        "made once and cached.",
+    )
+    bench.add_argument(
+        "--data", metavar="DIR", help="a class-folder image set (default: made here)"
+    )
+    bench.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
+    bench.add_argument("--pipeline", choices=PIPELINES, default="train")
+    bench.add_argument("--batch-size", type=_positive_int, default=64)
+    bench.add_argument("--num-workers", type=_workers, default=2, metavar="N|auto")
+    bench.add_argument("--device", default="cpu", help="where batches go: cpu or cuda[:N]")
+    bench.add_argument(
+        "--seconds", type=_positive_float, default=20.0, help="measuring time in all"
+    )
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--plot", metavar="FILE.png", help="also write a bar chart")
+    bench.set_defaults(run=_cmd_bench)
+
+    tune = sub.add_parser(
+        "autotune",
+        help="measure which num_workers gives the most images/s here",
+        description="Measure the training pipeline (RandomResizedCrop 224) with several worker "
+        "counts, within a time budget, and choose the fewest workers within 3%% of the best. "
+        "The answer is cached; the next call for the same data returns at once.",
+    )
+    tune.add_argument("--data", metavar="DIR", help="a class-folder image set (default: made here)")
+    tune.add_argument("--backend", default="auto", help="decoding backend (default: auto)")
+    tune.add_argument("--batch-size", type=_positive_int, default=64)
+    tune.add_argument("--budget", type=_positive_float, default=30.0, help="seconds of measuring")
+    tune.add_argument("--no-cache", action="store_true", help="measure even if an answer is cached")
+    tune.add_argument("--json", action="store_true", help="print one JSON object")
+    tune.set_defaults(run=_cmd_autotune)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from fastload.prefetch import CUDAPrefetcher, DeviceLike, resolve_device
 __all__ = ["DataLoader"]
 
 _TORCH_INIT = inspect.signature(torch.utils.data.DataLoader.__init__)
+log = logging.getLogger("fastload")
 
 
 class DataLoader(torch.utils.data.DataLoader):
@@ -28,6 +30,10 @@ class DataLoader(torch.utils.data.DataLoader):
     the same defaults, and passed to torch unchanged. With none of fastload's own options set,
     the loader *is* torch's: same batches, same order for the same ``generator``, same worker
     seeding, same errors. fastload's options are keyword-only and come after torch's.
+
+    ``num_workers="auto"`` (fastload's only extension of a torch parameter) measures which
+    worker count loads fastest with these very arguments (:func:`fastload.autotune.autotune`,
+    cached on disk), passes that int to torch, and logs the choice on the ``fastload`` logger.
 
     Args:
         *args: torch's positional parameters (``dataset``, ``batch_size``, ...).
@@ -73,13 +79,20 @@ class DataLoader(torch.utils.data.DataLoader):
         stage = None
         if gpu_transforms is not None or channels_last:
             stage = BatchStage(gpu_transforms, channels_last=channels_last)
-        if target is not None and target.type == "cuda":
-            try:
-                given = _TORCH_INIT.bind(self, *args, **kwargs).arguments
-            except TypeError:
-                given = None  # torch raises its own error for these arguments below
-            if given is not None and "pin_memory" not in given:
-                kwargs["pin_memory"] = True
+        try:
+            given: dict[str, Any] | None = dict(_TORCH_INIT.bind(self, *args, **kwargs).arguments)
+        except TypeError:
+            given = None  # torch raises its own error for these arguments below
+        if given is not None and given.get("num_workers") == "auto":
+            # fastload's own value for a torch parameter: measure, then hand torch an int
+            given.pop("self")
+            given["num_workers"] = _autotuned_workers(
+                given, device=device, gpu_transforms=gpu_transforms, channels_last=channels_last
+            )
+            args, kwargs = (), given
+        cuda = target is not None and target.type == "cuda"
+        if cuda and given is not None and "pin_memory" not in given:
+            kwargs["pin_memory"] = True
         super().__init__(*args, **kwargs)
         self.device = target
         self.device_prefetch = device_prefetch
@@ -104,6 +117,40 @@ class DataLoader(torch.utils.data.DataLoader):
             batches, device=self.device, depth=self.device_prefetch, transform=self._device_stage
         )
         return iter(prefetcher)  # started: `for batch in loader` calls iter() only on the loader
+
+
+def _autotuned_workers(arguments: dict[str, Any], **fastload_options: Any) -> int:
+    """Run fastload.autotune for a loader built with these arguments; log and return the choice."""
+    from fastload.autotune import autotune
+
+    dataset = arguments["dataset"]
+    batch_size = arguments.get("batch_size", 1)
+    if batch_size is None:
+        raise ValueError("num_workers='auto' needs a batch_size to measure with")
+    skip = ("dataset", "batch_size", "num_workers", "persistent_workers", "prefetch_factor")
+    others = {
+        k: v
+        for k, v in arguments.items()
+        if k not in skip and not _is_default(k, v)  # spelled-out defaults change nothing
+    }
+    result = autotune(dataset, batch_size=batch_size, loader_kwargs={**others, **fastload_options})
+    source = "cached" if result.cached else "measured"
+    log.info(
+        "num_workers='auto': %d workers (%s, %.0f images/s): %s",
+        result.num_workers,
+        source,
+        result.images_per_sec,
+        result.reason,
+    )
+    return result.num_workers
+
+
+def _is_default(name: str, value: Any) -> bool:
+    default = _TORCH_INIT.parameters[name].default
+    if value is default:
+        return True
+    simple = (bool, int, float, str)
+    return isinstance(value, simple) and isinstance(default, simple) and value == default
 
 
 def _public_signature() -> inspect.Signature:

@@ -31,7 +31,12 @@ def _image(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
 
 
 def make_image_folder(
-    root: str | os.PathLike[str], *, images: int = 1000, classes: int = 10, seed: int = 0
+    root: str | os.PathLike[str],
+    *,
+    images: int = 1000,
+    classes: int = 10,
+    seed: int = 0,
+    start: int = 0,
 ) -> Path:
     """Write ``images`` JPEGs into ``root/class_XX/img_NNNNN.jpg``.
 
@@ -40,17 +45,20 @@ def make_image_folder(
         images: How many images.
         classes: How many class folders, filled in turn.
         seed: The same seed makes the same files.
+        start: The number of the first image, to add to a folder in several calls.
 
     Returns:
         ``root`` as a Path.
     """
     from PIL import Image
 
-    if images < 1 or classes < 1:
-        raise ValueError(f"images={images!r} and classes={classes!r} must be at least 1")
+    if images < 1 or classes < 1 or start < 0:
+        raise ValueError(
+            f"images={images!r} and classes={classes!r} must be at least 1, start={start!r} >= 0"
+        )
     root = Path(root)
     rng = np.random.default_rng(seed)
-    for i in range(images):
+    for i in range(start, start + images):
         short = int(rng.integers(300, 501))
         aspect = float(rng.uniform(0.75, 1.33))
         width, height = (

@@ -1,0 +1,401 @@
+"""Choose ``num_workers`` by measuring throughput, not by formula, and remember the answer.
+
+The search (:func:`search`) is pure logic over a ``measure(num_workers) -> images/s`` function:
+a coarse pass over 0, 1, 2, 4, 8, ... up to twice the core count, stopping once more workers
+stop helping, then a fine pass between the best coarse value and its neighbours, all within a
+time budget. The choice is the *smallest* setting within ``tolerance`` of the best measured
+throughput, or, given the training step's time, the smallest that keeps the step fed with a
+margin: fewer workers mean less CPU and RAM for the same speed.
+
+:func:`autotune` measures a real loader for each candidate (warm-up excluded) and caches the
+result on disk, keyed by everything that changes the answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import fastload
+
+__all__ = ["AutotuneResult", "Measurement", "autotune", "cache_dir", "search"]
+
+log = logging.getLogger("fastload")
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured candidate."""
+
+    num_workers: int
+    images_per_sec: float
+    seconds: float
+
+
+@dataclass
+class AutotuneResult:
+    """The choice and what it rests on.
+
+    Attributes:
+        num_workers: The chosen worker count.
+        images_per_sec: The throughput measured for it.
+        table: Every candidate measured, in the order measured.
+        reason: Why this candidate was chosen.
+        cached: Whether this came from the cache (nothing measured now).
+        key: The cache key.
+    """
+
+    num_workers: int
+    images_per_sec: float
+    table: list[Measurement] = field(default_factory=list)
+    reason: str = ""
+    cached: bool = False
+    key: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["table"] = [asdict(m) for m in self.table]
+        return out
+
+
+def _coarse(max_workers: int) -> list[int]:
+    values, w = [0, 1], 2
+    while w < max_workers:
+        values.append(w)
+        w *= 2
+    if max_workers not in values:
+        values.append(max_workers)
+    return [v for v in values if v <= max_workers]
+
+
+def search(
+    measure: Callable[[int], float],
+    *,
+    max_workers: int,
+    budget: float = 30.0,
+    tolerance: float = 0.03,
+    required: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, list[Measurement], str]:
+    """Find the worker count to use, measuring as few candidates as the curve allows.
+
+    Args:
+        measure: Returns the images/s measured with that many workers.
+        max_workers: The largest candidate (e.g. twice the core count).
+        budget: Seconds of measuring allowed; the first candidate is always measured.
+        tolerance: Throughputs within this fraction of the best count as equally good.
+        required: Images/s the training step needs (with margin): if some candidate reaches
+            it, the smallest such is chosen.
+        clock: Time source (a fake one in tests).
+        progress: Called as ``progress(measured, planned)``.
+
+    Returns:
+        (chosen num_workers, measurements in order, the reason for the choice).
+    """
+    start = clock()
+    table: list[Measurement] = []
+    rates: dict[int, float] = {}
+
+    def run(w: int) -> None:
+        t0 = clock()
+        rates[w] = measure(w)
+        table.append(Measurement(w, rates[w], clock() - t0))
+        if progress is not None:
+            progress(len(table), len(table) + len(pending))
+
+    def over_budget() -> bool:
+        return bool(table) and clock() - start >= budget
+
+    coarse = _coarse(max_workers)
+    pending = list(coarse)
+    stalls = 0
+    while pending and not over_budget():
+        w = pending.pop(0)
+        best_before = max(rates.values(), default=0.0)
+        run(w)
+        if required is not None and rates[w] >= required:
+            break  # enough for the step: more workers would only cost CPU and RAM
+        # more workers stopped helping: two coarse steps in a row without a real gain
+        stalls = stalls + 1 if rates[w] <= best_before * (1 + tolerance) else 0
+        if stalls >= 2:
+            break
+    pending.clear()
+    # fine pass: halve the gap below the fewest workers that are as good as the best (fewer
+    # might do), and the gap above it only when throughput falls after it (a peak may hide there)
+    while not over_budget():
+        top = max(rates.values())
+        target = min(w for w, r in rates.items() if r >= top * (1 - tolerance))
+        below = max((w for w in rates if w < target), default=None)
+        above = min((w for w in rates if w > target), default=None)
+        gaps = []
+        if below is not None and target - below > 1:
+            gaps.append((below, target))
+        if (
+            above is not None
+            and above - target > 1
+            and rates[above] < rates[target] * (1 - tolerance)
+        ):
+            gaps.append((target, above))
+        if not gaps:
+            break
+        a, b = gaps[0]
+        run((a + b) // 2)
+    best_rate = max(rates.values())
+    if required is not None:
+        enough = sorted(w for w, r in rates.items() if r >= required)
+        if enough:
+            return (
+                enough[0],
+                table,
+                (
+                    f"the fewest workers measured to keep the step fed ({required:,.0f} images/s "
+                    "with margin)"
+                ),
+            )
+    good = sorted(w for w, r in rates.items() if r >= best_rate * (1 - tolerance))
+    reason = f"the fewest workers within {tolerance:.0%} of the best throughput measured"
+    if required is not None:
+        reason = f"no candidate reached {required:,.0f} images/s; {reason}"
+    if over_budget() and len(table) < len(coarse):
+        reason += f" (the {budget:g} s budget ended the search early)"
+    return good[0], table, reason
+
+
+# ---------------------------------------------------------------- measuring real loaders
+
+
+def _batch_size_of(batch: Any) -> int:
+    if isinstance(batch, int):
+        return batch
+    if isinstance(batch, torch.Tensor):
+        return len(batch)
+    if isinstance(batch, (list, tuple)) and batch:
+        return _batch_size_of(batch[0])
+    if isinstance(batch, dict) and batch:
+        return _batch_size_of(next(iter(batch.values())))
+    raise TypeError(f"cannot tell how many samples a {type(batch).__name__} batch holds")
+
+
+def _endless(loader: Any) -> Iterator[Any]:
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("the loader yields no batch: is the dataset empty?")
+
+
+def measure_loader(make_loader: Callable[[int], Any], num_workers: int, seconds: float) -> float:
+    """Images/s of ``make_loader(num_workers)``: warm-up excluded, epochs chained as needed."""
+    with warnings.catch_warnings():
+        # trying more workers than cores is the point here; torch's advice against it is noise
+        warnings.filterwarnings(
+            "ignore", message=".*worker processes in total", category=UserWarning
+        )
+        loader = make_loader(num_workers)
+        batches = _endless(loader)
+        next(batches)
+    try:
+        for _ in range(max(1, num_workers)):  # every worker has started and delivered
+            next(batches)
+        seen, start = 0, time.perf_counter()
+        while True:
+            seen += _batch_size_of(next(batches))
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds and seen:
+                return seen / elapsed
+    finally:
+        batches.close()
+        del batches, loader
+
+
+def cache_dir() -> Path:
+    """Where fastload caches results: ``$FASTLOAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/fastload``,
+    else ``~/.cache/fastload``."""
+    if os.environ.get("FASTLOAD_CACHE_DIR"):
+        return Path(os.environ["FASTLOAD_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "fastload"
+
+
+def _fingerprint(dataset: Any) -> dict[str, Any]:
+    """What identifies a dataset for the cache: its kind, size, files and transforms."""
+    info: dict[str, Any] = {"type": type(dataset).__qualname__}
+    try:
+        info["len"] = len(dataset)
+    except TypeError:
+        info["len"] = None
+    for name in ("root", "backend", "transform", "max_pixels"):
+        if hasattr(dataset, name):
+            info[name] = repr(getattr(dataset, name))
+    path = getattr(dataset, "path", None)
+    if callable(path) and info["len"]:
+        info["paths"] = [path(0), path(info["len"] - 1)]
+    return info
+
+
+def _key(parts: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()[:24]
+
+
+def _read_cache(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        warnings.warn(
+            f"ignoring the autotune cache {file}: unreadable ({exc}); measuring again", stacklevel=3
+        )
+        return {}
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != CACHE_VERSION
+        or not isinstance(data.get("entries"), dict)
+    ):
+        warnings.warn(
+            f"ignoring the autotune cache {file}: written by another version; measuring again",
+            stacklevel=3,
+        )
+        return {}
+    return data["entries"]
+
+
+def _write_cache(file: Path, entries: dict[str, Any]) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1))
+    tmp.replace(file)  # atomic: a reader never sees half a file
+
+
+def autotune(
+    dataset: Any,
+    *,
+    batch_size: int = 64,
+    loader_kwargs: dict[str, Any] | None = None,
+    budget: float = 30.0,
+    max_workers: int | None = None,
+    step_time: float | None = None,
+    margin: float = 1.2,
+    cache: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> AutotuneResult:
+    """Measure and choose ``num_workers`` for loading ``dataset`` in batches of ``batch_size``.
+
+    Args:
+        dataset: What the loader will read.
+        batch_size: The training batch size.
+        loader_kwargs: Other ``fastload.DataLoader`` arguments (``collate_fn``, ``pin_memory``,
+            ``device``, ...), as training will use them.
+        budget: Seconds to spend measuring (default 30; the first candidate is always measured).
+        max_workers: The largest candidate (default: twice the usable cores).
+        step_time: Seconds per training step, if known: then the smallest setting that delivers
+            ``margin`` times the step's demand is chosen.
+        margin: How much faster than the step the loader must be.
+        cache: Read and write the on-disk cache (in :func:`cache_dir`).
+        progress: Called as ``progress(measured, planned)``.
+
+    Returns:
+        The choice, the measurements and the reason; ``cached=True`` when nothing was measured.
+
+    Raises:
+        ValueError: Bad arguments, or a dataset with no batch to measure.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive int")
+    if not budget > 0:
+        raise ValueError(f"budget={budget!r} must be a positive number of seconds")
+    if step_time is not None and not step_time > 0:
+        raise ValueError(f"step_time={step_time!r} must be a positive number of seconds")
+    try:
+        size = len(dataset)
+    except TypeError:
+        size = None
+    if size == 0:
+        raise ValueError("the dataset is empty: there is nothing to measure")
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
+    max_workers = 2 * cores if max_workers is None else max_workers
+    kwargs = {
+        k: v
+        for k, v in (loader_kwargs or {}).items()
+        if k not in ("num_workers", "persistent_workers")
+    }
+    key = _key(
+        {
+            "fastload": fastload.__version__,
+            "torch": torch.__version__,
+            "machine": [platform.machine(), platform.processor(), cores],
+            "dataset": _fingerprint(dataset),
+            "batch_size": batch_size,
+            "loader": {k: repr(v) for k, v in sorted(kwargs.items())},
+            "step_time": step_time,
+            "margin": margin,
+            "max_workers": max_workers,
+        }
+    )
+    file = cache_dir() / "autotune.json"
+    entries = _read_cache(file) if cache else {}
+    if key in entries:
+        try:
+            stored = entries[key]
+            table = [Measurement(**m) for m in stored["table"]]
+            return AutotuneResult(
+                stored["num_workers"], stored["images_per_sec"], table, stored["reason"], True, key
+            )
+        except (KeyError, TypeError):
+            warnings.warn(
+                f"ignoring a malformed autotune cache entry in {file}; measuring again",
+                stacklevel=2,
+            )
+    if size is not None and size < batch_size * 4:
+        warnings.warn(
+            f"the dataset has {size} samples, fewer than 4 batches of {batch_size}: measuring over "
+            "repeated epochs, so the figures include epoch starts",
+            stacklevel=2,
+        )
+    per_candidate = max(0.5, budget / (len(_coarse(max_workers)) + 2) - 0.5)
+
+    def make_loader(workers: int) -> Any:
+        return fastload.DataLoader(
+            dataset,
+            batch_size=batch_size,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            **kwargs,
+        )
+
+    required = None if step_time is None else margin * batch_size / step_time
+    choice, table, reason = search(
+        lambda w: measure_loader(make_loader, w, per_candidate),
+        max_workers=max_workers,
+        budget=budget,
+        required=required,
+        progress=progress,
+    )
+    rate = next(m.images_per_sec for m in table if m.num_workers == choice)
+    result = AutotuneResult(choice, rate, table, reason, False, key)
+    if cache:
+        entries = _read_cache(file) if file.exists() else {}
+        entries[key] = {k: v for k, v in result.to_dict().items() if k not in ("cached", "key")}
+        try:
+            _write_cache(file, entries)
+        except OSError as exc:
+            warnings.warn(f"could not write the autotune cache {file}: {exc}", stacklevel=2)
+    log.info("autotune chose num_workers=%d (%.0f images/s): %s", choice, rate, reason)
+    return result

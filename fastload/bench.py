@@ -1,0 +1,279 @@
+"""Images/s of each decoding backend against the stock torchvision pipeline, in one run.
+
+Each pipeline is measured up to what it hands to the device:
+
+* stock torchvision: ``torchvision.datasets.ImageFolder`` + transforms + ``ToTensor`` +
+  ``Normalize`` through ``torch.utils.data.DataLoader`` (float32 batches);
+* fastload: ``fastload.ImageFolder`` with the same geometry, fused with decoding, through
+  ``fastload.DataLoader`` (uint8 batches; flip and normalize belong on the device).
+
+Pipelines: ``train`` (RandomResizedCrop 224; stock adds RandomHorizontalFlip), ``val`` (Resize
+256 + CenterCrop 224) and ``decode`` (decoding only: images are counted, not collated). Every
+configuration keeps its workers between rounds; rounds are interleaved and each reports the
+median of its rounds, so drifting machine load hits all configurations alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import fastload
+from fastload import backends
+from fastload._optional import check
+from fastload.autotune import _endless, autotune, cache_dir
+from fastload.prefetch import resolve_device
+from fastload.synthetic import make_image_folder
+
+__all__ = ["BACKENDS", "PIPELINES", "BenchRow", "default_data", "run", "write_plot"]
+
+PIPELINES = ("train", "val", "decode")
+BACKENDS = ("pillow", "opencv", "turbojpeg", "dali")
+STOCK = "stock torchvision"
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+DEFAULT_IMAGES = 600
+
+
+@dataclass
+class BenchRow:
+    """One configuration's result; ``error`` says why a backend could not run here."""
+
+    backend: str
+    pipeline: str
+    images_per_sec: float | None
+    ratio_to_stock: float | None
+    num_workers: int | None
+    batch_size: int
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_data(progress: Callable[[int, int], None] | None = None) -> Path:
+    """The embedded default set: ImageNet-like JPEGs made once and kept in the cache folder."""
+    root = cache_dir() / "imagenet-like-v1"
+    done = root / ".complete"
+    if not done.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        for i in range(0, DEFAULT_IMAGES, 50):  # in steps, so the progress bar moves
+            make_image_folder(root, images=50, classes=10, seed=i, start=i)
+            if progress is not None:
+                progress(min(i + 50, DEFAULT_IMAGES), DEFAULT_IMAGES)
+        done.write_text(f"{DEFAULT_IMAGES} images\n")
+    return root
+
+
+def _count(batch: list[Any]) -> int:
+    return len(batch)
+
+
+def _stock_dataset(root: Path, pipeline: str) -> Any:
+    import torchvision
+    import torchvision.transforms as T
+
+    if pipeline == "decode":
+        return torchvision.datasets.ImageFolder(root)
+    ops = (
+        [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
+        if pipeline == "train"
+        else [T.Resize(256), T.CenterCrop(224)]
+    )
+    return torchvision.datasets.ImageFolder(
+        root, transform=T.Compose([*ops, T.ToTensor(), T.Normalize(MEAN, STD)])
+    )
+
+
+def _fastload_dataset(root: Path, pipeline: str, backend: str) -> Any:
+    from fastload import transforms as T
+
+    transform = {
+        "train": T.RandomResizedCrop(224),
+        "val": T.Compose([T.Resize(256), T.CenterCrop(224)]),
+        "decode": None,
+    }[pipeline]
+    return fastload.ImageFolder(root, transform=transform, backend=backend)
+
+
+def _unusable(name: str) -> str | None:
+    if name not in backends.names():
+        return f"no {name!r} decoding backend in fastload {fastload.__version__} yet"
+    status = check(name)
+    return None if status.usable else f"{status.reason} (fix: {status.fix})"
+
+
+def run(
+    data: str | Path,
+    *,
+    names: tuple[str, ...] = BACKENDS,
+    pipeline: str = "train",
+    batch_size: int = 64,
+    num_workers: int | str = 2,
+    device: str = "cpu",
+    seconds: float = 20.0,
+    rounds: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[BenchRow]:
+    """Measure the stock pipeline and each backend in ``names`` on the images under ``data``.
+
+    Args:
+        data: A class-folder image set.
+        names: Backends to measure; unusable or unknown ones become rows with ``error``.
+        pipeline: ``"train"``, ``"val"`` or ``"decode"``.
+        batch_size: Images per batch.
+        num_workers: Worker processes per loader, or ``"auto"`` (autotuned per loader).
+        device: Where batches are delivered (``"cpu"`` or a CUDA device).
+        seconds: Measuring time in all, shared by the configurations and rounds.
+        rounds: Interleaved rounds per configuration (the median is reported).
+        progress: Called as ``progress(done, total)``.
+
+    Returns:
+        The stock row first, then one row per backend.
+
+    Raises:
+        ValueError: A bad pipeline, batch size, worker count or time.
+    """
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline={pipeline!r} is not valid; valid: {', '.join(PIPELINES)}")
+    if batch_size < 1 or seconds <= 0 or rounds < 1:
+        raise ValueError("batch_size, seconds and rounds must be positive")
+    if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+        raise ValueError(f"num_workers={num_workers!r} must be an int >= 0 or 'auto'")
+    root = Path(data)
+    target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
+    rows: dict[str, BenchRow] = {}
+    datasets: dict[str, Any] = {STOCK: _stock_dataset(root, pipeline)}
+    if len(datasets[STOCK]) < batch_size:
+        raise ValueError(
+            f"{root} has {len(datasets[STOCK])} images, fewer than one batch of {batch_size}: "
+            "use a smaller batch size or more images"
+        )
+    for name in names:
+        reason = _unusable(name)
+        if reason is None:
+            try:
+                datasets[name] = _fastload_dataset(root, pipeline, name)
+            except Exception as exc:  # a backend that cannot run here is a row, not a crash
+                reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            rows[name] = BenchRow(name, pipeline, None, None, None, batch_size, reason)
+
+    collate = {"collate_fn": _count} if pipeline == "decode" else {}
+    workers: dict[str, int] = {}
+    streams: dict[str, Iterator[Any]] = {}
+    for label, ds in datasets.items():
+        if num_workers == "auto":
+            extra = {"device": device} if label != STOCK else {}
+            workers[label] = autotune(
+                ds,
+                batch_size=batch_size,
+                loader_kwargs={**collate, **extra},
+                budget=min(10.0, seconds),
+            ).num_workers
+        else:
+            workers[label] = num_workers
+        w = workers[label]
+        common = dict(
+            batch_size=batch_size,
+            shuffle=True,
+            num_workers=w,
+            persistent_workers=w > 0,
+            drop_last=pipeline != "decode",
+            **collate,
+        )
+        if label == STOCK:
+            loader: Any = torch.utils.data.DataLoader(
+                ds, pin_memory=target.type == "cuda", **common
+            )
+            streams[label] = _to_device(_endless(loader), target)
+        else:
+            streams[label] = _endless(fastload.DataLoader(ds, device=target, **common))
+        for _ in range(max(2, w)):  # warm-up: every worker started and delivered once
+            next(streams[label])
+
+    slice_s = seconds / (rounds * len(streams))
+    rates: dict[str, list[float]] = {label: [] for label in streams}
+    total, done = rounds * len(streams), 0
+    for _ in range(rounds):
+        for label, batches in streams.items():
+            rates[label].append(_measure(batches, slice_s, target))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    for batches in streams.values():
+        batches.close()  # shuts the workers down
+    base = statistics.median(rates[STOCK])
+    out = [BenchRow(STOCK, pipeline, base, 1.0, workers[STOCK], batch_size)]
+    for name in names:
+        if name in rows:
+            out.append(rows[name])
+        else:
+            rate = statistics.median(rates[name])
+            out.append(BenchRow(name, pipeline, rate, rate / base, workers[name], batch_size))
+    return out
+
+
+def _to_device(batches: Iterator[Any], device: torch.device) -> Iterator[Any]:
+    try:
+        for batch in batches:
+            if device.type == "cpu" or isinstance(batch, int):
+                yield batch
+            else:
+                yield [t.to(device, non_blocking=True) for t in batch]
+    finally:
+        batches.close()
+
+
+def _size(batch: Any) -> int:
+    return batch if isinstance(batch, int) else len(batch[0])
+
+
+def _measure(batches: Iterator[Any], seconds: float, device: torch.device) -> float:
+    seen, start = 0, time.perf_counter()
+    while True:
+        seen += _size(next(batches))
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+                elapsed = time.perf_counter() - start
+            return seen / elapsed
+
+
+def write_plot(rows: list[BenchRow], path: str | Path) -> Path:
+    """Draw the rows as a bar chart of images/s and write it as a PNG."""
+    from PIL import Image, ImageDraw
+
+    path = Path(path)
+    measured = [r for r in rows if r.images_per_sec is not None]
+    width, bar_h, gap, left = 760, 34, 14, 190
+    height = 70 + len(rows) * (bar_h + gap)
+    image = Image.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text(
+        (20, 18), f"fastload bench: {rows[0].pipeline} pipeline, images/s (x stock)", fill="black"
+    )
+    top = max((r.images_per_sec or 0.0) for r in measured) if measured else 1.0
+    for i, row in enumerate(rows):
+        y = 55 + i * (bar_h + gap)
+        draw.text((20, y + bar_h // 3), row.backend, fill="black")
+        if row.images_per_sec is None:
+            draw.text((left, y + bar_h // 3), f"not run: {row.error}"[:90], fill=(150, 40, 40))
+            continue
+        length = int((width - left - 140) * row.images_per_sec / top)
+        colour = (120, 120, 120) if row.backend == STOCK else (40, 110, 200)
+        draw.rectangle([left, y, left + max(length, 1), y + bar_h], fill=colour)
+        draw.text(
+            (left + length + 8, y + bar_h // 3),
+            f"{row.images_per_sec:,.0f} ({row.ratio_to_stock:.2f}x)",
+            fill="black",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path)
+    return path

@@ -1,0 +1,210 @@
+"""fastload.autotune: the search logic on fake throughput curves (no timing), the cache, and
+num_workers='auto' in the loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import fastload
+from fastload import autotune as tune
+
+
+class FakeClock:
+    """Each measurement 'takes' ``per_call`` seconds; nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def curve(rates: dict[int, float], clock: FakeClock | None = None, per_call: float = 1.0):
+    measured = []
+
+    def measure(w: int) -> float:
+        measured.append(w)
+        if clock is not None:
+            clock.now += per_call
+        return rates[w]
+
+    return measure, measured
+
+
+def saturating(limit: int, per_worker: float = 100.0, top: int = 32) -> dict[int, float]:
+    return {w: per_worker * min(max(w, 0.5), limit) for w in range(top + 1)}
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 6, 12, 20])
+def test_finds_the_knee_of_a_saturating_curve(limit: int) -> None:
+    measure, measured = curve(saturating(limit))
+    choice, table, reason = tune.search(measure, max_workers=32, budget=1e9)
+    assert choice == limit  # the fewest workers that reach the plateau
+    assert "fewest workers within 3%" in reason
+    assert [m.num_workers for m in table] == measured
+    assert len(measured) < 33 / 2  # far fewer than an exhaustive sweep
+
+
+def test_stops_when_more_workers_stop_helping() -> None:
+    rates = {w: 1000.0 if w >= 2 else 400.0 for w in range(65)}
+    measure, measured = curve(rates)
+    tune.search(measure, max_workers=64, budget=1e9)
+    assert 64 not in measured and 32 not in measured  # two flat coarse steps ended the pass
+
+
+def test_prefers_fewer_workers_when_throughput_is_equal() -> None:
+    rates = {0: 500.0, 1: 990.0, 2: 1000.0, 3: 1005.0, 4: 995.0}
+    measure, _ = curve(rates)
+    choice, _, _ = tune.search(measure, max_workers=4, budget=1e9)
+    assert choice == 1
+
+
+def test_declining_curve_keeps_the_peak() -> None:
+    rates = {
+        0: 300.0,
+        1: 700.0,
+        2: 900.0,
+        3: 600.0,
+        4: 500.0,
+        5: 400.0,
+        6: 350.0,
+        7: 300.0,
+        8: 250.0,
+    }
+    measure, _ = curve(rates)
+    assert tune.search(measure, max_workers=8, budget=1e9)[0] == 2
+
+
+def test_step_time_chooses_the_fewest_that_keep_the_step_fed() -> None:
+    measure, measured = curve(saturating(8))
+    # the step consumes 300 images/s with margin: 3 workers are enough
+    choice, _, reason = tune.search(measure, max_workers=16, budget=1e9, required=300.0)
+    assert choice == 3 and "keep the step fed" in reason
+    assert max(measured) <= 4  # stopped measuring once the demand was met
+
+
+def test_step_time_beyond_reach_falls_back_to_the_best() -> None:
+    measure, _ = curve(saturating(4))
+    choice, _, reason = tune.search(measure, max_workers=8, budget=1e9, required=1e6)
+    assert choice == 4 and "no candidate reached" in reason
+
+
+def test_budget_bounds_the_search_but_always_measures_one() -> None:
+    clock = FakeClock()
+    measure, measured = curve(saturating(16), clock, per_call=10.0)
+    choice, _, reason = tune.search(measure, max_workers=32, budget=25.0, clock=clock)
+    assert measured == [0, 1, 2]  # 30 s of 'measuring' > 25 s budget
+    assert choice == 2 and "budget ended the search early" in reason
+    clock = FakeClock()
+    measure, measured = curve(saturating(16), clock, per_call=10.0)
+    choice, _, _ = tune.search(measure, max_workers=32, budget=0.001, clock=clock)
+    assert measured == [0] and choice == 0
+
+
+def test_progress_reports_each_measurement() -> None:
+    calls = []
+    measure, measured = curve(saturating(3))
+    tune.search(measure, max_workers=8, budget=1e9, progress=lambda d, t: calls.append(d))
+    assert calls == list(range(1, len(measured) + 1))
+
+
+# ---------------------------------------------------------------- the real function
+
+
+class Tensors(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3, 8, 8), i % 256, dtype=torch.uint8), i
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
+    return tmp_path / "autotune.json"
+
+
+@pytest.fixture
+def fake_measure(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+
+    def measure(make_loader, workers: int, seconds: float) -> float:
+        calls.append(workers)
+        loader = make_loader(workers)  # the loader is built as training will build it
+        assert loader.num_workers == workers
+        return 100.0 * min(max(workers, 0.5), 2)
+
+    monkeypatch.setattr(tune, "measure_loader", measure)
+    return calls
+
+
+def test_second_call_comes_from_the_cache(cache: Path, fake_measure: list[int]) -> None:
+    first = tune.autotune(Tensors(), batch_size=16, max_workers=4)
+    assert not first.cached and first.num_workers == 2 and fake_measure
+    n = len(fake_measure)
+    again = tune.autotune(Tensors(), batch_size=16, max_workers=4)
+    assert again.cached and again.num_workers == 2 and len(fake_measure) == n
+    assert [m.num_workers for m in again.table] == [m.num_workers for m in first.table]
+    other = tune.autotune(Tensors(), batch_size=32 // 2, max_workers=4, step_time=1.0)
+    assert not other.cached  # a different question is not answered from the cache
+
+
+def test_corrupt_or_foreign_cache_is_measured_again(cache: Path, fake_measure: list[int]) -> None:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("{not json")
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert tune.autotune(Tensors(), batch_size=16, max_workers=4).num_workers == 2
+    assert json.loads(cache.read_text())["version"] == tune.CACHE_VERSION  # rewritten
+    cache.write_text(json.dumps({"version": 999, "entries": {}}))
+    with pytest.warns(UserWarning, match="another version"):
+        assert not tune.autotune(Tensors(), batch_size=16, max_workers=4).cached
+
+
+def test_small_dataset_is_measured_with_a_warning(cache: Path, fake_measure: list[int]) -> None:
+    with pytest.warns(UserWarning, match="fewer than 4 batches"):
+        tune.autotune(Tensors(), batch_size=32, max_workers=2, cache=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"batch_size": 0}, "batch_size=0 must be a positive int"),
+        ({"budget": 0}, "budget=0 must be a positive number"),
+        ({"step_time": -1.0}, "step_time=-1.0 must be a positive number"),
+    ],
+)
+def test_bad_arguments(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tune.autotune(Tensors(), **kwargs)
+
+
+def test_empty_dataset() -> None:
+    with pytest.raises(ValueError, match="the dataset is empty"):
+        tune.autotune([], batch_size=4)
+
+
+def test_real_measurement_end_to_end(cache: Path) -> None:
+    """No fakes: two candidates measured for real within a short budget."""
+    result = tune.autotune(Tensors(), batch_size=16, max_workers=1, budget=2.0)
+    assert result.num_workers in (0, 1) and result.images_per_sec > 0
+    assert {m.num_workers for m in result.table} == {0, 1}
+
+
+def test_dataloader_num_workers_auto(cache: Path, fake_measure: list[int], caplog) -> None:
+    caplog.set_level("INFO", logger="fastload")
+    loader = fastload.DataLoader(Tensors(), batch_size=16, shuffle=True, num_workers="auto")
+    assert loader.num_workers == 2 and isinstance(loader, torch.utils.data.DataLoader)
+    assert "num_workers='auto': 2 workers (measured" in caplog.text
+    assert len(list(loader)) == 4
+    positional = fastload.DataLoader(Tensors(), 16, True, None, None, "auto")
+    assert positional.num_workers == 2 and "(cached" in caplog.text
+
+
+def test_dataloader_auto_needs_a_batch_size(cache: Path, fake_measure: list[int]) -> None:
+    with pytest.raises(ValueError, match="needs a batch_size"):
+        fastload.DataLoader(Tensors(), batch_size=None, num_workers="auto")

@@ -1,0 +1,193 @@
+"""fastload bench and fastload autotune: the library and the commands, on a small made set."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from fastload import bench
+from fastload.synthetic import make_image_folder
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("bench") / "set", images=60, classes=3)
+
+
+def test_run_measures_stock_and_reports_unusable_backends(data: Path) -> None:
+    rows = bench.run(
+        data, names=("pillow", "dali"), batch_size=8, num_workers=0, seconds=1.0, rounds=1
+    )
+    stock, pillow, dali = rows
+    assert stock.backend == bench.STOCK and stock.ratio_to_stock == 1.0 and stock.images_per_sec > 0
+    assert pillow.images_per_sec > 0 and pillow.ratio_to_stock > 0 and pillow.error is None
+    assert dali.images_per_sec is None and "no 'dali' decoding backend" in dali.error
+
+
+@pytest.mark.parametrize("pipeline", ["val", "decode"])
+def test_other_pipelines(data: Path, pipeline: str) -> None:
+    rows = bench.run(
+        data,
+        names=("opencv",),
+        pipeline=pipeline,
+        batch_size=8,
+        num_workers=1,
+        seconds=1.0,
+        rounds=1,
+    )
+    assert all(r.images_per_sec > 0 for r in rows)
+
+
+def test_bad_arguments(data: Path) -> None:
+    with pytest.raises(ValueError, match="pipeline='fast' is not valid; valid: train, val, decode"):
+        bench.run(data, pipeline="fast")
+    with pytest.raises(ValueError, match="num_workers=-1"):
+        bench.run(data, num_workers=-1)
+
+
+def test_plot(data: Path, tmp_path: Path) -> None:
+    rows = [
+        bench.BenchRow(bench.STOCK, "train", 100.0, 1.0, 2, 8),
+        bench.BenchRow("turbojpeg", "train", 180.0, 1.8, 2, 8),
+        bench.BenchRow("dali", "train", None, None, None, 8, "not here"),
+    ]
+    path = bench.write_plot(rows, tmp_path / "chart.png")
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.width > 500
+
+
+def fastload(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fastload", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_bench_command_json_all_backends(data: Path, tmp_path: Path) -> None:
+    plot = tmp_path / "bench.png"
+    proc = fastload(
+        "bench",
+        "--data",
+        str(data),
+        "--backend",
+        "all",
+        "--batch-size",
+        "8",
+        "--num-workers",
+        "1",
+        "--seconds",
+        "3",
+        "--json",
+        "--plot",
+        str(plot),
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert [r["backend"] for r in results] == [bench.STOCK, "pillow", "opencv", "turbojpeg", "dali"]
+    assert all(set(r) >= {"backend", "images_per_sec", "ratio_to_stock"} for r in results)
+    assert results[-1]["images_per_sec"] is None and results[-1]["error"]
+    assert plot.exists()
+
+
+def test_bench_command_dali_reports_a_row(data: Path) -> None:
+    proc = fastload(
+        "bench",
+        "--data",
+        str(data),
+        "--backend",
+        "dali",
+        "--seconds",
+        "1",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "8",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    stock, dali = json.loads(proc.stdout)["results"]
+    assert stock["images_per_sec"] > 0 and dali["error"]
+
+
+def test_bench_command_text_table(data: Path) -> None:
+    proc = fastload(
+        "bench",
+        "--data",
+        str(data),
+        "--backend",
+        "opencv",
+        "--seconds",
+        "1",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "8",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "stock torchvision" in proc.stdout and "opencv" in proc.stdout and "x stock" in proc.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("bench", "--data", "/no/such/dir"), "'/no/such/dir' is not a folder"),
+        (("bench", "--backend", "nvjpeg2"), "invalid choice: 'nvjpeg2'"),
+        (("bench", "--pipeline", "fast"), "invalid choice: 'fast'"),
+        (("bench", "--num-workers", "many"), "'many' is not an integer or 'auto'"),
+        (("bench", "--seconds", "0"), "0 must be positive"),
+        (("bench", "--data", "{data}", "--device", "cuda:7", "--batch-size", "8"), "cuda"),
+        (
+            ("bench", "--data", "{data}", "--batch-size", "64"),
+            "60 images, fewer than one batch of 64",
+        ),
+        (("autotune", "--data", "/no/such/dir"), "'/no/such/dir' is not a folder"),
+        (("autotune", "--data", "{data}", "--backend", "webp"), "backend='webp' is not known"),
+        (("autotune", "--budget", "-1"), "-1 must be positive"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(data: Path, args: tuple[str, ...], message: str) -> None:
+    proc = fastload(*(a.format(data=data) for a in args))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_autotune_command_json_and_cache(data: Path, tmp_path: Path) -> None:
+    env = {"FASTLOAD_CACHE_DIR": str(tmp_path)}
+    proc = fastload(
+        "autotune", "--data", str(data), "--batch-size", "8", "--budget", "4", "--json", env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert isinstance(result["num_workers"], int) and result["table"] and not result["cached"]
+    assert all(set(m) == {"num_workers", "images_per_sec", "seconds"} for m in result["table"])
+    again = fastload(
+        "autotune", "--data", str(data), "--batch-size", "8", "--budget", "4", "--json", env=env
+    )
+    cached = json.loads(again.stdout)
+    assert cached["cached"] and cached["num_workers"] == result["num_workers"]
+    text = fastload("autotune", "--data", str(data), "--batch-size", "8", "--budget", "4", env=env)
+    assert "<- chosen" in text.stdout and "from the cache" in text.stdout
+
+
+def test_default_data_is_made_once_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(bench, "DEFAULT_IMAGES", 100)
+    calls = []
+    root = bench.default_data(progress=lambda d, t: calls.append((d, t)))
+    assert len(list(root.rglob("*.jpg"))) == 100 and calls[-1] == (100, 100)
+    before = (root / ".complete").stat().st_mtime
+    assert bench.default_data() == root and (root / ".complete").stat().st_mtime == before
