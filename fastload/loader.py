@@ -99,7 +99,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self.gpu_transforms = gpu_transforms
         self.channels_last = channels_last
         # The batch stage runs on the prefetch stream for a CUDA device, else in the workers.
-        self._device_stage = stage if target is not None and target.type == "cuda" else None
+        self._device_stage = stage if cuda else None
         if stage is not None and self._device_stage is None:
             self.collate_fn = CollateThenStage(self.collate_fn, stage)
         if getattr(self.dataset, "on_error", None) == "skip":
