@@ -65,16 +65,25 @@ def collect() -> dict[str, Any]:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
+    from fastload.backends import names as registered
+
     backends = []
     for name in REQUIREMENTS:
         status = check(name)
+        exists = name in registered()
+        reason, fix = status.reason, status.fix
+        if not exists:  # the library may be installed, but fastload has no backend for it yet
+            reason = f"no {name!r} backend in fastload {fastload.__version__} yet" + (
+                f" (its library is installed: {status.version})" if status.usable else ""
+            )
+            fix = "none yet: a later fastload version adds it"
         backends.append(
             {
                 "name": name,
-                "usable": status.usable,
+                "usable": status.usable and exists,
                 "version": status.version,
-                "reason": status.reason,
-                "fix": status.fix,
+                "reason": reason,
+                "fix": fix,
             }
         )
     return {
