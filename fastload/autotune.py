@@ -372,12 +372,15 @@ def autotune(
     per_candidate = max(0.5, budget / (len(_coarse(max_workers)) + 2) - 0.5)
 
     def make_loader(workers: int) -> Any:
+        options = dict(kwargs)
+        if workers == 0:  # torch refuses prefetch_factor without worker processes
+            options.pop("prefetch_factor", None)
         return fastload.DataLoader(
             dataset,
             batch_size=batch_size,
             num_workers=workers,
             persistent_workers=workers > 0,
-            **kwargs,
+            **options,
         )
 
     required = None if step_time is None else margin * batch_size / step_time

@@ -226,6 +226,11 @@ class ImageList(Dataset):
             raise backends.ImageDecodeError(
                 f"cannot read {path!r} with the {self.backend} backend: {reason}"
             ) from exc
+        # the user's own code runs outside the try: its bugs are not unreadable images
+        if self._wants_pil:
+            from PIL import Image
+
+            image = self.transform(Image.fromarray(image))  # type: ignore[misc]
         for op in self._after:
             image = op(image)
         if self.target_transform is not None:
@@ -233,15 +238,14 @@ class ImageList(Dataset):
         return image, target
 
     def _read(self, path: str) -> Any:
+        """Read and decode (with the fused transform): the part ``on_error`` is about."""
         with open(path, "rb") as f:
             data = f.read()
         array = self._backend().decode(
             data, plan=self._plan, render=self._render, max_pixels=self.max_pixels
         )
         if self._wants_pil:
-            from PIL import Image
-
-            return self.transform(Image.fromarray(array))  # type: ignore[misc]
+            return array  # the caller makes the PIL image for the user's transform
         # A channels-first view of the decoder's buffer: collating copies it once, into the batch.
         return torch.from_numpy(array).permute(2, 0, 1)
 

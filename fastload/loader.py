@@ -127,7 +127,7 @@ def _autotuned_workers(arguments: dict[str, Any], **fastload_options: Any) -> in
     batch_size = arguments.get("batch_size", 1)
     if batch_size is None:
         raise ValueError("num_workers='auto' needs a batch_size to measure with")
-    skip = ("dataset", "batch_size", "num_workers", "persistent_workers", "prefetch_factor")
+    skip = ("dataset", "batch_size", "num_workers", "persistent_workers")
     others = {
         k: v
         for k, v in arguments.items()

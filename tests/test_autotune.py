@@ -208,3 +208,15 @@ def test_dataloader_num_workers_auto(cache: Path, fake_measure: list[int], caplo
 def test_dataloader_auto_needs_a_batch_size(cache: Path, fake_measure: list[int]) -> None:
     with pytest.raises(ValueError, match="needs a batch_size"):
         fastload.DataLoader(Tensors(), batch_size=None, num_workers="auto")
+
+
+def test_prefetch_factor_is_kept_for_workers_and_dropped_without(cache: Path, monkeypatch) -> None:
+    seen = {}
+
+    def measure(make_loader, workers: int, seconds: float) -> float:
+        seen[workers] = make_loader(workers).prefetch_factor
+        return 100.0 * min(max(workers, 0.5), 2)
+
+    monkeypatch.setattr(tune, "measure_loader", measure)
+    tune.autotune(Tensors(), batch_size=16, max_workers=2, loader_kwargs={"prefetch_factor": 4})
+    assert seen[0] is None and seen[1] == 4 and seen[2] == 4

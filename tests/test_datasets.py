@@ -238,3 +238,17 @@ def test_workers_do_not_deadlock_after_opencv_threads_started(folder: Path) -> N
     ds = fastload.ImageFolder(folder, transform=fl.Resize((300, 300)))  # enlarging: OpenCV
     batches = list(fastload.DataLoader(ds, batch_size=4, num_workers=2))
     assert sum(len(b[1]) for b in batches) == len(ds)
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_bug_in_the_users_transform_is_not_blamed_on_the_image(folder: Path, on_error) -> None:
+    """Only reading and decoding fall under on_error; the user's own code raises as it is."""
+
+    def broken(image):
+        raise KeyError("bug in the user's transform")
+
+    for transform in (broken, fl.Compose([fl.CenterCrop(8), broken])):
+        ds = fastload.ImageFolder(folder, transform=transform, on_error=on_error)
+        with pytest.raises(KeyError, match="bug in the user's transform"):
+            ds[0]
+        assert ds.bad_files == {}
