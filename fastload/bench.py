@@ -156,6 +156,11 @@ def run(
         )
     for name in names:
         reason = _unusable(name)
+        if reason is None and name == "dali" and pipeline == "decode":
+            reason = (
+                "the decode pipeline counts images of every size without batching them; the "
+                "dali backend delivers whole batches of one size: measure train or val"
+            )
         if reason is None:
             try:
                 datasets[name] = _fastload_dataset(root, pipeline, name)

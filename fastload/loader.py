@@ -50,6 +50,15 @@ class DataLoader(torch.utils.data.DataLoader):
             on the prefetcher's side stream right after the copy, overlapping the training step;
             otherwise they run in the worker processes, after collating.
         channels_last: Deliver 4-D images in channels-last memory format.
+        backend: Who executes the dataset's pipeline. ``None`` (default): the dataset itself,
+            in torch's worker processes (with the decoding backend it was made with), unless it
+            was made with ``backend="dali"``. ``"dali"``: NVIDIA DALI reads, decodes and
+            transforms whole batches (see :mod:`fastload.backends.dali`); the dataset must be a
+            ``fastload.ImageFolder`` or ``ImageList`` whose ``transform`` is made of
+            ``fastload.transforms`` ops. ``num_workers`` then sets DALI's thread count
+            (``max(1, num_workers)``) and ``prefetch_factor`` how many batches DALI decodes
+            ahead (default 2). Under ``torch.distributed`` with no ``sampler`` given, each rank
+            reads its own shard (a ``DistributedSampler``, reshuffled every epoch).
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 
     Raises:
@@ -65,9 +74,16 @@ class DataLoader(torch.utils.data.DataLoader):
         device_prefetch: int = 2,
         gpu_transforms: Callable[..., Any] | None = None,
         channels_last: bool = False,
+        backend: str | None = None,
         **kwargs: Any,
     ) -> None:
         target = resolve_device(device)
+        if backend not in (None, "dali"):
+            raise ValueError(
+                f"backend={backend!r} is not valid here; valid: None (the dataset decodes, with "
+                "the backend it was made with, e.g. fastload.ImageFolder(root, "
+                "backend='turbojpeg')), 'dali'"
+            )
         if (
             isinstance(device_prefetch, bool)
             or not isinstance(device_prefetch, int)
@@ -87,17 +103,45 @@ class DataLoader(torch.utils.data.DataLoader):
             # fastload's own value for a torch parameter: measure, then hand torch an int
             given.pop("self")
             given["num_workers"] = _autotuned_workers(
-                given, device=device, gpu_transforms=gpu_transforms, channels_last=channels_last
+                given,
+                device=device,
+                gpu_transforms=gpu_transforms,
+                channels_last=channels_last,
+                backend=backend,
             )
             args, kwargs = (), given
+        dataset = given.get("dataset") if given is not None else None
+        dali = backend == "dali" or (
+            backend is None and getattr(dataset, "backend", None) == "dali"
+        )
         cuda = target is not None and target.type == "cuda"
-        if cuda and given is not None and "pin_memory" not in given:
+        auto_shard = False
+        if dali and given is not None:
+            given.pop("self", None)
+            auto_shard = _check_dali_arguments(given)
+            args, kwargs = (), given
+        elif cuda and given is not None and "pin_memory" not in given:
             kwargs["pin_memory"] = True
         super().__init__(*args, **kwargs)
         self.device = target
         self.device_prefetch = device_prefetch
         self.gpu_transforms = gpu_transforms
         self.channels_last = channels_last
+        self.backend = "dali" if dali else None
+        self._dali = None
+        self._epoch = 0
+        self._auto_shard = auto_shard
+        if dali:
+            from fastload.backends.dali import DaliBatches, DaliOptions
+
+            options = DaliOptions(
+                device=target or torch.device("cpu"),
+                num_threads=max(1, self.num_workers),
+                prefetch=self.prefetch_factor or 2,
+            )
+            self._dali = DaliBatches(self.dataset, options)
+            self._dali_stage = stage  # in this process, on the batch DALI delivered
+            return
         # The batch stage runs on the prefetch stream for a CUDA device, else in the workers.
         self._device_stage = stage if cuda else None
         if stage is not None and self._device_stage is None:
@@ -108,6 +152,8 @@ class DataLoader(torch.utils.data.DataLoader):
             self.collate_fn = SkipCollate(self.collate_fn, batched=self.batch_sampler is not None)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        if self._dali is not None:
+            return self._dali_epoch()
         batches = super().__iter__()
         if isinstance(self.collate_fn, SkipCollate):
             batches = SkipReport(batches, self.dataset)
@@ -117,6 +163,59 @@ class DataLoader(torch.utils.data.DataLoader):
             batches, device=self.device, depth=self.device_prefetch, transform=self._device_stage
         )
         return iter(prefetcher)  # started: `for batch in loader` calls iter() only on the loader
+
+    def _dali_epoch(self) -> Iterator[Any]:
+        if self._auto_shard:
+            self.sampler.set_epoch(self._epoch)  # type: ignore[attr-defined]
+        self._epoch += 1
+        # one draw per epoch, as torch draws its workers' base seed
+        seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+        assert self._dali is not None and self.batch_sampler is not None
+        batches = self._dali.epoch(
+            iter(self.batch_sampler),
+            seed=seed,
+            target_transform=getattr(self.dataset, "target_transform", None),
+        )
+        if self._dali_stage is None:
+            return batches
+        return map(self._dali_stage, batches)
+
+
+def _check_dali_arguments(given: dict[str, Any]) -> bool:
+    """Refuse what DALI cannot honour; add a DistributedSampler under torch.distributed.
+
+    Returns:
+        Whether a DistributedSampler was added (the loader then sets its epoch).
+    """
+    from fastload.datasets import ImageList
+
+    dataset = given["dataset"]
+    if not isinstance(dataset, ImageList):
+        raise ValueError(
+            "backend='dali' reads the files itself: the dataset must be a fastload.ImageFolder "
+            f"or fastload.ImageList, got {type(dataset).__name__}"
+        )
+    if given.get("batch_size", 1) is None and given.get("batch_sampler") is None:
+        raise ValueError("backend='dali' makes whole batches: batch_size=None is not supported")
+    for name in ("collate_fn", "worker_init_fn"):
+        if given.get(name) is not None:
+            raise ValueError(
+                f"backend='dali' makes batches without worker processes or collating, so "
+                f"{name}={given[name]!r} would not run; remove it, or use a CPU backend"
+            )
+    import torch.distributed as dist
+
+    if given.get("sampler") is not None or given.get("batch_sampler") is not None:
+        return False
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return False
+    generator = given.get("generator")
+    given["sampler"] = torch.utils.data.DistributedSampler(
+        dataset,
+        shuffle=bool(given.pop("shuffle", False)),
+        seed=generator.initial_seed() if generator is not None else 0,
+    )
+    return True
 
 
 def _autotuned_workers(arguments: dict[str, Any], **fastload_options: Any) -> int:

@@ -4,7 +4,7 @@ Each backend module imports its library only when an instance is made, so import
 package needs none of them.
 """
 
-from fastload.backends import opencv, pillow, turbojpeg  # noqa: F401  (they register)
+from fastload.backends import dali, opencv, pillow, turbojpeg  # noqa: F401  (they register)
 from fastload.backends.base import (
     AUTO_ORDER,
     DEFAULT_MAX_PIXELS,

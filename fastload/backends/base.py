@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "Backend",
     "ImageDecodeError",
+    "check_header",
     "create",
     "decode_with_pillow",
     "names",
@@ -102,19 +103,10 @@ class Backend(ABC):
         Raises:
             ValueError: The data is not a readable image, or is too large.
         """
-        if not data:
-            raise ValueError("empty file")
-        info = probe(data)
-        if info.pixels is not None and info.pixels > max_pixels:
-            raise ValueError(_too_large(info.width, info.height, max_pixels))
+        info = check_header(data, max_pixels=max_pixels)
         render = render or {}
         if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
-            if data.rfind(b"\xff\xd9", len(data) // 2) < 0:
-                raise ValueError("truncated JPEG: no end-of-image marker")
             out = self._decode_jpeg_planned(data, info, plan, render)
-        elif info.format == "unknown":
-            head = data[:8].hex(" ")
-            raise ValueError(f"not an image format fastload reads (starts with {head})")
         else:
             array = decode_with_pillow(data, max_pixels=max_pixels)
             view = View.full(array.shape[1], array.shape[0])
@@ -154,6 +146,33 @@ class Backend(ABC):
         scale = (array.shape[1] / width, array.shape[0] / height)
         out = resample(array, box, out_w, out_h, scale=scale, **render)
         return orient(out, transpose, mirror_lr != view.mirror, mirror_tb)
+
+
+def check_header(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:
+    """The checks made on every file before any decoder sees it, whatever the backend.
+
+    Args:
+        data: The file's bytes.
+        max_pixels: Refuse images whose header claims more pixels than this.
+
+    Returns:
+        What the header says.
+
+    Raises:
+        ValueError: The file is empty, not in a format fastload reads, too large, or a JPEG
+            without its end-of-image marker (truncated); the message says which.
+    """
+    if not data:
+        raise ValueError("empty file")
+    info = probe(data)
+    if info.pixels is not None and info.pixels > max_pixels:
+        raise ValueError(_too_large(info.width, info.height, max_pixels))
+    if info.format == "unknown":
+        head = data[:8].hex(" ")
+        raise ValueError(f"not an image format fastload reads (starts with {head})")
+    if info.format == "jpeg" and data.rfind(b"\xff\xd9", len(data) // 2) < 0:
+        raise ValueError("truncated JPEG: no end-of-image marker")
+    return info
 
 
 def _too_large(width: int | None, height: int | None, max_pixels: int) -> str:

@@ -161,7 +161,10 @@ def test_error_policy_skip_returns_markers_and_records(
 
 
 def test_unknown_backend_lists_the_valid_names() -> None:
-    with pytest.raises(ValueError, match=r"backend='jpeg2000' is not known; valid: auto, opencv"):
+    with pytest.raises(
+        ValueError,
+        match=r"backend='jpeg2000' is not known; valid: auto, dali, opencv, pillow, turbojpeg",
+    ):
         backends.create("jpeg2000")
 
 
