@@ -115,10 +115,17 @@ class DataLoader(torch.utils.data.DataLoader):
             backend is None and getattr(dataset, "backend", None) == "dali"
         )
         cuda = target is not None and target.type == "cuda"
-        auto_shard = False
+        auto_shard, threads, dali_prefetch = False, 0, None
         if dali and given is not None:
             given.pop("self", None)
             auto_shard = _check_dali_arguments(given)
+            # DALI's threads replace the worker processes: torch gets none, so it starts none
+            # and warns about none, and its worker-only options go with them.
+            threads = given.get("num_workers", 0)
+            dali_prefetch = given.pop("prefetch_factor", None)
+            for name in ("persistent_workers", "multiprocessing_context"):
+                given.pop(name, None)
+            given["num_workers"] = 0
             args, kwargs = (), given
         elif cuda and given is not None and "pin_memory" not in given:
             kwargs["pin_memory"] = True
@@ -134,10 +141,12 @@ class DataLoader(torch.utils.data.DataLoader):
         if dali:
             from fastload.backends.dali import DaliBatches, DaliOptions
 
+            self.num_workers, self.prefetch_factor = threads, dali_prefetch
             options = DaliOptions(
                 device=target or torch.device("cpu"),
-                num_threads=max(1, self.num_workers),
-                prefetch=self.prefetch_factor or 2,
+                num_threads=max(1, threads),
+                prefetch=dali_prefetch or 2,
+                batch_size=self.batch_size or 1,
             )
             self._dali = DaliBatches(self.dataset, options)
             self._dali_stage = stage  # in this process, on the batch DALI delivered
@@ -197,6 +206,13 @@ def _check_dali_arguments(given: dict[str, Any]) -> bool:
         )
     if given.get("batch_size", 1) is None and given.get("batch_sampler") is None:
         raise ValueError("backend='dali' makes whole batches: batch_size=None is not supported")
+    workers, prefetch = given.get("num_workers", 0), given.get("prefetch_factor")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"num_workers={workers!r} must be an int >= 0 (DALI's thread count)")
+    if prefetch is not None and (
+        isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1
+    ):
+        raise ValueError(f"prefetch_factor={prefetch!r} must be an int >= 1")
     for name in ("collate_fn", "worker_init_fn"):
         if given.get(name) is not None:
             raise ValueError(

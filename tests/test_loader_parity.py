@@ -236,6 +236,7 @@ def test_signature_is_torchs_then_keyword_only_options() -> None:
         "device_prefetch",
         "gpu_transforms",
         "channels_last",
+        "backend",
     ]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extra)
 

@@ -47,13 +47,17 @@ _INTERP = {"nearest": "INTERP_NN", "bilinear": "INTERP_LINEAR", "bicubic": "INTE
 
 
 def dali_error(exc: BaseException) -> str:
-    """The line of a DALI exception that says what went wrong, without the C++ context."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for pattern in ("decode", "Unrecognized image format", "not supported", "Error"):
-        for line in lines:
-            if pattern in line and not line.startswith(("C++ context", "Current pipeline")):
-                return re.sub(r"\s+", " ", line)
-    return lines[-1] if lines else type(exc).__name__
+    """What a DALI exception says went wrong, without its traceback and C++ context."""
+    text = str(exc)
+    if "encountered:" in text:
+        text = text.split("encountered:", 1)[1]
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip()
+        and not line.strip().startswith(("Current pipeline", "C++ context", "Critical error"))
+    ]
+    return re.sub(r"\s+", " ", " ".join(lines[:2])) if lines else type(exc).__name__
 
 
 # ---------------------------------------------------------------- per-sample decoding
@@ -106,7 +110,7 @@ class DaliBackend(Backend):
             array = np.array(images.as_tensor())[0]
         except RuntimeError as exc:
             self._pipe = None  # start clean after a failure
-            raise ValueError(f"DALI: {dali_error(exc)}") from None
+            raise ValueError(f"DALI could not decode it: {dali_error(exc)}") from None
         if reduce > 1:
             # DALI has no DCT-domain scaling: average down to libjpeg's reduced size instead
             import cv2
@@ -188,11 +192,14 @@ class DaliOptions:
             or a CUDA device (nvJPEG through ``device="mixed"``).
         num_threads: DALI's CPU threads (``max(1, num_workers)``).
         prefetch: Batches decoded ahead of the one in use (``prefetch_factor``, default 2).
+        batch_size: The largest batch expected (the loader's ``batch_size``); a larger one
+            rebuilds the pipeline.
     """
 
     device: torch.device
     num_threads: int
     prefetch: int = 2
+    batch_size: int = 1
 
 
 def build_pipeline(options: DaliOptions, translation: Translation, max_batch: int) -> Any:
@@ -368,16 +375,26 @@ class DaliBatches:
 
     # ------------------------------------------------------------ pipeline
 
+    def fits(self, batch: int) -> bool:
+        """Whether a batch of this size can go to the current pipeline (or a new one)."""
+        return self._pipe is None or batch <= self._max_batch
+
     def _pipeline(self, batch: int) -> Any:
-        if self._pipe is None or batch > self._max_batch:
-            self.discard()
-            self._max_batch = max(batch, self._max_batch)
+        if self._pipe is None:
+            self._max_batch = max(batch, self._max_batch, self.options.batch_size)
             self._pipe = build_pipeline(self.options, self.translation, self._max_batch)
+        if batch > self._max_batch:
+            raise AssertionError("a pipeline must be rebuilt before it takes a larger batch")
         return self._pipe
 
-    def discard(self) -> None:
-        """Drop the pipeline (rebuilt on next use); after a failure, or to free its threads."""
+    def discard(self, *, grow_to: int = 0) -> None:
+        """Drop the pipeline (rebuilt on next use): after a failure, or to take larger batches.
+
+        Args:
+            grow_to: The next pipeline takes batches of at least this size.
+        """
         self._pipe, self._pending = None, 0
+        self._max_batch = max(self._max_batch, grow_to)
 
     def _drain(self) -> None:
         """Collect the outputs of an epoch that was left early, so the next starts clean."""
@@ -502,9 +519,16 @@ class _Epoch:
         while len(self._fed) < self._owner.options.prefetch and self._reads:
             fed = self._prepare(self._reads.popleft().result())
             self._read_ahead()
-            if fed is not None:
-                self._owner._feed(fed)
-                self._fed.append(fed)
+            if fed is None:
+                continue
+            if not self._owner.fits(len(fed.paths)):
+                # a larger batch than the pipeline was built for (a custom batch_sampler): a
+                # new pipeline takes the batches already queued again, in their order
+                self._owner.discard(grow_to=len(fed.paths))
+                for queued in self._fed:
+                    self._owner._feed(queued)
+            self._owner._feed(fed)
+            self._fed.append(fed)
 
     def __next__(self) -> tuple[torch.Tensor, Any]:
         if self._done:

@@ -1,0 +1,449 @@
+"""The DALI backend under fastload.DataLoader, in DALI's CPU mode (no GPU needed).
+
+Real JPEG files written here, real DALI pipelines, real processes for the two-rank test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from images import jpeg_bytes, photo, with_orientation
+
+import fastload
+from fastload import backends
+from fastload import transforms as T
+from fastload.transforms import View
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _dali(require_backend) -> None:
+    require_backend("dali")
+
+
+def make_list(folder: Path, sizes: list[tuple[int, int]], **options) -> fastload.ImageList:
+    """One JPEG per size; label i is sample i, so labels name the samples a batch holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (w, h) in enumerate(sizes):
+        path = folder / f"img_{i:03d}.jpg"
+        path.write_bytes(jpeg_bytes(photo(w, h, seed=i)))
+        paths.append(path)
+    return fastload.ImageList(paths, list(range(len(paths))), **options)
+
+
+SIZES = [(160 + 7 * i % 90, 120 + 11 * i % 70) for i in range(23)]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dali")
+    make_list(path, SIZES)
+    return path
+
+
+CROP = T.RandomResizedCrop(32)
+
+
+def dataset(folder: Path, transform=CROP, **options) -> fastload.ImageList:
+    paths = sorted(folder.glob("img_*.jpg"))
+    labels = [int(p.stem.split("_")[1]) for p in paths]
+    return fastload.ImageList(paths, labels, transform, **options)
+
+
+def epoch_labels(loader) -> list[list[int]]:
+    return [labels.tolist() for _, labels in loader]
+
+
+def mad(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    return float((a.to(torch.int16) - b.to(torch.int16)).abs().float().mean())
+
+
+# ---------------------------------------------------------------- loader semantics
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_len_coverage_and_the_last_batch(folder: Path, drop_last: bool) -> None:
+    ds = dataset(folder)
+    loader = fastload.DataLoader(
+        ds, batch_size=5, shuffle=True, drop_last=drop_last, num_workers=2, backend="dali"
+    )
+    reference = torch.utils.data.DataLoader(ds, batch_size=5, drop_last=drop_last)
+    assert len(loader) == len(reference) == (4 if drop_last else 5)
+    for _ in range(3):  # several epochs in a row
+        batches = list(loader)
+        assert len(batches) == len(loader)
+        images, labels = batches[-1]
+        assert images.shape == (5 if drop_last else 3, 3, 32, 32) and images.dtype == torch.uint8
+        assert images.device.type == "cpu" and labels.dtype == torch.int64
+        seen = [x for _, y in batches for x in y.tolist()]
+        assert len(seen) == len(set(seen))  # nothing twice
+        if drop_last:
+            assert len(seen) == 20
+        else:
+            assert sorted(seen) == list(range(len(SIZES)))  # everything once
+
+
+def test_order_is_torchs_and_reshuffled_every_epoch(folder: Path) -> None:
+    ds = dataset(folder)
+    torch.manual_seed(7)
+    dali = fastload.DataLoader(ds, batch_size=4, shuffle=True, backend="dali")
+    dali_epochs = [epoch_labels(dali) for _ in range(3)]
+    torch.manual_seed(7)
+    plain = torch.utils.data.DataLoader(range(len(ds)), batch_size=4, shuffle=True)
+    # the same draws from the global stream per epoch as torch's own loader: same orders
+    assert dali_epochs == [[b.tolist() for b in plain] for _ in range(3)]
+    assert dali_epochs[0] != dali_epochs[1] != dali_epochs[2]
+
+
+def test_same_seed_same_batches_and_the_users_random_stream_is_untouched(folder: Path) -> None:
+    def run() -> tuple[list[torch.Tensor], float]:
+        torch.manual_seed(3)
+        loader = fastload.DataLoader(dataset(folder), batch_size=6, shuffle=True, backend="dali")
+        images = [x for x, _ in loader]
+        return images, torch.rand(1).item()
+
+    (first, after_first), (second, after_second) = run(), run()
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+    # the crops' draws come from the loader's own stream: the global one moved only by the
+    # two seeds an epoch draws (base seed and sampler), as with torch's DataLoader
+    torch.manual_seed(3)
+    torch.empty((), dtype=torch.int64).random_()
+    torch.empty((), dtype=torch.int64).random_()
+    assert after_first == after_second == torch.rand(1).item()
+
+
+def test_breaking_out_then_a_full_epoch(folder: Path) -> None:
+    loader = fastload.DataLoader(dataset(folder), batch_size=4, shuffle=True, backend="dali")
+    for i, _ in enumerate(loader):
+        if i == 1:
+            break
+    seen = sorted(x for _, y in loader for x in y.tolist())
+    assert seen == list(range(len(SIZES)))
+    it = iter(loader)
+    next(it)
+    newer = iter(loader)  # replaces the first: one epoch at a time
+    with pytest.raises(RuntimeError, match="replaced by a newer iter"):
+        next(it)
+    assert sorted(x for _, y in newer for x in y.tolist()) == list(range(len(SIZES)))
+
+
+def test_labels_targets_and_target_transform(folder: Path) -> None:
+    ds = dataset(folder, target_transform=lambda y: y * 10)
+    (_, labels), *_ = fastload.DataLoader(ds, batch_size=8, backend="dali")
+    assert labels.tolist() == [10 * i for i in range(8)]
+
+
+def test_imagefolder_with_backend_dali_is_read_by_dali(tmp_path: Path) -> None:
+    from fastload.synthetic import make_image_folder
+
+    root = make_image_folder(tmp_path / "set", images=12, classes=3)
+    ds = fastload.ImageFolder(root, transform=T.RandomResizedCrop(48), backend="dali")
+    loader = fastload.DataLoader(ds, batch_size=5, num_workers=3)
+    assert loader.backend == "dali" and loader._dali.options.num_threads == 3
+    labels = torch.cat([y for _, y in loader]).tolist()
+    assert labels == ds.targets  # not shuffled: the dataset's own order
+    image, target = ds[0]  # the per-sample path: DALI's CPU decoder
+    assert image.shape == (3, 48, 48) and target == ds.targets[0]
+
+
+def test_num_workers_and_prefetch_factor_map_to_dali(folder: Path) -> None:
+    for workers, threads in ((0, 1), (1, 1), (4, 4)):
+        loader = fastload.DataLoader(
+            dataset(folder), batch_size=4, num_workers=workers, backend="dali"
+        )
+        assert loader.num_workers == workers and loader._dali.options.num_threads == threads
+        assert loader._dali.options.prefetch == 2
+    # worker-only options are accepted (DALI keeps its threads), prefetch_factor sets the depth
+    loader = fastload.DataLoader(
+        dataset(folder),
+        batch_size=4,
+        num_workers=2,
+        prefetch_factor=3,
+        persistent_workers=True,
+        backend="dali",
+    )
+    assert loader._dali.options.prefetch == 3 and len(list(loader)) == 6
+    with pytest.raises(ValueError, match="num_workers=-1 must be an int >= 0"):
+        fastload.DataLoader(dataset(folder), batch_size=4, num_workers=-1, backend="dali")
+
+
+def test_gpu_transforms_run_on_the_delivered_batch(folder: Path) -> None:
+    normalize = fastload.gpu.Normalize(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    loader = fastload.DataLoader(
+        dataset(folder),
+        batch_size=4,
+        backend="dali",
+        gpu_transforms=normalize,
+        channels_last=True,
+    )
+    images, labels = next(iter(loader))
+    assert images.dtype == torch.float32 and images.is_contiguous(memory_format=torch.channels_last)
+    assert labels.tolist() == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------- pixels
+
+
+def cpu_reference(ds: fastload.ImageList, index: int, view_of) -> np.ndarray:
+    data = Path(ds.path(index)).read_bytes()
+    return backends.create("pillow").decode(data, plan=view_of, render=ds._render)
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        T.Compose([T.Resize(64), T.CenterCrop(56)]),  # validation: a fractional box
+        T.Compose([T.Resize((40, 70)), T.RandomHorizontalFlip(p=1.0)]),
+        T.CenterCrop(200),  # larger than most images: zeros around them
+        T.Compose([T.CenterCrop((100, 120)), T.Resize(50, interpolation="bicubic")]),
+    ],
+    ids=["val", "resize-flip", "pad", "crop-bicubic"],
+)
+def test_deterministic_pipelines_match_the_cpu_backends(folder: Path, transform) -> None:
+    ds = dataset(folder, transform)
+    reference = dataset(folder, transform, backend="pillow")
+    images = torch.cat([x for x, _ in fastload.DataLoader(ds, batch_size=7, backend="dali")])
+    for i in range(len(ds)):
+        expected, _ = reference[i]
+        assert images[i].shape == expected.shape
+        assert mad(images[i], expected) <= 2.0, i
+
+
+def test_random_resized_crops_are_fastloads_draws(folder: Path) -> None:
+    """The crops are fastload's (torchvision's) draws, rendered by DALI."""
+    transform = T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip()])
+    ds = dataset(folder, transform)
+    generator = torch.Generator().manual_seed(11)
+    images = torch.cat(
+        [x for x, _ in fastload.DataLoader(ds, batch_size=5, backend="dali", generator=generator)]
+    )
+    # the loader seeds its crops' stream with one draw from its generator per epoch
+    seed = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator().manual_seed(11))
+    errors = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed.item()))
+        for i in range(len(ds)):
+            w, h = SIZES[i]
+            view = transform.plan(View.full(w, h))
+            expected = cpu_reference(ds, i, lambda v, view=view: view)
+            errors.append(mad(images[i], torch.from_numpy(expected).permute(2, 0, 1)))
+    # DALI resizes from the full decode, the CPU backends from a DCT-reduced one when the crop
+    # is 2x the output or more: strong shrinks differ a little more than plain decodes do
+    assert np.mean(errors) <= 1.5 and max(errors) <= 3.0
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    path = tmp_path / "rotated.jpg"
+    path.write_bytes(with_orientation(photo(120, 80, seed=5), 6))
+    ds = fastload.ImageList([path, path], [0, 1], T.Resize((60, 40)))
+    images, _ = next(iter(fastload.DataLoader(ds, batch_size=2, backend="dali")))
+    expected, _ = fastload.ImageList([path], [0], T.Resize((60, 40)), backend="pillow")[0]
+    assert images.shape == (2, 3, 60, 40) and mad(images[0], expected) <= 2.0
+
+
+# ---------------------------------------------------------------- faults
+
+
+def fault_list(tmp_path: Path, **options) -> tuple[fastload.ImageList, dict[int, str]]:
+    """Ten good files, with bad ones among them; returns the dataset and index -> kind."""
+    good = jpeg_bytes(photo(96, 80, seed=1))
+    kinds = {
+        3: ("truncated", good[: len(good) // 2]),
+        6: ("not an image", b"hello, world" * 20),
+        # passes every header check (a frame header, an end marker) and only fails in DALI's
+        # decoder: the image data is missing
+        9: ("undecodable", good[: good.find(b"\xff\xda")] + b"\xff\xd9"),
+    }
+    paths, labels = [], []
+    for i in range(13):
+        path = tmp_path / f"f{i:02d}.jpg"
+        path.write_bytes(kinds[i][1] if i in kinds else jpeg_bytes(photo(96, 80, seed=i)))
+        paths.append(path)
+        labels.append(i)
+    return fastload.ImageList(paths, labels, T.RandomResizedCrop(24), **options), {
+        i: kind for i, (kind, _) in kinds.items()
+    }
+
+
+def test_skip_drops_bad_files_warns_once_and_records_them(tmp_path: Path) -> None:
+    ds, bad = fault_list(tmp_path, on_error="skip")
+    loader = fastload.DataLoader(ds, batch_size=4, shuffle=True, backend="dali")
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seen = sorted(x for _, y in loader for x in y.tolist())
+        assert seen == [i for i in range(13) if i not in bad]
+        messages = [str(w.message) for w in caught if w.category is fastload.UnreadableImageWarning]
+        assert messages == [
+            "skipped 3 unreadable image(s) this epoch; "
+            "see the dataset's bad_files for the paths and reasons"
+        ]
+    assert sorted(ds.bad_files) == sorted(ds.path(i) for i in bad)
+    assert "truncated JPEG" in ds.bad_files[ds.path(3)]
+    assert "DALI could not decode it" in ds.bad_files[ds.path(9)]
+
+
+@pytest.mark.parametrize("index", [3, 9])
+def test_raise_names_the_file_the_backend_and_the_reason(tmp_path: Path, index: int) -> None:
+    ds, bad = fault_list(tmp_path)
+    chosen = [i for i in range(index + 2) if i == index or i not in bad]  # one bad file
+    ds = fastload.ImageList([ds.path(i) for i in chosen], chosen, T.RandomResizedCrop(24))
+    loader = fastload.DataLoader(ds, batch_size=4, backend="dali")
+    with pytest.raises(fastload.ImageDecodeError) as info:
+        list(loader)
+    message = str(info.value)
+    path = str(tmp_path / f"f{index:02d}.jpg")
+    assert repr(path) in message and "dali backend" in message
+    assert ("truncated JPEG" if index == 3 else "DALI could not decode it") in message
+    # the failure does not poison the loader: a dataset without the bad file runs again after
+    good = [i for i in chosen if i != index]
+    clean = fastload.ImageList(
+        [tmp_path / f"f{i:02d}.jpg" for i in good], good, T.RandomResizedCrop(24)
+    )
+    assert (
+        sorted(
+            torch.cat(
+                [y for _, y in fastload.DataLoader(clean, batch_size=4, backend="dali")]
+            ).tolist()
+        )
+        == good
+    )
+
+
+def test_a_batch_of_only_bad_files_is_left_out(tmp_path: Path) -> None:
+    ds, _ = fault_list(tmp_path, on_error="skip")
+    order = [[3, 6, 9], [0, 1]]  # the first batch has nothing readable
+    loader = fastload.DataLoader(ds, batch_sampler=order, backend="dali")
+    with pytest.warns(fastload.UnreadableImageWarning, match="skipped 3"):
+        assert epoch_labels(loader) == [[0, 1]]
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_refusals_name_the_problem(folder: Path) -> None:
+    ds = dataset(folder)
+    with pytest.raises(ValueError, match="backend='opencv' is not valid here; valid: None"):
+        fastload.DataLoader(ds, batch_size=4, backend="opencv")
+    with pytest.raises(
+        ValueError, match=r"must be a fastload\.ImageFolder or fastload\.ImageList, got list"
+    ):
+        fastload.DataLoader([1, 2, 3], batch_size=2, backend="dali")
+    with pytest.raises(ValueError, match=r"collate_fn=.* would not run"):
+        fastload.DataLoader(ds, batch_size=4, backend="dali", collate_fn=lambda b: b)
+    with pytest.raises(ValueError, match="batch_size=None is not supported"):
+        fastload.DataLoader(ds, batch_size=None, backend="dali")
+    unknown = T.Compose([T.RandomResizedCrop(32), lambda x: x.flip(-1)])
+    with pytest.raises(ValueError, match="the dali backend cannot run <function"):
+        fastload.DataLoader(dataset(folder, unknown), batch_size=4, backend="dali")
+    import torchvision.transforms as tvT
+
+    with pytest.raises(ValueError, match="cannot run RandomResizedCrop\\(size=\\(32, 32\\)"):
+        fastload.DataLoader(
+            dataset(folder, tvT.RandomResizedCrop(32)), batch_size=4, backend="dali"
+        )
+
+
+def test_images_of_different_sizes_need_a_transform(folder: Path) -> None:
+    loader = fastload.DataLoader(dataset(folder, None), batch_size=4, backend="dali")
+    with pytest.raises(ValueError, match=r"images of different sizes .* cannot form a batch"):
+        next(iter(loader))
+
+
+def test_missing_dali_names_the_install_command(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # import fails as if not installed
+    with pytest.raises(fastload.MissingDependencyError, match='pip install "fastload\\[dali\\]"'):
+        fastload.DataLoader(dataset(folder), batch_size=4, backend="dali")
+
+
+# ---------------------------------------------------------------- torch.distributed
+
+_RANK = textwrap.dedent(
+    """
+    import json, sys
+    import torch, torch.distributed as dist
+    import fastload
+    from fastload import transforms as T
+    from pathlib import Path
+
+    folder, out = Path(sys.argv[1]), Path(sys.argv[2])
+    dist.init_process_group("gloo")
+    paths = sorted(folder.glob("img_*.jpg"))
+    ds = fastload.ImageList(paths, list(range(len(paths))), T.RandomResizedCrop(16))
+    loader = fastload.DataLoader(ds, batch_size=4, shuffle=True, backend="dali")
+    epochs = [[y for _, labels in loader for y in labels.tolist()] for _ in range(2)]
+    out.write_text(json.dumps({"len": len(loader), "epochs": epochs}))
+    dist.destroy_process_group()
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_ranks_read_disjoint_equal_shards(folder: Path, tmp_path: Path) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "WORLD_SIZE": "2",
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(folder), str(tmp_path / f"rank{r}.json")],
+            env={**env, "RANK": str(r)},
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    n = len(SIZES)
+    per_rank = -(-n // 2)  # DistributedSampler: ceil(n / world), padded with repeats
+    assert [r["len"] for r in ranks] == [-(-per_rank // 4)] * 2
+    for epoch in range(2):
+        a, b = (r["epochs"][epoch] for r in ranks)
+        assert len(a) == len(b) == per_rank
+        assert set(a) | set(b) == set(range(n))
+        assert len(set(a) & set(b)) == 2 * per_rank - n  # only the padding repeats
+    assert ranks[0]["epochs"][0] != ranks[0]["epochs"][1]  # reshuffled per epoch
+
+
+# ---------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+def test_cuda_device_decodes_with_nvjpeg_and_matches_cpu_mode(folder: Path) -> None:
+    transform = T.Compose([T.Resize(64), T.CenterCrop(56)])
+    gpu = fastload.DataLoader(
+        dataset(folder, transform), batch_size=8, backend="dali", device="cuda"
+    )
+    cpu = fastload.DataLoader(dataset(folder, transform), batch_size=8, backend="dali")
+    for (xg, yg), (xc, yc) in zip(gpu, cpu, strict=True):
+        assert xg.device.type == "cuda" and yg.device.type == "cuda"
+        assert torch.equal(yg.cpu(), yc)
+        assert mad(xg.cpu(), xc) <= 3.0  # nvJPEG's upsampling differs a little from libjpeg's
