@@ -1,0 +1,160 @@
+"""What fastload's DALI backend costs over a hand-written DALI pipeline doing the same work.
+
+Both run on DALI's CPU decoder (``device_id=None``) with the same thread count and batch size,
+in the same run, with interleaved rounds (the median of each is reported):
+
+* hand-written: ``readers.file`` (shuffled) -> ``decoders.image_random_crop`` (ROI decode, scale
+  (0.08, 1), ratio (3/4, 4/3)) -> ``resize`` 224 x 224 (antialiased) -> ``crop_mirror_normalize``
+  (uint8, CHW) -> a torch tensor, for train; ``decoders.image`` -> ``resize`` (shorter side 256)
+  -> ``crop_mirror_normalize`` (centre 224) for val;
+* fastload: ``fastload.ImageFolder(root, transform=...)`` through
+  ``fastload.DataLoader(..., backend="dali", num_workers=threads)``, with
+  ``RandomResizedCrop(224)`` (train) or ``Resize(256) + CenterCrop(224)`` (val).
+
+The stock torchvision pipeline and fastload's best CPU backend (``turbojpeg`` with worker
+processes) are measured in the same rounds, for comparison.
+
+Run: python benchmarks/dali_overhead.py [--data DIR] [--threads 2] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import fastload
+from fastload import transforms as T
+from fastload.autotune import _endless
+from fastload.bench import _stock_dataset, default_data
+
+
+def hand_written(root: Path, pipeline: str, threads: int, batch: int) -> Iterator[Any]:
+    """DALI's own way: a file reader and DALI ops, written directly against DALI."""
+    from nvidia.dali import fn, types
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.plugin.pytorch import feed_ndarray
+
+    files = sorted(str(p) for p in root.glob("*/*") if p.suffix.lower() in (".jpg", ".jpeg"))
+    pipe = Pipeline(batch_size=batch, num_threads=threads, device_id=None, seed=1)
+    with pipe:
+        encoded, labels = fn.readers.file(
+            files=files, labels=list(range(len(files))), random_shuffle=True, name="files"
+        )
+        if pipeline == "train":
+            images = fn.decoders.image_random_crop(
+                encoded,
+                device="cpu",
+                output_type=types.RGB,
+                random_area=(0.08, 1.0),
+                random_aspect_ratio=(3 / 4, 4 / 3),
+            )
+            images = fn.resize(images, size=(224, 224), antialias=True)
+            images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW")
+        else:
+            images = fn.decoders.image(encoded, device="cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=256, antialias=True)
+            images = fn.crop_mirror_normalize(
+                images, crop=(224, 224), dtype=types.UINT8, output_layout="CHW"
+            )
+        pipe.set_outputs(images, labels)
+    pipe.build()
+    while True:
+        images, labels = pipe.run()
+        dense = images.as_tensor()
+        out = torch.empty(dense.shape(), dtype=torch.uint8)
+        feed_ndarray(dense, out)
+        yield out, torch.from_numpy(labels.as_array().reshape(-1))
+
+
+def through_fastload(root: Path, pipeline: str, backend: str, workers: int, batch: int):
+    transform = (
+        T.RandomResizedCrop(224)
+        if pipeline == "train"
+        else T.Compose([T.Resize(256), T.CenterCrop(224)])
+    )
+    dali = backend == "dali"
+    ds = fastload.ImageFolder(root, transform=transform, backend="auto" if dali else backend)
+    loader = fastload.DataLoader(
+        ds,
+        batch_size=batch,
+        shuffle=True,
+        drop_last=True,
+        num_workers=workers,
+        persistent_workers=workers > 0 and not dali,
+        backend="dali" if dali else None,
+    )
+    return _endless(loader)
+
+
+def stock(root: Path, pipeline: str, workers: int, batch: int) -> Iterator[Any]:
+    loader = torch.utils.data.DataLoader(
+        _stock_dataset(root, pipeline),
+        batch_size=batch,
+        shuffle=True,
+        drop_last=True,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+    )
+    return _endless(loader)
+
+
+def measure(batches: Iterator[Any], seconds: float) -> float:
+    seen, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        seen += len(next(batches)[0])
+    return seen / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="a class-folder JPEG set (default: the cached default)")
+    parser.add_argument("--threads", type=int, default=2, help="DALI threads = worker processes")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=60.0, help="measuring time per pipeline")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pipelines", nargs="+", default=["train", "val"])
+    args = parser.parse_args()
+    root = Path(args.data or default_data())
+    n, b = args.threads, args.batch_size
+    print(
+        f"fastload {fastload.__version__}, torch {torch.__version__}; {n} DALI threads / "
+        f"workers, batch {b}, {args.rounds} interleaved rounds; data: {root}"
+    )
+    for pipeline in args.pipelines:
+        streams: dict[str, Iterator[Any]] = {
+            "stock torchvision": stock(root, pipeline, n, b),
+            "hand-written DALI": hand_written(root, pipeline, n, b),
+            "fastload dali": through_fastload(root, pipeline, "dali", n, b),
+            "fastload turbojpeg": through_fastload(root, pipeline, "turbojpeg", n, b),
+        }
+        for batches in streams.values():
+            for _ in range(3):  # warm-up: pipelines built, workers started
+                next(batches)
+        rates: dict[str, list[float]] = {name: [] for name in streams}
+        slice_s = args.seconds / (len(streams) * args.rounds)
+        for _ in range(args.rounds):
+            for name, batches in streams.items():
+                rates[name].append(measure(batches, slice_s))
+        for batches in streams.values():
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+        median = {name: statistics.median(r) for name, r in rates.items()}
+        hand = median["hand-written DALI"]
+        base = median["stock torchvision"]
+        print(f"\n{pipeline} pipeline")
+        print(f"  {'loader':<20} {'images/s':>9} {'x hand DALI':>12} {'x stock':>8}")
+        for name, rate in median.items():
+            print(f"  {name:<20} {rate:>9.0f} {rate / hand:>12.2f} {rate / base:>8.2f}")
+        for name in ("hand-written DALI", "fastload dali"):
+            print(f"  {name} rounds: {[round(r) for r in rates[name]]}")
+
+
+if __name__ == "__main__":
+    main()
