@@ -147,6 +147,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 num_threads=max(1, threads),
                 prefetch=dali_prefetch or 2,
                 batch_size=self.batch_size or 1,
+                pin_memory=self.pin_memory and torch.cuda.is_available(),
             )
             self._dali = DaliBatches(self.dataset, options)
             self._dali_stage = stage  # in this process, on the batch DALI delivered

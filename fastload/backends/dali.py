@@ -194,12 +194,14 @@ class DaliOptions:
         prefetch: Batches decoded ahead of the one in use (``prefetch_factor``, default 2).
         batch_size: The largest batch expected (the loader's ``batch_size``); a larger one
             rebuilds the pipeline.
+        pin_memory: Deliver CPU batches in pinned memory (torch's ``pin_memory``).
     """
 
     device: torch.device
     num_threads: int
     prefetch: int = 2
     batch_size: int = 1
+    pin_memory: bool = False
 
 
 def build_pipeline(options: DaliOptions, translation: Translation, max_batch: int) -> Any:
@@ -211,7 +213,7 @@ def build_pipeline(options: DaliOptions, translation: Translation, max_batch: in
     pipe = Pipeline(
         batch_size=max_batch,
         num_threads=options.num_threads,
-        device_id=(options.device.index or 0) if cuda else None,
+        device_id=_device_index(options.device) if cuda else None,
         prefetch_queue_depth=1,  # fastload schedules `prefetch` iterations ahead itself
         exec_dynamic=True,
     )
@@ -254,6 +256,10 @@ def build_pipeline(options: DaliOptions, translation: Translation, max_batch: in
         pipe.set_outputs(images)
     pipe.build()
     return pipe
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 @dataclass
@@ -425,7 +431,8 @@ class DaliBatches:
 
         tensor = images.as_tensor()
         device = self.options.device
-        out = torch.empty(tensor.shape(), dtype=torch.uint8, device=device)
+        pin = self.options.pin_memory and device.type == "cpu"
+        out = torch.empty(tensor.shape(), dtype=torch.uint8, device=device, pin_memory=pin)
         stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
         feed_ndarray(tensor, out, cuda_stream=stream)
         return out
