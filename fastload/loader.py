@@ -149,8 +149,14 @@ class DataLoader(torch.utils.data.DataLoader):
                 batch_size=self.batch_size or 1,
                 pin_memory=self.pin_memory and torch.cuda.is_available(),
             )
-            self._dali = DaliBatches(self.dataset, options)
-            self._dali_stage = stage  # in this process, on the batch DALI delivered
+            self._dali = DaliBatches(self.dataset, options, batch_ops=gpu_transforms)
+            # what DALI does not run of the batch ops, in this process, on the delivered batch
+            remaining = self._dali.remaining_ops
+            self._dali_stage = (
+                BatchStage(remaining, channels_last=channels_last)
+                if remaining is not None or channels_last
+                else None
+            )
             return
         # The batch stage runs on the prefetch stream for a CUDA device, else in the workers.
         self._device_stage = stage if cuda else None

@@ -40,7 +40,7 @@ from fastload.backends.base import Backend, ImageDecodeError, check_header, regi
 from fastload.image import ImageInfo
 from fastload.transforms import CenterCrop, Compose, Transform, View
 
-__all__ = ["DaliBackend", "DaliBatches", "DaliOptions", "translate"]
+__all__ = ["DaliBackend", "DaliBatches", "DaliOptions", "Folded", "fold_batch_ops", "translate"]
 
 # DALI's interpolation types for fastload's (torchvision's) names
 _INTERP = {"nearest": "INTERP_NN", "bilinear": "INTERP_LINEAR", "bicubic": "INTERP_CUBIC"}
@@ -184,6 +184,55 @@ def _untranslatable(op: Any) -> ValueError:
 
 
 @dataclass(frozen=True)
+class Folded:
+    """The leading batch ops (``fastload.gpu``) that DALI's ``crop_mirror_normalize`` runs.
+
+    Attributes:
+        flips: ``fastload.gpu.RandomHorizontalFlip`` ops: each draws its per-sample flips from
+            its own generator, as it would on the batch, and DALI mirrors those samples.
+        normalize: A ``fastload.gpu.Normalize`` (float32 or float16 output), or ``None``.
+    """
+
+    flips: tuple[Any, ...] = ()
+    normalize: Any = None
+
+
+def fold_batch_ops(ops: Any) -> tuple[Folded, Any]:
+    """Split batch ops into what DALI runs and what ``fastload.gpu`` runs after it.
+
+    The leading horizontal flips and the first normalize (float32 or float16) of ``ops`` (one
+    op, or a ``fastload.gpu.Compose``) fold into DALI's ``crop_mirror_normalize``; everything
+    from the first other op on runs on the batch DALI delivers.
+
+    Returns:
+        What folds, and the remaining op (``None``, one op, or a ``Compose``).
+    """
+    from fastload.gpu import transforms as G
+
+    if ops is None:
+        return Folded(), None
+    sequence = list(ops.transforms) if type(ops) is G.Compose else [ops]
+    flips: list[Any] = []
+    normalize = None
+    taken = 0
+    for op in sequence:
+        if type(op) is G.RandomHorizontalFlip:
+            flips.append(op)
+        elif (
+            type(op) is G.Normalize
+            and normalize is None
+            and op.dtype in (torch.float32, torch.float16)
+        ):
+            normalize = op
+        else:
+            break
+        taken += 1
+    rest = sequence[taken:]
+    remainder = None if not rest else rest[0] if len(rest) == 1 else G.Compose(rest)
+    return Folded(tuple(flips), normalize), remainder
+
+
+@dataclass(frozen=True)
 class DaliOptions:
     """How the DALI pipeline runs.
 
@@ -204,8 +253,10 @@ class DaliOptions:
     pin_memory: bool = False
 
 
-def build_pipeline(options: DaliOptions, translation: Translation, max_batch: int) -> Any:
-    """The DALI graph: region decode, resize, (pad,) mirror and channels-first layout."""
+def build_pipeline(
+    options: DaliOptions, translation: Translation, max_batch: int, folded: Folded | None = None
+) -> Any:
+    """The DALI graph: region decode, resize, (pad,) mirror, (normalize,) channels-first."""
     from nvidia.dali import fn, types
     from nvidia.dali.pipeline import Pipeline
 
@@ -250,9 +301,23 @@ def build_pipeline(options: DaliOptions, translation: Translation, max_batch: in
                 out_of_bounds_policy="pad",
                 fill_values=0,
             )
-        images = fn.crop_mirror_normalize(
-            images, mirror=feed("mirror", types.INT32, 0), dtype=types.UINT8, output_layout="CHW"
-        )
+        normalize = folded.normalize if folded is not None else None
+        if normalize is None:
+            images = fn.crop_mirror_normalize(
+                images,
+                mirror=feed("mirror", types.INT32, 0),
+                dtype=types.UINT8,
+                output_layout="CHW",
+            )
+        else:  # fastload.gpu.Normalize's units are [0, 1]: DALI's are the pixels' 0-255
+            images = fn.crop_mirror_normalize(
+                images,
+                mirror=feed("mirror", types.INT32, 0),
+                mean=[255.0 * m for m in normalize.mean],
+                std=[255.0 * s for s in normalize.std],
+                dtype=types.FLOAT16 if normalize.dtype == torch.float16 else types.FLOAT,
+                output_layout="CHW",
+            )
         pipe.set_outputs(images)
     pipe.build()
     return pipe
@@ -276,11 +341,16 @@ class _Read:
 
 @dataclass
 class _Fed:
-    """One batch handed to DALI: everything needed to feed it again after a failure."""
+    """One batch handed to DALI: everything needed to feed it again after a failure.
+
+    A batch whose files failed the checks under ``on_error="raise"`` is never fed: it carries
+    the ``error`` to raise when its turn comes, so earlier batches are still delivered first.
+    """
 
     paths: list[str]
     labels: Any
     inputs: dict[str, list[np.ndarray]]
+    error: Exception | None = None
 
 
 def _shown_size(data: bytes, info: ImageInfo) -> tuple[int, int]:
@@ -357,14 +427,18 @@ class DaliBatches:
     Args:
         dataset: A ``fastload.ImageList`` or ``fastload.ImageFolder``.
         options: Device, threads and prefetch depth.
+        batch_ops: The loader's ``gpu_transforms``: the leading ops DALI can run are folded
+            into its graph (see :func:`fold_batch_ops`); the rest are left in
+            :attr:`remaining_ops` for ``fastload.gpu`` to run on the delivered batch.
     """
 
-    def __init__(self, dataset: Any, options: DaliOptions) -> None:
+    def __init__(self, dataset: Any, options: DaliOptions, *, batch_ops: Any = None) -> None:
         require("dali")
         if dataset._wants_pil:  # a torchvision transform or other callable
             raise _untranslatable(dataset.transform)
         self.dataset, self.options = dataset, options
         self.translation = translate(dataset.transform)
+        self.folded, self.remaining_ops = fold_batch_ops(batch_ops)
         self._names = [
             "anchor",
             "shape",
@@ -388,7 +462,9 @@ class DaliBatches:
     def _pipeline(self, batch: int) -> Any:
         if self._pipe is None:
             self._max_batch = max(batch, self._max_batch, self.options.batch_size)
-            self._pipe = build_pipeline(self.options, self.translation, self._max_batch)
+            self._pipe = build_pipeline(
+                self.options, self.translation, self._max_batch, self.folded
+            )
         if batch > self._max_batch:
             raise AssertionError("a pipeline must be rebuilt before it takes a larger batch")
         return self._pipe
@@ -419,6 +495,7 @@ class DaliBatches:
         self._pending += 1
 
     def _collect(self) -> torch.Tensor:
+        """The oldest scheduled batch, as a torch tensor on the target device."""
         (images,) = self._pipe.outputs()
         self._pending -= 1
         if not images.is_dense_tensor():
@@ -427,12 +504,13 @@ class DaliBatches:
                 f"images of different sizes {shapes[:3]} cannot form a batch: give the dataset "
                 "a transform that makes one size, e.g. fastload.transforms.RandomResizedCrop(224)"
             )
-        from nvidia.dali.plugin.pytorch import feed_ndarray
+        from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
 
         tensor = images.as_tensor()
         device = self.options.device
         pin = self.options.pin_memory and device.type == "cpu"
-        out = torch.empty(tensor.shape(), dtype=torch.uint8, device=device, pin_memory=pin)
+        dtype = to_torch_type[tensor.dtype]
+        out = torch.empty(tensor.shape(), dtype=dtype, device=device, pin_memory=pin)
         stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
         feed_ndarray(tensor, out, cuda_stream=stream)
         return out
@@ -481,9 +559,6 @@ class _Epoch:
     def __iter__(self) -> _Epoch:
         return self
 
-    def __len__(self) -> int:
-        return len(self._batches)  # type: ignore[arg-type]
-
     def _read_ahead(self) -> None:
         want = self._owner.options.prefetch + 2
         while len(self._reads) < want:
@@ -497,7 +572,8 @@ class _Epoch:
         dataset = self._owner.dataset
         for path, reason in read.bad:
             if dataset.on_error == "raise":
-                raise ImageDecodeError(f"cannot read {path!r} with the dali backend: {reason}")
+                error = ImageDecodeError(f"cannot read {path!r} with the dali backend: {reason}")
+                return _Fed([], None, {}, error=error)
             dataset.bad_files[path] = reason
             self._skipped += 1
         if not read.good:
@@ -515,6 +591,9 @@ class _Epoch:
                 self._rng = torch.get_rng_state()
                 torch.set_rng_state(saved)
         per_sample = [sample_inputs(v, w, h) for v, (w, h) in zip(views, read.sizes, strict=True)]
+        for op in self._owner.folded.flips:  # the op's own draws, one per delivered sample
+            for sample, flip in zip(per_sample, (op.rand(len(views)) < op.p).tolist(), strict=True):
+                sample["mirror"] = np.array(int(sample["mirror"]) ^ int(flip), dtype=np.int32)
         inputs = {"encoded": read.data}
         for name in self._owner._names:
             inputs[name] = [s[name] for s in per_sample]
@@ -524,18 +603,26 @@ class _Epoch:
     def _schedule(self) -> None:
         self._read_ahead()
         while len(self._fed) < self._owner.options.prefetch and self._reads:
+            if self._fed and self._fed[-1].error is not None:
+                return  # nothing is delivered past a batch that raises
             fed = self._prepare(self._reads.popleft().result())
             self._read_ahead()
             if fed is None:
                 continue
-            if not self._owner.fits(len(fed.paths)):
+            if fed.error is None and not self._owner.fits(len(fed.paths)):
                 # a larger batch than the pipeline was built for (a custom batch_sampler): a
                 # new pipeline takes the batches already queued again, in their order
                 self._owner.discard(grow_to=len(fed.paths))
-                for queued in self._fed:
-                    self._owner._feed(queued)
-            self._owner._feed(fed)
+                self._feed_again()
+            if fed.error is None:
+                self._owner._feed(fed)
             self._fed.append(fed)
+
+    def _feed_again(self) -> None:
+        """Feed the queued batches to a new pipeline, in their order."""
+        for queued in self._fed:
+            if queued.error is None:
+                self._owner._feed(queued)
 
     def __next__(self) -> tuple[torch.Tensor, Any]:
         if self._done:
@@ -552,6 +639,8 @@ class _Epoch:
                 if not self._fed:
                     self._finish()
                     raise StopIteration
+                if self._fed[0].error is not None:
+                    raise self._fed[0].error
                 try:
                     images = self._owner._collect()
                 except RuntimeError as exc:  # DALI could not decode a file of this batch
@@ -614,8 +703,7 @@ class _Epoch:
         if keep:
             inputs = {name: [values[k] for k in keep] for name, values in fed.inputs.items()}
             self._fed.appendleft(_Fed([fed.paths[k] for k in keep], fed.labels[keep], inputs))
-        for queued in self._fed:
-            owner._feed(queued)
+        self._feed_again()
 
     def _finish(self) -> None:
         if self._done:

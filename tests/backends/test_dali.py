@@ -194,6 +194,47 @@ def test_gpu_transforms_run_on_the_delivered_batch(folder: Path) -> None:
     assert labels.tolist() == [0, 1, 2, 3]
 
 
+def test_leading_flips_and_normalize_fold_into_dali(folder: Path) -> None:
+    """Folded into crop_mirror_normalize, the ops give what they give on the uint8 batch."""
+    G = fastload.gpu
+
+    def ops() -> G.Compose:
+        return G.Compose(
+            [
+                G.RandomHorizontalFlip(generator=torch.Generator().manual_seed(5)),
+                G.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+                G.RandomErasing(p=1.0, generator=torch.Generator().manual_seed(6)),
+            ]
+        )
+
+    torch.manual_seed(1)
+    folded = fastload.DataLoader(
+        dataset(folder), batch_size=6, shuffle=True, backend="dali", gpu_transforms=ops()
+    )
+    assert [type(op).__name__ for op in folded._dali.folded.flips] == ["RandomHorizontalFlip"]
+    assert type(folded._dali.folded.normalize).__name__ == "Normalize"
+    assert type(folded._dali.remaining_ops).__name__ == "RandomErasing"
+    got = list(folded)
+    torch.manual_seed(1)
+    plain = fastload.DataLoader(dataset(folder), batch_size=6, shuffle=True, backend="dali")
+    reference_ops = ops()
+    for (images, labels), (raw, raw_labels) in zip(got, plain, strict=True):
+        expected, _ = reference_ops(raw, raw_labels)
+        assert images.dtype == torch.float32 and torch.equal(labels, raw_labels)
+        torch.testing.assert_close(images, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_an_error_comes_when_its_batch_does(tmp_path: Path) -> None:
+    ds, _ = fault_list(tmp_path)
+    loader = fastload.DataLoader(ds, batch_sampler=[[0, 1], [2, 4], [5, 3], [7, 8]], backend="dali")
+    it = iter(loader)
+    assert [next(it)[1].tolist() for _ in range(2)] == [[0, 1], [2, 4]]
+    with pytest.raises(fastload.ImageDecodeError, match=r"f03\.jpg"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
 # ---------------------------------------------------------------- pixels
 
 
