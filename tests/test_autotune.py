@@ -133,7 +133,8 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def fake_measure(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
 
-    def measure(make_loader, workers: int, seconds: float) -> float:
+    def measure(make_loader, workers: int, seconds: float, **options: object) -> float:
+        assert options == {"precision": tune.PRECISION}  # measured until the mean is known
         calls.append(workers)
         loader = make_loader(workers)  # the loader is built as training will build it
         assert loader.num_workers == workers
@@ -213,10 +214,20 @@ def test_dataloader_auto_needs_a_batch_size(cache: Path, fake_measure: list[int]
 def test_prefetch_factor_is_kept_for_workers_and_dropped_without(cache: Path, monkeypatch) -> None:
     seen = {}
 
-    def measure(make_loader, workers: int, seconds: float) -> float:
+    def measure(make_loader, workers: int, seconds: float, **options: object) -> float:
         seen[workers] = make_loader(workers).prefetch_factor
         return 100.0 * min(max(workers, 0.5), 2)
 
     monkeypatch.setattr(tune, "measure_loader", measure)
     tune.autotune(Tensors(), batch_size=16, max_workers=2, loader_kwargs={"prefetch_factor": 4})
     assert seen[0] is None and seen[1] == 4 and seen[2] == 4
+
+
+def test_a_measurement_settles_once_its_mean_is_known_well_enough() -> None:
+    steady = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
+    assert tune._settled(steady, 0.015)
+    assert not tune._settled(steady[:3], 0.015)  # at least four windows
+    noisy = [600.0, 1400.0, 700.0, 1300.0, 1000.0]
+    assert not tune._settled(noisy, 0.015)
+    assert tune._settled(noisy * 200, 0.015)  # enough rounds pin down even a noisy mean
+    assert not tune._settled([0.0] * 5, 0.015)
