@@ -451,6 +451,7 @@ class DaliBatches:
         self._pipe: Any = None
         self._max_batch = 0
         self._pending = 0  # iterations scheduled and not yet collected
+        self._held: tuple[Any, Any] | None = None  # a DALI GPU output a copy still reads
         self._epoch_token: object | None = None
 
     # ------------------------------------------------------------ pipeline
@@ -475,7 +476,9 @@ class DaliBatches:
         Args:
             grow_to: The next pipeline takes batches of at least this size.
         """
-        self._pipe, self._pending = None, 0
+        if self._held is not None:
+            self._held[1].synchronize()
+        self._pipe, self._pending, self._held = None, 0, None
         self._max_batch = max(self._max_batch, grow_to)
 
     def _drain(self) -> None:
@@ -511,8 +514,18 @@ class DaliBatches:
         pin = self.options.pin_memory and device.type == "cpu"
         dtype = to_torch_type[tensor.dtype]
         out = torch.empty(tensor.shape(), dtype=dtype, device=device, pin_memory=pin)
-        stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
-        feed_ndarray(tensor, out, cuda_stream=stream)
+        if device.type != "cuda":
+            feed_ndarray(tensor, out)  # a synchronous copy
+            return out
+        stream = torch.cuda.current_stream(device)
+        feed_ndarray(tensor, out, cuda_stream=stream)  # queued on torch's stream
+        # DALI may reuse its output's memory once the output is released: keep it until the
+        # queued copy has run (checked at the next batch, by when it normally has).
+        done = torch.cuda.Event()
+        done.record(stream)
+        if self._held is not None:
+            self._held[1].synchronize()
+        self._held = (images, done)
         return out
 
     # ------------------------------------------------------------ epochs
