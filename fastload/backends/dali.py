@@ -26,6 +26,7 @@ import math
 import os
 import re
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,6 +42,22 @@ from fastload.image import ImageInfo
 from fastload.transforms import CenterCrop, Compose, Transform, View
 
 __all__ = ["DaliBackend", "DaliBatches", "DaliOptions", "Folded", "fold_batch_ops", "translate"]
+
+# Every DALI pipeline fastload builds in this process. A process forked from here (a DataLoader
+# worker) inherits them as plain memory, without the threads they wait on: if its garbage
+# collector finalizes one (an object in a reference cycle), the destructor waits for those
+# threads forever. The child keeps them alive instead; forked workers end with os._exit, so they
+# are never destroyed there.
+_PIPELINES: weakref.WeakSet[Any] = weakref.WeakSet()
+_INHERITED: list[Any] = []
+
+
+def _keep_inherited_pipelines() -> None:
+    _INHERITED.extend(_PIPELINES)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_keep_inherited_pipelines)
 
 # DALI's interpolation types for fastload's (torchvision's) names
 _INTERP = {"nearest": "INTERP_NN", "bilinear": "INTERP_LINEAR", "bicubic": "INTERP_CUBIC"}
@@ -98,6 +115,7 @@ class DaliBackend(Backend):
                 )
                 pipe.set_outputs(image)
             pipe.build()
+            _PIPELINES.add(pipe)
             self._pipe, self._pid = pipe, os.getpid()
         return self._pipe
 
@@ -320,6 +338,7 @@ def build_pipeline(
             )
         pipe.set_outputs(images)
     pipe.build()
+    _PIPELINES.add(pipe)
     return pipe
 
 

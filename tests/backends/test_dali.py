@@ -412,6 +412,55 @@ def test_missing_dali_names_the_install_command(
         fastload.DataLoader(dataset(folder), batch_size=4, backend="dali")
 
 
+_FORK_AFTER_DALI = textwrap.dedent(
+    """
+    import gc, io, os, signal, sys, time
+    from PIL import Image
+    from fastload.backends.dali import DaliBackend
+
+    out = io.BytesIO()
+    Image.new("RGB", (32, 24), (10, 200, 30)).save(out, "JPEG")
+    gc.disable()
+
+    class Cycle:
+        pass
+
+    garbage = Cycle()
+    garbage.me = garbage
+    garbage.backend = DaliBackend()
+    garbage.backend.decode(out.getvalue())  # a pipeline with live threads
+    del garbage  # in a reference cycle: only the garbage collector frees it
+    pid = os.fork()  # as a DataLoader worker is forked
+    if pid == 0:
+        gc.collect()
+        os._exit(0)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            print("child exited")
+            sys.exit(0)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    print("child hung")
+    sys.exit(1)
+    """
+)
+
+
+def test_a_forked_worker_does_not_hang_on_an_inherited_pipeline(tmp_path: Path) -> None:
+    """A worker forked after DALI ran must not wait forever in a pipeline's destructor.
+
+    Seen in CI: a DataLoader worker's garbage collector finalized a DALI pipeline copied from
+    the parent, and the destructor waited for threads that do not exist in a forked child.
+    """
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_AFTER_DALI)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and "child exited" in proc.stdout, proc.stdout + proc.stderr
+
+
 # ---------------------------------------------------------------- torch.distributed
 
 _RANK = textwrap.dedent(
