@@ -24,7 +24,8 @@ class Progress:
         self._last = 0.0
         self._drawn = False
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, extra: str = "") -> None:
+        """Redraw with ``done`` of ``total``; ``extra`` is shown after the rate."""
         if not self.enabled:
             return
         now = time.monotonic()
@@ -36,7 +37,7 @@ class Progress:
         rate = done / max(now - self._start, 1e-9)
         self.stream.write(
             f"\r{self.label} [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} "
-            f"{fraction:4.0%} {rate:,.0f}/s "
+            f"{fraction:4.0%} {rate:,.0f}/s {extra}"
         )
         self.stream.flush()
         self._drawn = True

@@ -1,0 +1,23 @@
+"""The training loop that fastload feeds, and its parts.
+
+``Precision`` (bf16 / fp16 with loss scaling / fp32), ``adamw`` (fused on CUDA), ``scale_lr``
+(the linear rule), per-step schedules (``one_cycle``, ``warmup_cosine``) and ``Trainer`` (the
+loop: accumulation, clipping, non-finite losses, channels-last, activation checkpointing,
+``torch.compile``, evaluation under ``inference_mode``, exact checkpoints).
+"""
+
+from fastload.train.loop import EpochStats, NonFiniteLossError, Trainer
+from fastload.train.optim import adamw, one_cycle, scale_lr, warmup_cosine
+from fastload.train.precision import PRECISIONS, Precision
+
+__all__ = [
+    "PRECISIONS",
+    "EpochStats",
+    "NonFiniteLossError",
+    "Precision",
+    "Trainer",
+    "adamw",
+    "one_cycle",
+    "scale_lr",
+    "warmup_cosine",
+]

@@ -1,0 +1,427 @@
+"""The training loop: the speed techniques the field recommends, on by default where safe.
+
+One optimizer step is one or more micro-batches (gradient accumulation). Per micro-batch: the
+forward pass and the loss under the precision's autocast, and a backward pass of the loss
+weighted by the micro-batch's size (under DDP's ``no_sync`` for all but the last micro-batch of
+the step, so gradients are all-reduced once). Per optimizer step: gradients unscaled (fp16) and
+divided by the step's sample count, so k micro-batches give the gradient of one batch of their
+combined size; a non-finite loss handled; gradients clipped; the optimizer and the schedule
+stepped; gradients freed with ``zero_grad(set_to_none=True)``. The host waits for the device
+once per optimizer step, to read the loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from fastload._progress import Progress
+from fastload.train import checkpoint as ckpt
+from fastload.train.precision import Precision
+
+__all__ = ["EpochStats", "NonFiniteLossError", "Trainer"]
+
+_NONFINITE = ("raise", "skip")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite (and ``on_nonfinite="raise"``)."""
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    """What one training epoch did.
+
+    Attributes:
+        epoch: The epoch's number (0-based).
+        steps: Optimizer steps taken (skipped ones included).
+        skipped_steps: Steps skipped for a non-finite loss or fp16 overflow.
+        images: Samples seen (on this rank).
+        seconds: Wall time of the epoch.
+        data_seconds: Time spent waiting for the loader.
+        loss: Mean training loss over the epoch's finite steps (all ranks).
+    """
+
+    epoch: int
+    steps: int
+    skipped_steps: int
+    images: int
+    seconds: float
+    data_seconds: float
+    loss: float
+
+    @property
+    def images_per_sec(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def data_wait_share(self) -> float:
+        """The share of the epoch spent waiting for data: near 0 when the loader keeps up."""
+        return self.data_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        return (
+            f"epoch {self.epoch}: {self.images_per_sec:,.0f} images/s, waiting for data "
+            f"{self.data_wait_share:.0%} of the time, loss {self.loss:.4f}, {self.steps} steps"
+            + (f" ({self.skipped_steps} skipped)" if self.skipped_steps else "")
+        )
+
+
+def _is_ddp(model: torch.nn.Module) -> bool:
+    return isinstance(model, torch.nn.parallel.DistributedDataParallel)
+
+
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def _rank() -> int:
+    return dist.get_rank() if _distributed() else 0
+
+
+def _checkpointed(forward: Callable[..., Any], module: torch.nn.Module, *args: Any, **kw: Any):
+    if module.training and torch.is_grad_enabled():
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kw)
+    return forward(*args, **kw)
+
+
+class Trainer:
+    """Trains a classifier-style model on ``(inputs, targets)`` batches.
+
+    Args:
+        model: The model, on its device (wrap it in DistributedDataParallel yourself, or let
+            ``fastload.train.distributed`` do it).
+        optimizer: The optimizer (see :func:`fastload.train.adamw`).
+        loss_fn: ``loss_fn(outputs, targets)``, a mean over the batch; default cross-entropy
+            with ``label_smoothing``.
+        label_smoothing: For the default loss.
+        scheduler: Stepped once per optimizer step (see ``one_cycle``, ``warmup_cosine``).
+        precision: ``"auto"`` (bf16 where supported, fp16 on older GPUs), ``"bf16"``, ``"fp16"``
+            (with loss scaling; CUDA only) or ``"fp32"``.
+        accumulate: Micro-batches per optimizer step.
+        clip_grad_norm: Clip the gradients' global norm to this (after unscaling).
+        channels_last: Train in channels-last memory format (model and 4-D inputs).
+        compile: ``True`` (torch.compile's default backend), a backend name, or ``False``.
+        checkpoint_activations: Names of submodules (as in ``named_modules``) whose
+            activations are recomputed in the backward pass instead of kept.
+        on_nonfinite: A NaN or infinite loss: ``"raise"`` a :class:`NonFiniteLossError` naming
+            the step, or ``"skip"`` the step. With fp16 the scaler skips overflowing steps
+            itself.
+        progress: Draw a progress bar per epoch (default: when stderr is a terminal, rank 0).
+
+    Raises:
+        ValueError: A bad option or an incompatible combination (the message says why).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
+        label_smoothing: float = 0.0,
+        scheduler: Any = None,
+        precision: str = "auto",
+        accumulate: int = 1,
+        clip_grad_norm: float | None = None,
+        channels_last: bool = False,
+        compile: bool | str = False,
+        checkpoint_activations: Sequence[str] = (),
+        on_nonfinite: str = "raise",
+        progress: bool | None = None,
+    ) -> None:
+        if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
+            raise ValueError(f"accumulate={accumulate!r} must be an int >= 1")
+        if clip_grad_norm is not None and not clip_grad_norm > 0:
+            raise ValueError(f"clip_grad_norm={clip_grad_norm!r} must be positive")
+        if on_nonfinite not in _NONFINITE:
+            raise ValueError(f"on_nonfinite={on_nonfinite!r} is not valid; valid: raise, skip")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing={label_smoothing!r} must be within [0, 1)")
+        parameter = next(model.parameters(), None)
+        self.device = parameter.device if parameter is not None else torch.device("cpu")
+        self.precision = Precision.resolve(precision, self.device)
+        self.scaler = self.precision.scaler()
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        for name in checkpoint_activations:
+            module = dict(ckpt.unwrap(model).named_modules()).get(name)
+            if module is None:
+                raise ValueError(f"checkpoint_activations: the model has no submodule {name!r}")
+            module.forward = functools.partial(_checkpointed, module.forward, module)
+        if compile:
+            backend = "inductor" if compile is True else compile
+            available = torch._dynamo.list_backends()
+            if backend not in available:
+                raise ValueError(
+                    f"compile={compile!r}: torch.compile has no backend {backend!r} here; "
+                    f"valid: {', '.join(sorted(available))}"
+                )
+            model = torch.compile(model, backend=backend)  # type: ignore[assignment]
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn or torch.nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+        self.scheduler = scheduler
+        self.accumulate = accumulate
+        self.clip_grad_norm = clip_grad_norm
+        self.channels_last = channels_last
+        self.on_nonfinite = on_nonfinite
+        self.progress = progress
+        self.epoch = 0  # the next epoch to train
+        self.step = 0  # optimizer steps taken
+        self.history: list[EpochStats] = []
+
+    # ------------------------------------------------------------ batches
+
+    def _to_device(self, batch: Any) -> tuple[Any, Any]:
+        if not isinstance(batch, (list, tuple)) or len(batch) < 2:
+            raise TypeError(f"batches must be (inputs, targets, ...); got {type(batch).__name__}")
+        inputs, targets = batch[0], batch[1]
+        if isinstance(inputs, torch.Tensor):
+            inputs = inputs.to(self.device, non_blocking=True)
+            if self.channels_last and inputs.ndim == 4:
+                inputs = inputs.contiguous(memory_format=torch.channels_last)
+        if isinstance(targets, torch.Tensor):
+            targets = targets.to(self.device, non_blocking=True)
+        return inputs, targets
+
+    def _params_with_grad(self) -> list[torch.Tensor]:
+        return [
+            p
+            for group in self.optimizer.param_groups
+            for p in group["params"]
+            if p.grad is not None
+        ]
+
+    # ------------------------------------------------------------ training
+
+    def train_epoch(self, loader: Iterable[Any]) -> EpochStats:
+        """Train one pass over ``loader`` and return what it did."""
+        model = self.model
+        model.train()
+        total = len(loader) if hasattr(loader, "__len__") else None  # type: ignore[arg-type]
+        show = self.progress if self.progress is not None else sys.stderr.isatty()
+        bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0)
+        start = time.perf_counter()
+        data_seconds, images, micro, steps, skipped = 0.0, 0, 0, 0, 0
+        group_n, group_loss = 0, None
+        losses: list[tuple[float, int]] = []
+        batches = iter(loader)
+        while True:
+            waited = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            data_seconds += time.perf_counter() - waited
+            inputs, targets = self._to_device(batch)
+            n = len(targets) if hasattr(targets, "__len__") else len(inputs)
+            micro += 1
+            ends_step = micro % self.accumulate == 0 or (total is not None and micro == total)
+            # Under DDP, all-reduce once per optimizer step; without a length, the last
+            # micro-batch is unknown, so every one is reduced (correct, only slower).
+            sync = ends_step or total is None or not _is_ddp(model)
+            with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
+                with self.precision.autocast():
+                    loss = self.loss_fn(model(inputs), targets)
+                self.scaler.scale(loss * n).backward()
+            weighted = loss.detach().float() * n
+            group_loss = weighted if group_loss is None else group_loss + weighted
+            group_n += n
+            images += n
+            if ends_step:
+                value, took = self._optimizer_step(group_n, group_loss)
+                steps += 1
+                if took:
+                    losses.append((value, group_n))
+                else:
+                    skipped += 1
+                group_n, group_loss = 0, None
+                elapsed = time.perf_counter() - start
+                bar(
+                    micro,
+                    total or micro,
+                    f"{images / elapsed:,.0f} img/s, data {data_seconds / elapsed:.0%}, "
+                    f"loss {value:.4f}",
+                )
+        if group_n:  # an iterable without a length ended mid-step: finish that step
+            value, took = self._optimizer_step(group_n, group_loss)
+            steps += 1
+            if took:
+                losses.append((value, group_n))
+            else:
+                skipped += 1
+        bar.close()
+        seconds = time.perf_counter() - start
+        stats = EpochStats(
+            self.epoch,
+            steps,
+            skipped,
+            images,
+            seconds,
+            data_seconds,
+            self._mean_loss(losses),
+        )
+        self.history.append(stats)
+        self.epoch += 1
+        if show and _rank() == 0:
+            print(stats.summary(), file=sys.stderr)
+        return stats
+
+    def _optimizer_step(self, n: int, loss_sum: torch.Tensor) -> tuple[float, bool]:
+        """Finish the gradients of ``n`` samples and step; returns (mean loss, step taken)."""
+        self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for p in self._params_with_grad()]
+        if grads:
+            torch._foreach_div_(grads, float(n))
+        value = float(loss_sum.item()) / n  # the one host-device sync of the step
+        if not math.isfinite(value) and self.precision.name != "fp16":
+            if self.on_nonfinite == "raise":
+                self.optimizer.zero_grad(set_to_none=True)
+                raise NonFiniteLossError(
+                    f"the loss is {value} at optimizer step {self.step} (epoch {self.epoch}); "
+                    "lower the learning rate, clip gradients, or pass on_nonfinite='skip'"
+                )
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step += 1
+            return value, False
+        if self.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in self._params_with_grad()], self.clip_grad_norm
+            )
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        took = scale is None or self.scaler.get_scale() >= scale  # fp16: a lower scale = skipped
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.step += 1
+        return value, took and math.isfinite(value)
+
+    def _mean_loss(self, losses: list[tuple[float, int]]) -> float:
+        total = torch.tensor(
+            [sum(v * n for v, n in losses), float(sum(n for _, n in losses))], dtype=torch.float64
+        )
+        if _distributed():
+            total = total.to(self.device if dist.get_backend() == "nccl" else "cpu")
+            dist.all_reduce(total)
+        return float(total[0] / total[1]) if total[1] > 0 else math.nan
+
+    # ------------------------------------------------------------ evaluation
+
+    def evaluate(self, loader: Iterable[Any]) -> dict[str, float]:
+        """Mean loss and top-1 accuracy over ``loader``, under ``torch.inference_mode()``.
+
+        Summed over every rank when running distributed.
+        """
+        model = self.model
+        was_training = model.training
+        model.eval()
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss*n, correct, n
+        with torch.inference_mode(), self.precision.autocast():
+            for batch in loader:
+                inputs, targets = self._to_device(batch)
+                outputs = model(inputs)
+                n = len(targets)
+                sums[0] += self.loss_fn(outputs, targets).double() * n
+                if outputs.ndim == 2 and targets.ndim == 1:
+                    sums[1] += (outputs.argmax(dim=1) == targets).sum()
+                sums[2] += n
+        model.train(was_training)
+        if _distributed():
+            sums = sums.cpu() if dist.get_backend() != "nccl" else sums
+            dist.all_reduce(sums)
+        loss, correct, n = sums.tolist()
+        return {
+            "loss": loss / n if n else math.nan,
+            "accuracy": correct / n if n else math.nan,
+            "images": n,
+        }
+
+    # ------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything an exact resume needs."""
+        return {
+            "model": ckpt.unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "epoch": self.epoch,
+            "step": self.step,
+            "precision": self.precision.name,
+            "rng": ckpt.rng_state(),
+        }
+
+    def save(self, path: str | Path) -> Path | None:
+        """Write a checkpoint (rank 0 only under torch.distributed; others return ``None``)."""
+        if _rank() != 0:
+            return None
+        return ckpt.save(self.state_dict(), path)
+
+    def load(self, path: str | Path) -> None:
+        """Resume from a checkpoint written by :meth:`save`, random streams included.
+
+        Raises:
+            ValueError: The checkpoint is of a different model (the message says how), or
+                not a fastload checkpoint.
+        """
+        state = ckpt.load(path)
+        ckpt.check_same_model(self.model, state["model"], path)
+        ckpt.unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        if self.scheduler is not None and state["scheduler"] is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.epoch, self.step = state["epoch"], state["step"]
+        ckpt.set_rng_state(state["rng"])
+
+    def fit(
+        self,
+        train_loader: Iterable[Any],
+        *,
+        epochs: int,
+        val_loader: Iterable[Any] | None = None,
+        checkpoint: str | Path | None = None,
+    ) -> list[EpochStats]:
+        """Train until ``epochs`` epochs are done in all, resuming from ``checkpoint`` if it exists.
+
+        Args:
+            train_loader: Training batches.
+            epochs: The total number of epochs (a resumed run trains only the rest).
+            val_loader: Evaluated after every epoch, when given.
+            checkpoint: A file written after every epoch and read at the start when present.
+        """
+        if checkpoint is not None and Path(checkpoint).exists():
+            self.load(checkpoint)
+        done: list[EpochStats] = []
+        while self.epoch < epochs:
+            sampler = getattr(train_loader, "sampler", None)
+            if isinstance(sampler, torch.utils.data.DistributedSampler):
+                sampler.set_epoch(self.epoch)
+            done.append(self.train_epoch(train_loader))
+            if val_loader is not None:
+                metrics = self.evaluate(val_loader)
+                if (self.progress or (self.progress is None and sys.stderr.isatty())) and (
+                    _rank() == 0
+                ):
+                    print(
+                        f"  val loss {metrics['loss']:.4f}, accuracy {metrics['accuracy']:.2%}",
+                        file=sys.stderr,
+                    )
+            if checkpoint is not None:
+                self.save(checkpoint)
+        return done

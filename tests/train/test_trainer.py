@@ -1,0 +1,250 @@
+"""fastload.train on the CPU with tiny models: the loop's arithmetic, checkpoints and refusals."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from fastload import train
+
+
+def data(n: int = 96, seed: int = 0) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()  # 3 classes, learnable
+    return TensorDataset(x, y)
+
+
+def mlp(seed: int = 0, dropout: float = 0.0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Dropout(dropout), torch.nn.Linear(32, 3)
+    )
+
+
+def test_the_loss_decreases_and_the_epoch_is_summarised(capsys: pytest.CaptureFixture) -> None:
+    model = mlp()
+    trainer = train.Trainer(model, train.adamw(model, 1e-2), precision="fp32", progress=True)
+    loader = DataLoader(data(), batch_size=16, shuffle=True)
+    stats = [trainer.train_epoch(loader) for _ in range(6)]
+    assert stats[-1].loss < 0.6 * stats[0].loss
+    assert stats[0].images == 96 and stats[0].steps == 6 and trainer.step == 36
+    assert 0.0 <= stats[0].data_wait_share <= 1.0 and stats[0].images_per_sec > 0
+    err = capsys.readouterr().err
+    assert "epoch 0 [" in err and "img/s, data" in err  # the bar: rate and waiting share
+    assert "epoch 5: " in err and "images/s, waiting for data" in err  # the summary
+
+
+@pytest.mark.parametrize("sizes", [[4, 4, 4, 4], [5, 5, 6]])
+def test_accumulated_micro_batches_equal_one_big_batch(sizes: list[int]) -> None:
+    ds = data(16)
+    big, small = mlp(1), mlp(1)
+    for model, loader, k in (
+        (big, DataLoader(ds, batch_size=16), 1),
+        (small, DataLoader(ds, batch_sampler=_split(sizes)), len(sizes)),
+    ):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        train.Trainer(model, opt, precision="fp32", accumulate=k, progress=False).train_epoch(
+            loader
+        )
+    for a, b in zip(big.parameters(), small.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def _split(sizes: list[int]) -> list[list[int]]:
+    out, start = [], 0
+    for s in sizes:
+        out.append(list(range(start, start + s)))
+        start += s
+    return out
+
+
+def test_clipping_bounds_the_gradient_norm() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    norms: list[float] = []
+    step = opt.step
+
+    def recording_step(*args, **kwargs):
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
+        return step(*args, **kwargs)
+
+    opt.step = recording_step
+    loss = lambda out, y: 1000.0 * torch.nn.functional.cross_entropy(out, y)  # noqa: E731
+    trainer = train.Trainer(
+        model, opt, loss_fn=loss, precision="fp32", clip_grad_norm=0.25, progress=False
+    )
+    trainer.train_epoch(DataLoader(data(), batch_size=16))
+    assert len(norms) == 6 and max(norms) <= 0.25 + 1e-5
+
+
+def test_the_schedule_steps_once_per_optimizer_step() -> None:
+    model = mlp()
+    opt = train.adamw(model, 1e-3)
+    schedule = train.warmup_cosine(opt, warmup_steps=2, total_steps=6)
+    trainer = train.Trainer(
+        model, opt, scheduler=schedule, accumulate=2, precision="fp32", progress=False
+    )
+    trainer.train_epoch(DataLoader(data(), batch_size=8))  # 12 micro-batches
+    assert trainer.step == 6 and schedule.last_epoch == 6
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)  # annealed to the end
+
+
+def test_resume_reproduces_the_uninterrupted_run_exactly(tmp_path: Path) -> None:
+    def run(seed: int) -> tuple[train.Trainer, DataLoader]:
+        model = mlp(seed, dropout=0.3)  # dropout: the random streams must be restored too
+        opt = train.adamw(model, 1e-2)
+        schedule = train.one_cycle(opt, max_lr=1e-2, total_steps=18)
+        trainer = train.Trainer(model, opt, scheduler=schedule, precision="bf16", progress=False)
+        return trainer, DataLoader(data(), batch_size=16, shuffle=True)
+
+    torch.manual_seed(123)
+    straight, loader = run(0)
+    straight.fit(loader, epochs=3)
+
+    torch.manual_seed(123)
+    first, loader = run(0)
+    first.fit(loader, epochs=1, checkpoint=tmp_path / "ck.pt")
+    torch.manual_seed(999)  # a fresh process: other seeds, another initialisation
+    resumed, loader = run(7)
+    resumed.fit(loader, epochs=3, checkpoint=tmp_path / "ck.pt")
+    assert resumed.epoch == straight.epoch == 3 and resumed.step == straight.step == 18
+    ours, theirs = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+def test_a_checkpoint_of_another_model_is_refused(tmp_path: Path) -> None:
+    model = mlp()
+    train.Trainer(model, train.adamw(model, 1e-3), progress=False).save(tmp_path / "a.pt")
+    other = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    trainer = train.Trainer(other, train.adamw(other, 1e-3), progress=False)
+    with pytest.raises(ValueError, match=r"is of a different model: .*0\.weight: \(32, 8\)"):
+        trainer.load(tmp_path / "a.pt")
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match=r"junk\.pt' is not a fastload training checkpoint"):
+        trainer.load(tmp_path / "junk.pt")
+
+
+def nan_after(steps: int):
+    calls = {"n": 0}
+
+    def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        value = torch.nn.functional.cross_entropy(out, y)
+        return value * math.nan if calls["n"] > steps else value
+
+    return loss
+
+
+def test_a_nonfinite_loss_stops_naming_the_step() -> None:
+    model = mlp()
+    trainer = train.Trainer(
+        model, train.adamw(model, 1e-3), loss_fn=nan_after(2), precision="fp32", progress=False
+    )
+    with pytest.raises(train.NonFiniteLossError, match="nan at optimizer step 2 \\(epoch 0\\)"):
+        trainer.train_epoch(DataLoader(data(), batch_size=16))
+
+
+def test_a_nonfinite_loss_can_be_skipped() -> None:
+    model = mlp()
+    trainer = train.Trainer(
+        model,
+        train.adamw(model, 1e-3),
+        loss_fn=nan_after(4),
+        precision="fp32",
+        on_nonfinite="skip",
+        progress=False,
+    )
+    before = copy.deepcopy(model.state_dict())
+    stats = trainer.train_epoch(DataLoader(data(), batch_size=16))
+    assert stats.steps == 6 and stats.skipped_steps == 2 and math.isfinite(stats.loss)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_evaluation_runs_in_inference_mode_and_leaves_training_mode() -> None:
+    seen: list[bool] = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(torch.is_inference_mode_enabled())
+            return x
+
+    model = torch.nn.Sequential(mlp(), Probe())
+    trainer = train.Trainer(model, train.adamw(model, 1e-3), progress=False)
+    metrics = trainer.evaluate(DataLoader(data(), batch_size=32))
+    assert seen == [True, True, True] and model.training
+    assert metrics["images"] == 96 and 0.0 <= metrics["accuracy"] <= 1.0
+    assert math.isfinite(metrics["loss"])
+
+
+def test_channels_last_and_activation_checkpointing() -> None:
+    calls = {"n": 0}
+
+    class Counted(torch.nn.Conv2d):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls["n"] += 1
+            return super().forward(x)
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        Counted(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 3),
+    )
+    images = torch.randn(8, 3, 12, 12)
+    loader = DataLoader(TensorDataset(images, torch.randint(0, 3, (8,))), batch_size=4)
+    trainer = train.Trainer(
+        model,
+        train.adamw(model, 1e-3),
+        channels_last=True,
+        checkpoint_activations=["0"],
+        progress=False,
+    )
+    trainer.train_epoch(loader)
+    assert calls["n"] == 4  # two batches, each forward run again in the backward pass
+    assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="no submodule 'nope'"):
+        train.Trainer(model, train.adamw(model, 1e-3), checkpoint_activations=["nope"])
+
+
+def test_bad_options_are_refused_with_the_reason() -> None:
+    model = mlp()
+    opt = train.adamw(model, 1e-3)
+    with pytest.raises(ValueError, match="precision='fp16' needs a CUDA device"):
+        train.Trainer(model, opt, precision="fp16")
+    with pytest.raises(ValueError, match="precision='fp8' is not valid; valid: auto, bf16"):
+        train.Trainer(model, opt, precision="fp8")
+    with pytest.raises(ValueError, match=r"torch\.compile has no backend 'warp' here; valid: "):
+        train.Trainer(model, opt, compile="warp")
+    with pytest.raises(ValueError, match="accumulate=0 must be an int >= 1"):
+        train.Trainer(model, opt, accumulate=0)
+    with pytest.raises(ValueError, match="on_nonfinite='ignore' is not valid"):
+        train.Trainer(model, opt, on_nonfinite="ignore")
+
+
+def test_precision_on_the_cpu() -> None:
+    auto = train.Precision.resolve("auto", "cpu")
+    assert auto.name == "bf16" and auto.dtype is torch.bfloat16
+    with auto.autocast():
+        assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype is torch.bfloat16
+    assert not auto.scaler().is_enabled()
+    assert train.Precision.resolve("fp32", "cpu").dtype is None
+
+
+def test_adamw_groups_and_the_linear_rule() -> None:
+    model = mlp()
+    opt = train.adamw(model, 3e-4, weight_decay=0.1)
+    decay, other = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and all(p.ndim == 2 for p in decay["params"])
+    assert other["weight_decay"] == 0.0 and all(p.ndim == 1 for p in other["params"])
+    assert train.scale_lr(0.1, 1024) == pytest.approx(0.4)
+    assert train.scale_lr(0.1, 512, base_batch_size=512) == pytest.approx(0.1)
