@@ -6,6 +6,7 @@ loop: accumulation, clipping, non-finite losses, channels-last, activation check
 ``torch.compile``, evaluation under ``inference_mode``, exact checkpoints).
 """
 
+from fastload.train import distributed
 from fastload.train.loop import EpochStats, NonFiniteLossError, Trainer
 from fastload.train.optim import adamw, one_cycle, scale_lr, warmup_cosine
 from fastload.train.precision import PRECISIONS, Precision
@@ -17,6 +18,7 @@ __all__ = [
     "Precision",
     "Trainer",
     "adamw",
+    "distributed",
     "one_cycle",
     "scale_lr",
     "warmup_cosine",

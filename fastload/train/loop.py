@@ -368,9 +368,10 @@ class Trainer:
 
     def save(self, path: str | Path) -> Path | None:
         """Write a checkpoint (rank 0 only under torch.distributed; others return ``None``)."""
-        if _rank() != 0:
-            return None
-        return ckpt.save(self.state_dict(), path)
+        written = ckpt.save(self.state_dict(), path) if _rank() == 0 else None
+        if _distributed():
+            dist.barrier()  # no rank reads it before it is whole
+        return written
 
     def load(self, path: str | Path) -> None:
         """Resume from a checkpoint written by :meth:`save`, random streams included.
