@@ -7,18 +7,23 @@ loop: accumulation, clipping, non-finite losses, channels-last, activation check
 """
 
 from fastload.train import distributed
+from fastload.train.finders import BatchSizeResult, LRFinderResult, find_batch_size, find_lr
 from fastload.train.loop import EpochStats, NonFiniteLossError, Trainer
 from fastload.train.optim import adamw, one_cycle, scale_lr, warmup_cosine
 from fastload.train.precision import PRECISIONS, Precision
 
 __all__ = [
     "PRECISIONS",
+    "BatchSizeResult",
     "EpochStats",
+    "LRFinderResult",
     "NonFiniteLossError",
     "Precision",
     "Trainer",
     "adamw",
     "distributed",
+    "find_batch_size",
+    "find_lr",
     "one_cycle",
     "scale_lr",
     "warmup_cosine",

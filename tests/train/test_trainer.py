@@ -248,3 +248,36 @@ def test_adamw_groups_and_the_linear_rule() -> None:
     assert other["weight_decay"] == 0.0 and all(p.ndim == 1 for p in other["params"])
     assert train.scale_lr(0.1, 1024) == pytest.approx(0.4)
     assert train.scale_lr(0.1, 512, base_batch_size=512) == pytest.approx(0.1)
+
+
+def test_find_lr_restores_the_model_and_suggests_a_rate(tmp_path: Path) -> None:
+    model = mlp()
+    trainer = train.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.01), progress=False)
+    before = copy.deepcopy(model.state_dict())
+    result = train.find_lr(
+        trainer, DataLoader(data(), batch_size=16, shuffle=True), steps=60, plot=tmp_path / "lr.png"
+    )
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # untouched
+    assert result.lrs == sorted(result.lrs) and len(result.lrs) == len(result.losses) >= 10
+    assert result.lrs[0] <= result.suggestion <= result.lrs[-1]
+    assert 1e-4 <= result.suggestion <= 5.0  # where SGD on this problem learns
+    assert result.plot is not None and result.plot.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="need 0 < start_lr < end_lr"):
+        train.find_lr(trainer, [], start_lr=1.0, end_lr=0.1)
+
+
+def test_find_batch_size_grows_backs_off_and_scales_the_lr() -> None:
+    # Out of memory is simulated (no GPU here): a step raises it above 700 samples.
+    def step(size: int) -> None:
+        if size > 700:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate ...")
+
+    result = train.find_batch_size(step, base_lr=0.1, base_batch_size=256)
+    assert 680 <= result.largest_fitting <= 700
+    assert result.batch_size == int(result.largest_fitting * 0.9) // 8 * 8
+    assert result.lr == pytest.approx(0.1 * result.batch_size / 256)
+    assert [s for s, _ in result.tried][:8] == [8, 16, 32, 64, 128, 256, 512, 1024]
+    with pytest.raises(RuntimeError, match="a batch of 8 does not fit"):
+        train.find_batch_size(lambda size: step(size * 1000))
+    with pytest.raises(ZeroDivisionError):  # any other error is the step's own: not swallowed
+        train.find_batch_size(lambda size: 1 / 0)
