@@ -85,9 +85,8 @@ def find_lr(
             trainer.model.train()
             with trainer.precision.autocast():
                 loss = trainer.loss_fn(trainer.model(inputs), targets)
-            n = len(targets)
-            trainer.scaler.scale(loss * n).backward()
-            value, _ = trainer._optimizer_step(n, loss.detach().float() * n)
+            trainer.scaler.scale(loss).backward()
+            value, _ = trainer._optimizer_step(len(targets), loss.detach())
             if not math.isfinite(value):
                 break
             average = value if average is None else smoothing * value + (1 - smoothing) * average

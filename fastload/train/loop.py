@@ -190,10 +190,11 @@ class Trainer:
             raise TypeError(f"batches must be (inputs, targets, ...); got {type(batch).__name__}")
         inputs, targets = batch[0], batch[1]
         if isinstance(inputs, torch.Tensor):
-            inputs = inputs.to(self.device, non_blocking=True)
+            if inputs.device != self.device:
+                inputs = inputs.to(self.device, non_blocking=True)
             if self.channels_last and inputs.ndim == 4:
                 inputs = inputs.contiguous(memory_format=torch.channels_last)
-        if isinstance(targets, torch.Tensor):
+        if isinstance(targets, torch.Tensor) and targets.device != self.device:
             targets = targets.to(self.device, non_blocking=True)
         return inputs, targets
 
@@ -236,9 +237,14 @@ class Trainer:
             with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
                 with self.precision.autocast():
                     loss = self.loss_fn(model(inputs), targets)
-                self.scaler.scale(loss * n).backward()
-            weighted = loss.detach().float() * n
-            group_loss = weighted if group_loss is None else group_loss + weighted
+                # one micro-batch per step: the mean loss's gradient is the step's; several:
+                # weight each by its size, and divide by the step's total before stepping
+                self.scaler.scale(loss if self.accumulate == 1 else loss * n).backward()
+            if self.accumulate == 1:
+                group_loss = loss.detach()
+            else:
+                weighted = loss.detach() * n
+                group_loss = weighted if group_loss is None else group_loss + weighted
             group_n += n
             images += n
             if ends_step:
@@ -249,13 +255,14 @@ class Trainer:
                 else:
                     skipped += 1
                 group_n, group_loss = 0, None
-                elapsed = time.perf_counter() - start
-                bar(
-                    micro,
-                    total or micro,
-                    f"{images / elapsed:,.0f} img/s, data {data_seconds / elapsed:.0%}, "
-                    f"loss {value:.4f}",
-                )
+                if bar.enabled:
+                    elapsed = time.perf_counter() - start
+                    bar(
+                        micro,
+                        total or micro,
+                        f"{images / elapsed:,.0f} img/s, data {data_seconds / elapsed:.0%}, "
+                        f"loss {value:.4f}",
+                    )
         if group_n:  # an iterable without a length ended mid-step: finish that step
             value, took = self._optimizer_step(group_n, group_loss)
             steps += 1
@@ -283,10 +290,12 @@ class Trainer:
     def _optimizer_step(self, n: int, loss_sum: torch.Tensor) -> tuple[float, bool]:
         """Finish the gradients of ``n`` samples and step; returns (mean loss, step taken)."""
         self.scaler.unscale_(self.optimizer)
-        grads = [p.grad for p in self._params_with_grad()]
-        if grads:
-            torch._foreach_div_(grads, float(n))
-        value = float(loss_sum.item()) / n  # the one host-device sync of the step
+        if self.accumulate > 1:  # gradients of size-weighted losses: make them a mean
+            grads = [p.grad for p in self._params_with_grad()]
+            if grads:
+                torch._foreach_div_(grads, float(n))
+        # the one host-device sync of the step
+        value = float(loss_sum.item()) / (n if self.accumulate > 1 else 1)
         if not math.isfinite(value) and self.precision.name != "fp16":
             if self.on_nonfinite == "raise":
                 self.optimizer.zero_grad(set_to_none=True)
