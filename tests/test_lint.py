@@ -11,7 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ruff_check() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "fastload", "tests", "benchmarks"],
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--no-cache",
+            "fastload",
+            "tests",
+            "benchmarks",
+            "examples",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

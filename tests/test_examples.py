@@ -1,0 +1,38 @@
+"""examples/train_imagenet.py runs end to end, and a rerun resumes from its checkpoint."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from fastload.synthetic import make_image_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_imagenet.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_train_imagenet_trains_then_resumes(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=24, classes=3)
+    args = [
+        "--data", str(data), "--arch", "resnet18", "--image-size", "32", "--epochs", "2",
+        "--batch-size", "8", "--workers", "0", "--backend", "pillow",
+        "--checkpoint", str(tmp_path / "ck.pt"),
+    ]  # fmt: skip
+    first = run(*args)
+    assert first.returncode == 0, first.stderr
+    assert "resnet18: 24 training images, 3 classes; 1 process(es) on cpu" in first.stdout
+    assert "done: val accuracy" in first.stdout and "images/s" in first.stdout
+    assert (tmp_path / "ck.pt").exists()
+    again = run(*args)  # all epochs done: it resumes, trains nothing, evaluates
+    assert again.returncode == 0, again.stderr
+    assert "last epoch resumed: done" in again.stdout
