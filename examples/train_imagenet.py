@@ -86,7 +86,7 @@ def main() -> None:
         **common,
     )
     model = torchvision.models.get_model(args.arch, num_classes=len(train_set.classes))
-    model = train.distributed.wrap(model, world)
+    model = train.distributed.wrap(model, world, channels_last=True)
     global_batch = args.batch_size * world.size * args.accumulate
     optimizer = train.adamw(
         model, train.scale_lr(args.lr, global_batch), weight_decay=args.weight_decay

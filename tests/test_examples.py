@@ -36,3 +36,28 @@ def test_train_imagenet_trains_then_resumes(tmp_path: Path) -> None:
     again = run(*args)  # all epochs done: it resumes, trains nothing, evaluates
     assert again.returncode == 0, again.stderr
     assert "last epoch resumed: done" in again.stdout
+
+
+def test_train_imagenet_under_torchrun_with_two_processes(tmp_path: Path) -> None:
+    """The same script, launched by torchrun: DDP over gloo, shards, rank 0 prints and saves."""
+    data = make_image_folder(tmp_path / "set", images=24, classes=3)
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+            "2", str(ROOT / "examples" / "train_imagenet.py"),
+            "--data", str(data), "--arch", "resnet18", "--image-size", "32", "--epochs", "1",
+            "--batch-size", "4", "--workers", "0", "--backend", "pillow",
+            "--checkpoint", str(tmp_path / "ck.pt"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # printed once (rank 0), with both processes counted
+    assert proc.stdout.count("resnet18: 24 training images") == 1
+    assert "2 process(es) on cpu" in proc.stdout and "global batch 8" in proc.stdout
+    assert proc.stdout.count("done: val accuracy") == 1
+    assert "Grad strides do not match bucket view strides" not in proc.stderr
+    assert (tmp_path / "ck.pt").exists()

@@ -67,9 +67,18 @@ def setup(*, backend: str | None = None, device: str | torch.device | None = Non
     return World(dist.get_rank(), dist.get_world_size(), device)
 
 
-def wrap(model: torch.nn.Module, world: World) -> torch.nn.Module:
-    """``model`` moved to the world's device, in DistributedDataParallel when there are ranks."""
+def wrap(model: torch.nn.Module, world: World, *, channels_last: bool = False) -> torch.nn.Module:
+    """``model`` moved to the world's device, in DistributedDataParallel when there are ranks.
+
+    Args:
+        model: The model.
+        world: From :func:`setup`.
+        channels_last: Convert the model to channels-last first: DDP lays out its gradient
+            buckets by the parameters' strides when it wraps, so the conversion must come before.
+    """
     model = model.to(world.device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     if world.size == 1:
         return model
     ids = [world.device.index] if world.device.type == "cuda" else None

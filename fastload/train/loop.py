@@ -154,7 +154,16 @@ class Trainer:
         self.scaler = self.precision.scaler()
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
-        if channels_last:
+        if channels_last and _is_ddp(model):
+            four_d = [p for p in model.parameters() if p.ndim == 4]
+            if not all(p.is_contiguous(memory_format=torch.channels_last) for p in four_d):
+                raise ValueError(
+                    "channels_last=True with a model already in DistributedDataParallel: convert "
+                    "it before wrapping, with train.distributed.wrap(model, world, "
+                    "channels_last=True); DDP lays out its gradient buckets by the strides it "
+                    "sees when wrapping"
+                )
+        elif channels_last:
             model = model.to(memory_format=torch.channels_last)
         for name in checkpoint_activations:
             module = dict(ckpt.unwrap(model).named_modules()).get(name)
@@ -163,7 +172,7 @@ class Trainer:
             module.forward = functools.partial(_checkpointed, module.forward, module)
         if compile:
             backend = "inductor" if compile is True else compile
-            available = torch._dynamo.list_backends()
+            available = torch._dynamo.list_backends(exclude_tags=())
             if backend not in available:
                 raise ValueError(
                     f"compile={compile!r}: torch.compile has no backend {backend!r} here; "

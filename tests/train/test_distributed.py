@@ -124,3 +124,25 @@ def test_a_single_process_is_plain() -> None:
     model = torch.nn.Linear(2, 2)
     assert distributed.wrap(model, world) is model
     assert distributed.sampler(list(range(10))) is None
+
+
+def test_channels_last_must_come_before_ddp(tmp_path: Path) -> None:
+    import pytest
+    import torch.distributed as dist
+
+    from fastload import train
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten())
+        late = torch.nn.parallel.DistributedDataParallel(conv)
+        with pytest.raises(ValueError, match="convert it before wrapping"):
+            train.Trainer(late, train.adamw(late, 1e-3), channels_last=True)
+        world = distributed.World(0, 2, torch.device("cpu"))  # as if there were two ranks
+        early = distributed.wrap(conv, world, channels_last=True)
+        assert isinstance(early, torch.nn.parallel.DistributedDataParallel)
+        train.Trainer(early, train.adamw(early, 1e-3), channels_last=True)  # accepted
+    finally:
+        dist.destroy_process_group()

@@ -281,3 +281,16 @@ def test_find_batch_size_grows_backs_off_and_scales_the_lr() -> None:
         train.find_batch_size(lambda size: step(size * 1000))
     with pytest.raises(ZeroDivisionError):  # any other error is the step's own: not swallowed
         train.find_batch_size(lambda size: 1 / 0)
+
+
+def test_compile_wraps_the_model_and_checkpoints_the_plain_one(tmp_path: Path) -> None:
+    model = mlp()
+    trainer = train.Trainer(
+        model, train.adamw(model, 1e-2), compile="eager", precision="fp32", progress=False
+    )
+    assert trainer.model is not model  # torch.compile's wrapper
+    stats = trainer.train_epoch(DataLoader(data(), batch_size=16))
+    assert stats.steps == 6 and math.isfinite(stats.loss)
+    trainer.save(tmp_path / "c.pt")
+    saved = torch.load(tmp_path / "c.pt", weights_only=False)["model"]
+    assert set(saved) == set(model.state_dict())  # no "_orig_mod." prefixes
