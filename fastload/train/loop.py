@@ -221,7 +221,10 @@ class Trainer:
         """Train one pass over ``loader`` and return what it did."""
         model = self.model
         model.train()
-        total = len(loader) if hasattr(loader, "__len__") else None  # type: ignore[arg-type]
+        try:
+            total: int | None = len(loader)  # type: ignore[arg-type]
+        except TypeError:  # an iterable (or an IterableDataset's loader) without a length
+            total = None
         show = self.progress if self.progress is not None else sys.stderr.isatty()
         bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0)
         start = time.perf_counter()

@@ -294,3 +294,14 @@ def test_compile_wraps_the_model_and_checkpoints_the_plain_one(tmp_path: Path) -
     trainer.save(tmp_path / "c.pt")
     saved = torch.load(tmp_path / "c.pt", weights_only=False)["model"]
     assert set(saved) == set(model.state_dict())  # no "_orig_mod." prefixes
+
+
+def test_an_iterable_without_a_length_finishes_its_last_step() -> None:
+    """7 micro-batches, 3 per step: the seventh makes a step of its own at the end."""
+    model = mlp()
+    trainer = train.Trainer(
+        model, train.adamw(model, 1e-3), accumulate=3, precision="fp32", progress=False
+    )
+    batches = (b for b in DataLoader(data(112), batch_size=16))  # a generator: no len()
+    stats = trainer.train_epoch(batches)
+    assert stats.steps == 3 and trainer.step == 3 and stats.images == 112
