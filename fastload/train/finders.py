@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from fastload.autotune import _endless
 from fastload.train.optim import scale_lr
 
 __all__ = ["BatchSizeResult", "LRFinderResult", "find_batch_size", "find_lr"]
@@ -76,7 +77,7 @@ def find_lr(
         trainer.scheduler = None
         trainer.accumulate = 1
         trainer.on_nonfinite = "skip"
-        batches = _cycle(loader)
+        batches = _endless(loader)
         for k in range(steps):
             lr = start_lr * factor**k
             for group in trainer.optimizer.param_groups:
@@ -103,16 +104,6 @@ def find_lr(
     suggestion = _steepest(lrs, losses)
     path = _plot(lrs, losses, suggestion, plot) if plot is not None else None
     return LRFinderResult(lrs, losses, suggestion, path)
-
-
-def _cycle(loader: Iterable[Any]):
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError("the loader yields no batch")
 
 
 def _snapshot(trainer: Any) -> dict[str, Any]:

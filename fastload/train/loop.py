@@ -1,13 +1,14 @@
 """The training loop: the speed techniques the field recommends, on by default where safe.
 
 One optimizer step is one or more micro-batches (gradient accumulation). Per micro-batch: the
-forward pass and the loss under the precision's autocast, and a backward pass of the loss
-weighted by the micro-batch's size (under DDP's ``no_sync`` for all but the last micro-batch of
-the step, so gradients are all-reduced once). Per optimizer step: gradients unscaled (fp16) and
-divided by the step's sample count, so k micro-batches give the gradient of one batch of their
-combined size; a non-finite loss handled; gradients clipped; the optimizer and the schedule
-stepped; gradients freed with ``zero_grad(set_to_none=True)``. The host waits for the device
-once per optimizer step, to read the loss.
+forward pass and the loss under the precision's autocast, then the backward pass; with
+accumulation, of the loss weighted by the micro-batch's size, under DDP's ``no_sync`` for all
+but the last micro-batch of the step (gradients are all-reduced once). Per optimizer step:
+gradients unscaled (fp16) and, with accumulation, divided by the step's sample count, so k
+micro-batches give the gradient of one batch of their combined size; a non-finite loss
+handled; gradients clipped; the optimizer and the schedule stepped; gradients freed with
+``zero_grad(set_to_none=True)``. The host waits for the device once per optimizer step, to
+read the loss.
 """
 
 from __future__ import annotations
@@ -228,9 +229,9 @@ class Trainer:
         show = self.progress if self.progress is not None else sys.stderr.isatty()
         bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0)
         start = time.perf_counter()
-        data_seconds, images, micro, steps, skipped = 0.0, 0, 0, 0, 0
+        data_seconds, images, micro = 0.0, 0, 0
         group_n, group_loss = 0, None
-        losses: list[tuple[float, int]] = []
+        taken: list[tuple[int, float, bool]] = []  # per optimizer step: samples, loss, taken
         batches = iter(loader)
         while True:
             waited = time.perf_counter()
@@ -261,11 +262,7 @@ class Trainer:
             images += n
             if ends_step:
                 value, took = self._optimizer_step(group_n, group_loss)
-                steps += 1
-                if took:
-                    losses.append((value, group_n))
-                else:
-                    skipped += 1
+                taken.append((group_n, value, took))
                 group_n, group_loss = 0, None
                 if bar.enabled:
                     elapsed = time.perf_counter() - start
@@ -276,22 +273,17 @@ class Trainer:
                         f"loss {value:.4f}",
                     )
         if group_n:  # an iterable without a length ended mid-step: finish that step
-            value, took = self._optimizer_step(group_n, group_loss)
-            steps += 1
-            if took:
-                losses.append((value, group_n))
-            else:
-                skipped += 1
+            taken.append((group_n, *self._optimizer_step(group_n, group_loss)))
         bar.close()
         seconds = time.perf_counter() - start
         stats = EpochStats(
             self.epoch,
-            steps,
-            skipped,
+            len(taken),
+            sum(not took for _, _, took in taken),
             images,
             seconds,
             data_seconds,
-            self._mean_loss(losses),
+            self._mean_loss([(value, n) for n, value, took in taken if took]),
         )
         self.history.append(stats)
         self.epoch += 1

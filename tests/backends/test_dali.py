@@ -6,8 +6,6 @@ Real JPEG files written here, real DALI pipelines, real processes for the two-ra
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from images import jpeg_bytes, photo, with_orientation
+from ranks import run_ranks
 
 import fastload
 from fastload import backends
@@ -483,34 +482,10 @@ _RANK = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_ranks_read_disjoint_equal_shards(folder: Path, tmp_path: Path) -> None:
     script = tmp_path / "rank.py"
     script.write_text(_RANK)
-    env = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
-        "WORLD_SIZE": "2",
-    }
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(folder), str(tmp_path / f"rank{r}.json")],
-            env={**env, "RANK": str(r)},
-            cwd=ROOT,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(2)
-    ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=240)
-        assert proc.returncode == 0, err
+    run_ranks(script, lambda r: [str(folder), str(tmp_path / f"rank{r}.json")])
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     n = len(SIZES)
     per_rank = -(-n // 2)  # DistributedSampler: ceil(n / world), padded with repeats

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import torch
+from ranks import run_ranks
 
 from fastload.train import distributed
 
@@ -76,34 +73,10 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_ranks_train_one_model_on_disjoint_shards(tmp_path: Path) -> None:
     script = tmp_path / "ddp.py"
     script.write_text(_SCRIPT)
-    env = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
-        "WORLD_SIZE": "2",
-    }
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "ck.pt")],
-            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-            cwd=ROOT,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in range(2)
-    ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=240)
-        assert proc.returncode == 0, err
+    run_ranks(script, lambda r: [str(tmp_path / "out"), str(tmp_path / "ck.pt")])
     a, b = (json.loads((tmp_path / f"out.{r}.json").read_text()) for r in range(2))
     assert a["size"] == b["size"] == 2
     for seen_a, seen_b in zip(a["epochs"], b["epochs"], strict=True):

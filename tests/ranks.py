@@ -1,0 +1,44 @@
+"""Run a script as the ranks of a torch.distributed job, the way torchrun sets them up."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(
+    script: Path, args: Callable[[int], list[str]], *, world: int = 2, timeout: float = 240
+) -> None:
+    """Start ``world`` processes of ``script`` (RANK, LOCAL_RANK, WORLD_SIZE, a free port);
+    assert that each one exits 0, showing its stderr if not."""
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "WORLD_SIZE": str(world),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), *args(rank)],
+            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err
