@@ -18,7 +18,7 @@ import torch
 import torchvision
 
 import fastload
-from fastload.bench import default_data, run
+from fastload.bench import default_data, format_table, run
 
 
 def main() -> None:
@@ -49,12 +49,7 @@ def main() -> None:
             rounds=args.rounds,
         )
         print(f"\n{pipeline} pipeline")
-        print(f"  {'loader':<20} {'images/s':>9} {'x stock':>8}")
-        for r in rows:
-            if r.images_per_sec is None:
-                print(f"  {r.backend:<20} not run: {r.error}")
-            else:
-                print(f"  {r.backend:<20} {r.images_per_sec:>9.0f} {r.ratio_to_stock:>8.2f}")
+        print("\n".join(format_table(rows)))
         results += [r.to_dict() for r in rows]
     if args.json:
         print(json.dumps({"results": results}, indent=2))

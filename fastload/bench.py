@@ -31,7 +31,7 @@ from fastload.autotune import _endless, autotune, cache_dir
 from fastload.prefetch import resolve_device
 from fastload.synthetic import make_image_folder
 
-__all__ = ["BACKENDS", "PIPELINES", "BenchRow", "default_data", "run", "write_plot"]
+__all__ = ["BACKENDS", "PIPELINES", "BenchRow", "default_data", "format_table", "run", "write_plot"]
 
 PIPELINES = ("train", "val", "decode")
 BACKENDS = ("pillow", "opencv", "turbojpeg", "dali")
@@ -249,6 +249,18 @@ def _measure(batches: Iterator[Any], seconds: float, device: torch.device) -> fl
                 torch.cuda.synchronize(device)
                 elapsed = time.perf_counter() - start
             return seen / elapsed
+
+
+def format_table(rows: list[BenchRow]) -> list[str]:
+    """The rows as the lines of a text table: images/s, ratio to stock and workers."""
+    lines = [f"  {'loader':<20} {'images/s':>9} {'x stock':>8} {'workers':>8}"]
+    for r in rows:
+        if r.images_per_sec is None:
+            lines.append(f"  {r.backend:<20} {'-':>9} {'-':>8} {'-':>8}  not run: {r.error}")
+        else:
+            rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
+            lines.append(f"  {r.backend:<20} {rate:>9} {ratio:>8} {r.num_workers:>8}")
+    return lines
 
 
 def write_plot(rows: list[BenchRow], path: str | Path) -> Path:

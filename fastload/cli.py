@@ -134,7 +134,7 @@ def _data_folder(path: str | None, progress_label: str) -> str:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
-    from fastload.bench import BACKENDS, run, write_plot
+    from fastload.bench import BACKENDS, format_table, run, write_plot
 
     data = _data_folder(args.data, "making the default image set")
     names = BACKENDS if args.backend == "all" else (args.backend,)
@@ -160,13 +160,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps({"data": data, "results": [r.to_dict() for r in rows]}, indent=2))
         return 0
     print(f"{rows[0].pipeline} pipeline on {data}: batch {args.batch_size}, device {args.device}")
-    print(f"  {'loader':<20} {'images/s':>9} {'x stock':>8} {'workers':>8}")
-    for r in rows:
-        if r.images_per_sec is None:
-            print(f"  {r.backend:<20} {'-':>9} {'-':>8} {'-':>8}  not run: {r.error}")
-        else:
-            rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
-            print(f"  {r.backend:<20} {rate:>9} {ratio:>8} {r.num_workers:>8}")
+    print("\n".join(format_table(rows)))
     if args.plot:
         print(f"bar chart written to {args.plot}")
     return 0

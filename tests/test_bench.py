@@ -104,22 +104,17 @@ def test_bench_command_json_all_backends(data: Path, tmp_path: Path) -> None:
     assert plot.exists()
 
 
+def bench_quickly(data: Path, backend: str, *extra: str) -> subprocess.CompletedProcess:
+    """``fastload bench`` on the test set: one backend, one second, no workers, batch 8."""
+    return fastload(
+        "bench", "--data", str(data), "--backend", backend, "--seconds", "1",
+        "--num-workers", "0", "--batch-size", "8", *extra,
+    )  # fmt: skip
+
+
 def test_bench_command_dali_measures_the_dali_backend(data: Path, require_backend) -> None:
     require_backend("dali")
-    proc = fastload(
-        "bench",
-        "--data",
-        str(data),
-        "--backend",
-        "dali",
-        "--seconds",
-        "1",
-        "--num-workers",
-        "0",
-        "--batch-size",
-        "8",
-        "--json",
-    )
+    proc = bench_quickly(data, "dali", "--json")
     assert proc.returncode == 0, proc.stderr
     stock, dali = json.loads(proc.stdout)["results"]
     assert stock["images_per_sec"] > 0 and dali["error"] is None
@@ -127,19 +122,7 @@ def test_bench_command_dali_measures_the_dali_backend(data: Path, require_backen
 
 
 def test_bench_command_text_table(data: Path) -> None:
-    proc = fastload(
-        "bench",
-        "--data",
-        str(data),
-        "--backend",
-        "opencv",
-        "--seconds",
-        "1",
-        "--num-workers",
-        "0",
-        "--batch-size",
-        "8",
-    )
+    proc = bench_quickly(data, "opencv")
     assert proc.returncode == 0, proc.stderr
     assert (
         "stock torchvision" in proc.stdout and "opencv" in proc.stdout and "x stock" in proc.stdout
