@@ -56,8 +56,9 @@ def main() -> None:
         start = time.perf_counter()
         cached = autotune(dataset, batch_size=args.batch_size, budget=args.budget)
         cached_s = time.perf_counter() - start
-    measured = ", ".join(f"{m.num_workers}" for m in result.table)
-    print(f"autotune measured {measured} in {tune_s:.1f} s and chose {result.num_workers}")
+    print(f"autotune: {tune_s:.1f} s, chose {result.num_workers}; measured, in order:")
+    for m in result.table:
+        print(f"  {m.num_workers:>3} workers {m.images_per_sec:>8.0f} images/s ({m.seconds:.1f} s)")
     share = sweep[result.num_workers] / sweep[best]
     print(f"  choice / sweep best (sweep's figures): {share:.1%}  (target >= 90 %)")
     print(f"  autotune time / sweep time:           {tune_s / sweep_s:.2f}  (target <= 0.33)")

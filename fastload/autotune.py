@@ -8,11 +8,14 @@ throughput, or, given the training step's time, the smallest that keeps the step
 margin: fewer workers mean less CPU and RAM for the same speed.
 
 :func:`autotune` measures a real loader for each candidate (warm-up excluded) and caches the
-result on disk, keyed by everything that changes the answer.
+result on disk, keyed by everything that changes the answer. A candidate's measurement ends as
+soon as its rate is known well enough, or is clearly on one side of the rate at which it would
+change the answer (racing), so clear losers and clear gains cost a second or so each.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -40,6 +43,11 @@ CACHE_VERSION = 1
 # workers are preferred to the best, and far coarser noise than this would take the whole time.
 PRECISION = 0.02
 WINDOW = 0.25
+# It also ends once the search's question about it is answered (racing): its rate is clearly
+# (Z standard errors) below the bar it must pass to matter, or clearly above it and known to
+# GAIN_PRECISION. On a busy machine a rate known to 2 % can take longer than the whole budget.
+Z = 2.0
+GAIN_PRECISION = 0.05
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,11 @@ def search(
     """Find the worker count to use, measuring as few candidates as the curve allows.
 
     Args:
-        measure: Returns the images/s measured with that many workers.
+        measure: Called as ``measure(num_workers, bar)``; returns the images/s measured with
+            that many workers. ``bar`` is the rate at which the candidate would change the
+            answer (``None`` for the first): a real gain over the best so far, a fine candidate
+            as good as the best, or the step's demand. The measurer may stop as soon as it
+            knows on which side of ``bar`` the rate lies.
         max_workers: The largest candidate (e.g. twice the core count).
         budget: Seconds of measuring allowed; the first candidate is always measured.
         tolerance: Throughputs within this fraction of the best count as equally good.
@@ -116,9 +128,9 @@ def search(
     table: list[Measurement] = []
     rates: dict[int, float] = {}
 
-    def run(w: int) -> None:
+    def run(w: int, bar: float | None) -> None:
         t0 = clock()
-        rates[w] = measure(w)
+        rates[w] = measure(w, bar)
         table.append(Measurement(w, rates[w], clock() - t0))
         if progress is not None:
             progress(len(table), len(table) + len(pending))
@@ -132,7 +144,10 @@ def search(
     while pending and not over_budget():
         w = pending.pop(0)
         best_before = max(rates.values(), default=0.0)
-        run(w)
+        bar = best_before * (1 + tolerance) if rates else None
+        if required is not None:
+            bar = required if bar is None else min(bar, required)
+        run(w, bar)
         if required is not None and rates[w] >= required:
             break  # enough for the step: more workers would only cost CPU and RAM
         # more workers stopped helping: two coarse steps in a row without a real gain
@@ -159,7 +174,9 @@ def search(
         if not gaps:
             break
         a, b = gaps[0]
-        run((a + b) // 2)
+        # below the target it matters whether the candidate is as good as the best; above it,
+        # whether it beats the best
+        run((a + b) // 2, top * (1 - tolerance) if b == target else top * (1 + tolerance))
     best_rate = max(rates.values())
     if required is not None:
         enough = sorted(w for w, r in rates.items() if r >= required)
@@ -212,6 +229,7 @@ def measure_loader(
     seconds: float,
     *,
     precision: float | None = None,
+    bar: float | None = None,
 ) -> float:
     """Images/s of ``make_loader(num_workers)``: warm-up excluded, epochs chained as needed.
 
@@ -223,6 +241,8 @@ def measure_loader(
             of the mean rate over windows of at least ``WINDOW`` seconds and ``num_workers``
             batches (workers deliver in bursts), with at least four windows. ``None``
             measures for ``seconds``.
+        bar: With ``precision``, also stop once the rate is clearly below ``bar``, or
+            clearly above it and known to ``GAIN_PRECISION`` (see :func:`search`).
     """
     with warnings.catch_warnings():
         # trying more workers than cores is the point here; torch's advice against it is noise
@@ -248,21 +268,33 @@ def measure_loader(
             if now - window_start >= WINDOW and window_batches >= num_workers:
                 rates.append(window_seen / (now - window_start))
                 window_start, window_seen, window_batches = now, 0, 0
-                if precision is not None and _settled(rates, precision):
+                if precision is not None and _settled(rates, precision, bar):
                     return seen / elapsed
     finally:
         batches.close()
         del batches, loader
+        # The loader's cycles would otherwise be collected during the next candidate's first
+        # second, stalling it by a tenth of a second (measured): a bias against it.
+        gc.collect()
 
 
-def _settled(rates: list[float], precision: float, min_rounds: int = 4) -> bool:
-    """Whether the mean of ``rates`` is known to within ``precision`` (relative standard error)."""
+def _settled(
+    rates: list[float], precision: float, bar: float | None = None, min_rounds: int = 4
+) -> bool:
+    """Whether the window ``rates`` answer the question: their mean is known to ``precision``
+    (relative standard error), or it lies clearly below ``bar``, or clearly above it and is known
+    to ``GAIN_PRECISION``."""
     if len(rates) < min_rounds:
         return False
     mean = statistics.fmean(rates)
     if mean <= 0:
         return False
-    return statistics.stdev(rates) / math.sqrt(len(rates)) / mean <= precision
+    error = statistics.stdev(rates) / math.sqrt(len(rates))
+    if error / mean <= precision:
+        return True
+    if bar is None:
+        return False
+    return mean + Z * error < bar or (mean - Z * error > bar and error / mean <= GAIN_PRECISION)
 
 
 def cache_dir() -> Path:
@@ -427,7 +459,7 @@ def autotune(
 
     required = None if step_time is None else margin * batch_size / step_time
     choice, table, reason = search(
-        lambda w: measure_loader(make_loader, w, per_candidate, precision=PRECISION),
+        lambda w, bar: measure_loader(make_loader, w, per_candidate, precision=PRECISION, bar=bar),
         max_workers=max_workers,
         budget=budget,
         required=required,

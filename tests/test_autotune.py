@@ -23,11 +23,18 @@ class FakeClock:
         return self.now
 
 
-def curve(rates: dict[int, float], clock: FakeClock | None = None, per_call: float = 1.0):
+def curve(
+    rates: dict[int, float],
+    clock: FakeClock | None = None,
+    per_call: float = 1.0,
+    bars: list[float | None] | None = None,
+):
     measured = []
 
-    def measure(w: int) -> float:
+    def measure(w: int, bar: float | None) -> float:
         measured.append(w)
+        if bars is not None:
+            bars.append(bar)
         if clock is not None:
             clock.now += per_call
         return rates[w]
@@ -105,6 +112,38 @@ def test_budget_bounds_the_search_but_always_measures_one() -> None:
     assert measured == [0] and choice == 0
 
 
+def test_each_candidate_is_told_the_rate_at_which_it_would_matter() -> None:
+    """The bar lets a measurement stop once its side of the bar is clear (racing)."""
+    rates = {0: 500.0, 1: 900.0, 2: 1000.0, 3: 1005.0, 4: 900.0, 5: 800.0, 6: 700.0, 8: 600.0}
+    bars: list[float | None] = []
+    measure, measured = curve(rates, bars=bars)
+    tune.search(measure, max_workers=8, budget=1e9, tolerance=0.03)
+    assert measured[:5] == [0, 1, 2, 4, 8]
+    expected = [None, 500 * 1.03, 900 * 1.03, 1000 * 1.03, 1000 * 1.03]
+    assert bars[:5] == pytest.approx(expected)  # coarse: a real gain over the best so far
+    # fine pass: throughput falls after the target (2), so 3 is tried; it must beat the best
+    assert measured[5:] == [3] and bars[5] == pytest.approx(1000 * 1.03)
+
+
+def test_fine_candidates_below_the_target_must_be_as_good_as_the_best() -> None:
+    rates = {w: 1000.0 if w >= 6 else 150.0 * w for w in range(17)}
+    bars: list[float | None] = []
+    measure, measured = curve(rates, bars=bars)
+    choice, _, _ = tune.search(measure, max_workers=16, budget=1e9)
+    assert choice == 6
+    bar_of = dict(zip(measured, bars, strict=True))
+    # fine candidates below the first target (8), then below 6: as good as the best?
+    assert bar_of[6] == pytest.approx(1000 * 0.97) and bar_of[5] == pytest.approx(1000 * 0.97)
+
+
+def test_required_rate_lowers_the_bar() -> None:
+    bars: list[float | None] = []
+    measure, _ = curve(saturating(8), bars=bars)
+    tune.search(measure, max_workers=16, budget=1e9, required=120.0)
+    # the first candidate matters if it feeds the step; the next if it feeds it or is a gain
+    assert bars[:2] == pytest.approx([120.0, 50.0 * 1.03])
+
+
 def test_progress_reports_each_measurement() -> None:
     calls = []
     measure, measured = curve(saturating(3))
@@ -134,7 +173,8 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
 
     def measure(make_loader, workers: int, seconds: float, **options: object) -> float:
-        assert options == {"precision": tune.PRECISION}  # measured until the mean is known
+        # measured until the mean is known, or its side of the bar is
+        assert set(options) == {"precision", "bar"} and options["precision"] == tune.PRECISION
         calls.append(workers)
         loader = make_loader(workers)  # the loader is built as training will build it
         assert loader.num_workers == workers
@@ -231,3 +271,14 @@ def test_a_measurement_settles_once_its_mean_is_known_well_enough() -> None:
     assert not tune._settled(noisy, 0.015)
     assert tune._settled(noisy * 200, 0.015)  # enough rounds pin down even a noisy mean
     assert not tune._settled([0.0] * 5, 0.015)
+
+
+def test_a_measurement_stops_once_its_side_of_the_bar_is_clear() -> None:
+    noisy = [900.0, 1100.0, 950.0, 1050.0, 1000.0]  # mean 1000, standard error 35
+    assert not tune._settled(noisy, 0.02)
+    assert tune._settled(noisy, 0.02, bar=1100.0)  # clearly below: not a gain, stop
+    assert not tune._settled(noisy, 0.02, bar=1050.0)  # within two errors: keep measuring
+    assert tune._settled(noisy, 0.02, bar=900.0)  # clearly above, and known to 5 %
+    wild = [500.0, 1500.0, 600.0, 1400.0, 1000.0]  # clearly above 100, but known to 20 % only
+    assert not tune._settled(wild, 0.02, bar=100.0)
+    assert not tune._settled(noisy[:3], 0.02, bar=5000.0)  # still at least four windows
