@@ -1,0 +1,106 @@
+"""How far can a CPU backend get past stock torchvision? The decoding floor, measured.
+
+A baseline JPEG is one Huffman-coded stream: to reach any row, a decoder must entropy-decode
+every row above it. Only the rows below the crop, and the inverse DCT, upsampling and colour
+conversion outside it, can be skipped. This script measures, on one core and in one process
+(no loader, so no collate or worker transfer):
+
+* stock: one sample of the stock torchvision train pipeline (Pillow decode, RandomResizedCrop,
+  flip, ToTensor, Normalize), as ``fastload bench`` runs it;
+* fastload: one sample of ``fastload.ImageFolder(transform=RandomResizedCrop(224))``;
+* the backend's full decode, and its decode at 1/8 scale: at 1/8 the inverse DCT is the DC term
+  only and there are 64 times fewer pixels to upsample, convert and copy, so this is close to
+  (a little over) the entropy decoding that no decoder can skip;
+* for the same RandomResizedCrop draws, the share of rows down to the crop's bottom edge and the
+  share of the image's area the crop covers.
+
+From these it prints the per-sample cost a perfect region decoder would reach (entropy decoding
+down to the crop's bottom, everything else only inside the crop, the rest of fastload's sample
+unchanged), and the ratio to stock that this allows.
+
+Run: python benchmarks/decode_floor.py [--data DIR] [--images 300] [--backend turbojpeg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+import fastload
+from fastload import backends
+from fastload.bench import _fastload_dataset, _stock_dataset, default_data
+from fastload.image import probe
+from fastload.transforms import RandomResizedCrop, View
+
+
+def _per_item(fn: Callable[[int], object], count: int, rounds: int) -> float:
+    """Seconds per call of fn(i) for i < count: the best of ``rounds`` passes."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for i in range(count):
+            fn(i)
+        best = min(best, (time.perf_counter() - start) / count)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="a class-folder image set (default: the cached default)")
+    parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("--backend", default="turbojpeg")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    root = Path(args.data or default_data())
+    stock = _stock_dataset(root, "train")
+    ours = _fastload_dataset(root, "train", args.backend)
+    count = min(args.images, len(ours))
+    step = max(1, len(ours) // count)
+    picks = [i * step for i in range(count)]  # spread over the classes
+    data = [Path(ours.path(i)).read_bytes() for i in picks]
+    decoder = backends.create(args.backend)
+
+    rows, areas = [], []
+    torch.manual_seed(0)
+    for blob in data:
+        info = probe(blob)
+        assert info.width and info.height, "the set must hold JPEGs"
+        x0, y0, x1, y1 = RandomResizedCrop(224).plan(View.full(info.width, info.height)).box
+        rows.append(y1 / info.height)
+        areas.append((x1 - x0) * (y1 - y0) / (info.width * info.height))
+
+    costs: dict[str, list[float]] = {k: [] for k in ("stock", "fastload", "full", "eighth")}
+    for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
+        costs["stock"].append(_per_item(lambda i: stock[picks[i]], count, 1))
+        costs["fastload"].append(_per_item(lambda i: ours[picks[i]], count, 1))
+        costs["full"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 1), count, 1))
+        costs["eighth"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 8), count, 1))
+    ms = {k: min(v) * 1000 for k, v in costs.items()}
+    row_share, area_share = statistics.fmean(rows), statistics.fmean(areas)
+    rest = ms["fastload"] - ms["full"]  # file read, planning, resampling, tensor
+    ideal_decode = ms["eighth"] * row_share + (ms["full"] - ms["eighth"]) * area_share
+    ideal = rest + ideal_decode
+
+    print(
+        f"fastload {fastload.__version__}, {args.backend}, one core, {count} images from {root}, "
+        f"best of {args.rounds} interleaved passes"
+    )
+    print(f"  stock torchvision sample        {ms['stock']:6.3f} ms")
+    print(f"  fastload sample                 {ms['fastload']:6.3f} ms")
+    print(f"    of which the full decode      {ms['full']:6.3f} ms")
+    print(f"  decode at 1/8 (entropy floor)   {ms['eighth']:6.3f} ms")
+    print(f"  crop: rows down to its bottom   {row_share:6.1%}, area {area_share:.1%}")
+    print(f"  perfect region decode           {ideal_decode:6.3f} ms")
+    print(f"  fastload sample with it         {ideal:6.3f} ms")
+    print(f"  stock / fastload now            {ms['stock'] / ms['fastload']:6.2f}x")
+    print(f"  stock / fastload, at best       {ms['stock'] / ideal:6.2f}x  (one core, no loader)")
+
+
+if __name__ == "__main__":
+    main()
