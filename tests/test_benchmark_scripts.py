@@ -1,0 +1,30 @@
+"""The benchmark scripts that only read files run end to end on a small set (figures unchecked:
+timing belongs to the benchmarks, not the tests)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from fastload.synthetic import make_image_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=12, classes=2)
+    script = ROOT / "benchmarks" / "decode_floor.py"
+    args = ["--data", str(data), "--images", "12", "--rounds", "1", "--backend", "opencv"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "opencv, one core, 12 images" in done.stdout
+    ratios = re.findall(r"stock / fastload.*?(\d+\.\d+)x", done.stdout)
+    assert len(ratios) == 2 and all(float(r) > 0 for r in ratios)
+    shares = re.search(r"rows down to its bottom\s+([\d.]+)%, area ([\d.]+)%", done.stdout)
+    assert shares is not None
+    rows, area = float(shares[1]), float(shares[2])
+    assert 0 < area <= rows <= 100  # a crop covers no more area than the rows down to it
