@@ -60,20 +60,34 @@ def main() -> None:
     root = Path(args.data or default_data())
     stock = _stock_dataset(root, "train")
     ours = _fastload_dataset(root, "train", args.backend)
-    count = min(args.images, len(ours))
-    step = max(1, len(ours) // count)
-    picks = [i * step for i in range(count)]  # spread over the classes
-    data = [Path(ours.path(i)).read_bytes() for i in picks]
     decoder = backends.create(args.backend)
-
+    # colour or grey JPEGs, spread over the classes; other files (CMYK, PNG, broken) are skipped
+    picks: list[int] = []
+    data: list[bytes] = []
     rows, areas = [], []
     torch.manual_seed(0)
-    for blob in data:
-        info = probe(blob)
-        assert info.width and info.height, "the set must hold JPEGs"
+    step = max(1, len(ours) // args.images)
+    for i in range(0, len(ours), step):
+        blob = Path(ours.path(i)).read_bytes()
+        try:
+            info = probe(blob)
+            usable = info.format == "jpeg" and info.components in (1, 3) and bool(info.pixels)
+            ours[i]  # it must also pass fastload's own checks (truncation, size)
+        except Exception:
+            usable = False
+        if not usable:
+            continue
+        assert info.width is not None and info.height is not None
         x0, y0, x1, y1 = RandomResizedCrop(224).plan(View.full(info.width, info.height)).box
         rows.append(y1 / info.height)
         areas.append((x1 - x0) * (y1 - y0) / (info.width * info.height))
+        picks.append(i)
+        data.append(blob)
+        if len(picks) == args.images:
+            break
+    if not picks:
+        raise SystemExit(f"no colour or grey JPEG under {root}")
+    count = len(picks)
 
     costs: dict[str, list[float]] = {k: [] for k in ("stock", "fastload", "full", "eighth")}
     for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
