@@ -116,8 +116,9 @@ def search(
         max_workers: The largest candidate (e.g. twice the core count).
         budget: Seconds of measuring allowed; the first candidate is always measured.
         tolerance: Throughputs within this fraction of the best count as equally good.
-        required: Images/s the training step needs (with margin): if some candidate reaches
-            it, the smallest such is chosen.
+        required: Images/s the training step needs (with margin): if some candidate with
+            workers reaches it, the smallest such is chosen. 0 workers never counts: it loads
+            in the training process, between steps, so it cannot keep a step fed.
         clock: Time source (a fake one in tests).
         progress: Called as ``progress(measured, planned)``.
 
@@ -145,10 +146,10 @@ def search(
         w = pending.pop(0)
         best_before = max(rates.values(), default=0.0)
         bar = best_before * (1 + tolerance) if rates else None
-        if required is not None:
+        if required is not None and w > 0:
             bar = required if bar is None else min(bar, required)
         run(w, bar)
-        if required is not None and rates[w] >= required:
+        if required is not None and w > 0 and rates[w] >= required:
             break  # enough for the step: more workers would only cost CPU and RAM
         # more workers stopped helping: two coarse steps in a row without a real gain
         stalls = stalls + 1 if rates[w] <= best_before * (1 + tolerance) else 0
@@ -179,7 +180,7 @@ def search(
         run((a + b) // 2, top * (1 - tolerance) if b == target else top * (1 + tolerance))
     best_rate = max(rates.values())
     if required is not None:
-        enough = sorted(w for w, r in rates.items() if r >= required)
+        enough = sorted(w for w, r in rates.items() if w > 0 and r >= required)
         if enough:
             return (
                 enough[0],
@@ -377,8 +378,8 @@ def autotune(
             ``device``, ...), as training will use them.
         budget: Seconds to spend measuring (default 30; the first candidate is always measured).
         max_workers: The largest candidate (default: twice the usable cores).
-        step_time: Seconds per training step, if known: then the smallest setting that delivers
-            ``margin`` times the step's demand is chosen.
+        step_time: Seconds per training step, if known: then the smallest setting with workers
+            that delivers ``margin`` times the step's demand is chosen.
         margin: How much faster than the step the loader must be.
         cache: Read and write the on-disk cache (in :func:`cache_dir`).
         progress: Called as ``progress(measured, planned)``.

@@ -94,6 +94,16 @@ def test_step_time_chooses_the_fewest_that_keep_the_step_fed() -> None:
     assert max(measured) <= 4  # stopped measuring once the demand was met
 
 
+def test_zero_workers_never_keep_a_step_fed() -> None:
+    """Without workers, loading runs between steps however fast it is: the step is not fed."""
+    rates = {0: 2000.0, 1: 250.0, 2: 500.0, 3: 750.0, 4: 1000.0}
+    bars: list[float | None] = []
+    measure, measured = curve(rates, bars=bars)
+    choice, _, reason = tune.search(measure, max_workers=4, budget=1e9, required=400.0)
+    assert choice == 2 and "keep the step fed" in reason
+    assert measured[:3] == [0, 1, 2] and bars[0] is None  # 0 workers do not end the search
+
+
 def test_step_time_beyond_reach_falls_back_to_the_best() -> None:
     measure, _ = curve(saturating(4))
     choice, _, reason = tune.search(measure, max_workers=8, budget=1e9, required=1e6)
@@ -137,11 +147,12 @@ def test_fine_candidates_below_the_target_must_be_as_good_as_the_best() -> None:
 
 
 def test_required_rate_lowers_the_bar() -> None:
+    rates = {0: 1000.0, 1: 100.0, 2: 200.0, 4: 400.0}
     bars: list[float | None] = []
-    measure, _ = curve(saturating(8), bars=bars)
-    tune.search(measure, max_workers=16, budget=1e9, required=120.0)
-    # the first candidate matters if it feeds the step; the next if it feeds it or is a gain
-    assert bars[:2] == pytest.approx([120.0, 50.0 * 1.03])
+    measure, measured = curve(rates, bars=bars)
+    choice, _, _ = tune.search(measure, max_workers=4, budget=1e9, required=150.0)
+    # a candidate with workers matters once it feeds the step, though 0 workers were faster
+    assert measured == [0, 1, 2] and bars == [None, 150.0, 150.0] and choice == 2
 
 
 def test_progress_reports_each_measurement() -> None:
