@@ -98,6 +98,12 @@ def sampler(dataset: Any, *, shuffle: bool = True, seed: int = 0) -> Any:
 
 
 def cleanup() -> None:
-    """Leave the process group, if one was joined."""
+    """Leave the process group, if one was joined, once every rank has come this far.
+
+    The barrier keeps a rank from closing its connections while a peer still uses them, which
+    can abort the peer (gloo: "terminate called without an active exception"). Call it at the
+    end of a run, not after a failure: it would wait for the ranks that failed.
+    """
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
