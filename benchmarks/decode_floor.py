@@ -38,15 +38,12 @@ from fastload.image import probe
 from fastload.transforms import RandomResizedCrop, View
 
 
-def _per_item(fn: Callable[[int], object], count: int, rounds: int) -> float:
-    """Seconds per call of fn(i) for i < count: the best of ``rounds`` passes."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for i in range(count):
-            fn(i)
-        best = min(best, (time.perf_counter() - start) / count)
-    return best
+def _per_item(fn: Callable[[int], object], count: int) -> float:
+    """Seconds per call of fn(i), over one pass of i < count."""
+    start = time.perf_counter()
+    for i in range(count):
+        fn(i)
+    return (time.perf_counter() - start) / count
 
 
 def main() -> None:
@@ -91,10 +88,10 @@ def main() -> None:
 
     costs: dict[str, list[float]] = {k: [] for k in ("stock", "fastload", "full", "eighth")}
     for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
-        costs["stock"].append(_per_item(lambda i: stock[picks[i]], count, 1))
-        costs["fastload"].append(_per_item(lambda i: ours[picks[i]], count, 1))
-        costs["full"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 1), count, 1))
-        costs["eighth"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 8), count, 1))
+        costs["stock"].append(_per_item(lambda i: stock[picks[i]], count))
+        costs["fastload"].append(_per_item(lambda i: ours[picks[i]], count))
+        costs["full"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 1), count))
+        costs["eighth"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 8), count))
     ms = {k: min(v) * 1000 for k, v in costs.items()}
     row_share, area_share = statistics.fmean(rows), statistics.fmean(areas)
     rest = ms["fastload"] - ms["full"]  # file read, planning, resampling, tensor
