@@ -136,6 +136,12 @@ def search(
         if progress is not None:
             progress(len(table), len(table) + len(pending))
 
+    def matters_at(w: int, bar: float | None) -> float | None:
+        # a candidate with workers also matters once it feeds the step
+        if required is None or w == 0:
+            return bar
+        return required if bar is None else min(bar, required)
+
     def over_budget() -> bool:
         return bool(table) and clock() - start >= budget
 
@@ -145,10 +151,7 @@ def search(
     while pending and not over_budget():
         w = pending.pop(0)
         best_before = max(rates.values(), default=0.0)
-        bar = best_before * (1 + tolerance) if rates else None
-        if required is not None and w > 0:
-            bar = required if bar is None else min(bar, required)
-        run(w, bar)
+        run(w, matters_at(w, best_before * (1 + tolerance) if rates else None))
         if required is not None and w > 0 and rates[w] >= required:
             break  # enough for the step: more workers would only cost CPU and RAM
         # more workers stopped helping: two coarse steps in a row without a real gain
@@ -177,7 +180,8 @@ def search(
         a, b = gaps[0]
         # below the target it matters whether the candidate is as good as the best; above it,
         # whether it beats the best
-        run((a + b) // 2, top * (1 - tolerance) if b == target else top * (1 + tolerance))
+        w = (a + b) // 2
+        run(w, matters_at(w, top * (1 - tolerance) if b == target else top * (1 + tolerance)))
     best_rate = max(rates.values())
     if required is not None:
         enough = sorted(w for w, r in rates.items() if w > 0 and r >= required)

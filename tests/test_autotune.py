@@ -87,11 +87,14 @@ def test_declining_curve_keeps_the_peak() -> None:
 
 
 def test_step_time_chooses_the_fewest_that_keep_the_step_fed() -> None:
-    measure, measured = curve(saturating(8))
+    bars: list[float | None] = []
+    measure, measured = curve(saturating(8), bars=bars)
     # the step consumes 300 images/s with margin: 3 workers are enough
     choice, _, reason = tune.search(measure, max_workers=16, budget=1e9, required=300.0)
     assert choice == 3 and "keep the step fed" in reason
     assert max(measured) <= 4  # stopped measuring once the demand was met
+    # the fine candidate below 4 matters once it feeds the step, not only if it matches 4
+    assert dict(zip(measured, bars, strict=True))[3] == 300.0
 
 
 def test_zero_workers_never_keep_a_step_fed() -> None:
