@@ -30,8 +30,8 @@ import torch
 
 import fastload
 from fastload import transforms as T
-from fastload.autotune import _endless
-from fastload.bench import _stock_dataset, default_data
+from fastload.bench import default_data, stock_dataset
+from fastload.iteration import endless
 
 
 def hand_written(root: Path, pipeline: str, threads: int, batch: int) -> Iterator[Any]:
@@ -89,19 +89,19 @@ def through_fastload(root: Path, pipeline: str, backend: str, workers: int, batc
         persistent_workers=workers > 0 and not dali,
         backend="dali" if dali else None,
     )
-    return _endless(loader)
+    return endless(loader)
 
 
 def stock(root: Path, pipeline: str, workers: int, batch: int) -> Iterator[Any]:
     loader = torch.utils.data.DataLoader(
-        _stock_dataset(root, pipeline),
+        stock_dataset(root, pipeline),
         batch_size=batch,
         shuffle=True,
         drop_last=True,
         num_workers=workers,
         persistent_workers=workers > 0,
     )
-    return _endless(loader)
+    return endless(loader)
 
 
 def measure(batches: Iterator[Any], seconds: float) -> float:

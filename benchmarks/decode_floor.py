@@ -33,7 +33,7 @@ import torch
 
 import fastload
 from fastload import backends
-from fastload.bench import _fastload_dataset, _stock_dataset, default_data
+from fastload.bench import default_data, fastload_dataset, stock_dataset
 from fastload.image import probe
 from fastload.transforms import RandomResizedCrop, View
 
@@ -55,8 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     root = Path(args.data or default_data())
-    stock = _stock_dataset(root, "train")
-    ours = _fastload_dataset(root, "train", args.backend)
+    stock = stock_dataset(root, "train")
+    ours = fastload_dataset(root, "train", args.backend)
     decoder = backends.create(args.backend)
     # colour or grey JPEGs, spread over the classes; other files (CMYK, PNG, broken) are skipped
     picks: list[int] = []

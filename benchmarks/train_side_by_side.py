@@ -28,8 +28,8 @@ import torchvision.transforms as TV
 import fastload
 from fastload import gpu, train
 from fastload import transforms as T
-from fastload.autotune import _endless
 from fastload.bench import default_data
+from fastload.iteration import endless
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -66,7 +66,7 @@ def main() -> None:
     stock_model = model()
     stock_opt = torch.optim.AdamW(stock_model.parameters(), lr=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
-    stock_batches = _endless(
+    stock_batches = endless(
         torch.utils.data.DataLoader(
             stock_set,
             batch_size=args.batch_size,
@@ -95,7 +95,7 @@ def main() -> None:
         channels_last=True,
         progress=False,
     )
-    fast_batches = _endless(
+    fast_batches = endless(
         fastload.DataLoader(
             fastload.ImageFolder(root, transform=T.RandomResizedCrop(size)),
             batch_size=args.batch_size,

@@ -2,12 +2,13 @@
 
 from fastload import backends, gpu, transforms
 from fastload._optional import MissingDependencyError
-from fastload.backends import ImageDecodeError
-from fastload.datasets import ImageFolder, ImageList, Skipped, UnreadableImageWarning
+from fastload.datasets import ImageFolder, ImageList
+from fastload.errors import ImageDecodeError, UnreadableImageWarning
 from fastload.loader import DataLoader
-from fastload.prefetch import CUDAPrefetcher, map_tensors
-
-__version__ = "0.1.0"
+from fastload.prefetch import CUDAPrefetcher
+from fastload.skipping import Skipped
+from fastload.tensors import map_tensors
+from fastload.version import __version__
 
 __all__ = [
     "CUDAPrefetcher",

@@ -25,14 +25,16 @@ import platform
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-import fastload
+from fastload.iteration import endless
+from fastload.system import cpu_cores
+from fastload.version import __version__
 
 __all__ = ["AutotuneResult", "Measurement", "autotune", "cache_dir", "search"]
 
@@ -96,7 +98,7 @@ def _coarse(max_workers: int) -> list[int]:
 
 
 def search(
-    measure: Callable[[int], float],
+    measure: Callable[[int, float | None], float],
     *,
     max_workers: int,
     budget: float = 30.0,
@@ -125,82 +127,106 @@ def search(
     Returns:
         (chosen num_workers, measurements in order, the reason for the choice).
     """
-    start = clock()
-    table: list[Measurement] = []
-    rates: dict[int, float] = {}
-
-    def run(w: int, bar: float | None) -> None:
-        t0 = clock()
-        rates[w] = measure(w, bar)
-        table.append(Measurement(w, rates[w], clock() - t0))
-        if progress is not None:
-            progress(len(table), len(table) + len(pending))
-
-    def matters_at(w: int, bar: float | None) -> float | None:
-        # a candidate with workers also matters once it feeds the step
-        if required is None or w == 0:
-            return bar
-        return required if bar is None else min(bar, required)
-
-    def over_budget() -> bool:
-        return bool(table) and clock() - start >= budget
-
+    run = _Search(measure, required, clock, progress)
     coarse = _coarse(max_workers)
-    pending = list(coarse)
-    stalls = 0
-    while pending and not over_budget():
-        w = pending.pop(0)
-        best_before = max(rates.values(), default=0.0)
-        run(w, matters_at(w, best_before * (1 + tolerance) if rates else None))
-        if required is not None and w > 0 and rates[w] >= required:
-            break  # enough for the step: more workers would only cost CPU and RAM
-        # more workers stopped helping: two coarse steps in a row without a real gain
-        stalls = stalls + 1 if rates[w] <= best_before * (1 + tolerance) else 0
-        if stalls >= 2:
-            break
-    pending.clear()
-    # fine pass: halve the gap below the fewest workers that are as good as the best (fewer
-    # might do), and the gap above it only when throughput falls after it (a peak may hide there)
-    while not over_budget():
-        top = max(rates.values())
-        target = min(w for w, r in rates.items() if r >= top * (1 - tolerance))
-        below = max((w for w in rates if w < target), default=None)
-        above = min((w for w in rates if w > target), default=None)
-        gaps = []
-        if below is not None and target - below > 1:
-            gaps.append((below, target))
-        if (
-            above is not None
-            and above - target > 1
-            and rates[above] < rates[target] * (1 - tolerance)
-        ):
-            gaps.append((target, above))
-        if not gaps:
-            break
-        a, b = gaps[0]
-        # below the target it matters whether the candidate is as good as the best; above it,
-        # whether it beats the best
-        w = (a + b) // 2
-        run(w, matters_at(w, top * (1 - tolerance) if b == target else top * (1 + tolerance)))
-    best_rate = max(rates.values())
-    if required is not None:
-        enough = sorted(w for w, r in rates.items() if w > 0 and r >= required)
-        if enough:
-            return (
-                enough[0],
-                table,
-                (
-                    f"the fewest workers measured to keep the step fed ({required:,.0f} images/s "
-                    "with margin)"
-                ),
-            )
-    good = sorted(w for w, r in rates.items() if r >= best_rate * (1 - tolerance))
-    reason = f"the fewest workers within {tolerance:.0%} of the best throughput measured"
-    if required is not None:
-        reason = f"no candidate reached {required:,.0f} images/s; {reason}"
-    if over_budget() and len(table) < len(coarse):
-        reason += f" (the {budget:g} s budget ended the search early)"
-    return good[0], table, reason
+    run.coarse(coarse, budget, tolerance)
+    run.fine(budget, tolerance)
+    return run.choice(budget, tolerance, len(coarse))
+
+
+class _Search:
+    """The state of one :func:`search`: what was measured, in what order, and when."""
+
+    def __init__(
+        self,
+        measure: Callable[[int, float | None], float],
+        required: float | None,
+        clock: Callable[[], float],
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.measure, self.required, self.clock, self.progress = measure, required, clock, progress
+        self.start = clock()
+        self.table: list[Measurement] = []
+        self.rates: dict[int, float] = {}
+
+    def run(self, w: int, bar: float | None, still_planned: int = 0) -> None:
+        t0 = self.clock()
+        self.rates[w] = self.measure(w, self.matters_at(w, bar))
+        self.table.append(Measurement(w, self.rates[w], self.clock() - t0))
+        if self.progress is not None:
+            self.progress(len(self.table), len(self.table) + still_planned)
+
+    def matters_at(self, w: int, bar: float | None) -> float | None:
+        """The bar for candidate ``w``: a candidate with workers also matters once it feeds
+        the step."""
+        if self.required is None or w == 0:
+            return bar
+        return self.required if bar is None else min(bar, self.required)
+
+    def over_budget(self, budget: float) -> bool:
+        return bool(self.table) and self.clock() - self.start >= budget
+
+    def coarse(self, candidates: list[int], budget: float, tolerance: float) -> None:
+        """0, 1, 2, 4, ... until more workers stop helping, the step is fed, or time is up."""
+        pending = list(candidates)
+        stalls = 0
+        while pending and not self.over_budget(budget):
+            w = pending.pop(0)
+            best_before = max(self.rates.values(), default=0.0)
+            self.run(w, best_before * (1 + tolerance) if self.rates else None, len(pending))
+            if self.required is not None and w > 0 and self.rates[w] >= self.required:
+                return  # enough for the step: more workers would only cost CPU and RAM
+            # more workers stopped helping: two coarse steps in a row without a real gain
+            stalls = stalls + 1 if self.rates[w] <= best_before * (1 + tolerance) else 0
+            if stalls >= 2:
+                return
+
+    def fine(self, budget: float, tolerance: float) -> None:
+        """Halve the gap below the fewest workers as good as the best (fewer might do), and the
+        gap above it only when throughput falls after it (a peak may hide there)."""
+        rates = self.rates
+        while not self.over_budget(budget):
+            top = max(rates.values())
+            target = min(w for w, r in rates.items() if r >= top * (1 - tolerance))
+            below = max((w for w in rates if w < target), default=None)
+            above = min((w for w in rates if w > target), default=None)
+            gaps = []
+            if below is not None and target - below > 1:
+                gaps.append((below, target))
+            if (
+                above is not None
+                and above - target > 1
+                and rates[above] < rates[target] * (1 - tolerance)
+            ):
+                gaps.append((target, above))
+            if not gaps:
+                return
+            a, b = gaps[0]
+            # below the target it matters whether the candidate is as good as the best; above
+            # it, whether it beats the best
+            self.run((a + b) // 2, top * (1 - tolerance) if b == target else top * (1 + tolerance))
+
+    def choice(
+        self, budget: float, tolerance: float, planned: int
+    ) -> tuple[int, list[Measurement], str]:
+        rates, required = self.rates, self.required
+        if required is not None:
+            enough = sorted(w for w, r in rates.items() if w > 0 and r >= required)
+            if enough:
+                return (
+                    enough[0],
+                    self.table,
+                    f"the fewest workers measured to keep the step fed ({required:,.0f} "
+                    "images/s with margin)",
+                )
+        best_rate = max(rates.values())
+        good = sorted(w for w, r in rates.items() if r >= best_rate * (1 - tolerance))
+        reason = f"the fewest workers within {tolerance:.0%} of the best throughput measured"
+        if required is not None:
+            reason = f"no candidate reached {required:,.0f} images/s; {reason}"
+        if self.over_budget(budget) and len(self.table) < planned:
+            reason += f" (the {budget:g} s budget ended the search early)"
+        return good[0], self.table, reason
 
 
 # ---------------------------------------------------------------- measuring real loaders
@@ -216,16 +242,6 @@ def _batch_size_of(batch: Any) -> int:
     if isinstance(batch, dict) and batch:
         return _batch_size_of(next(iter(batch.values())))
     raise TypeError(f"cannot tell how many samples a {type(batch).__name__} batch holds")
-
-
-def _endless(loader: Any) -> Iterator[Any]:
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError("the loader yields no batch: is the dataset empty?")
 
 
 def measure_loader(
@@ -255,7 +271,7 @@ def measure_loader(
             "ignore", message=".*worker processes in total", category=UserWarning
         )
         loader = make_loader(num_workers)
-        batches = _endless(loader)
+        batches = endless(loader)
         next(batches)
     try:
         for _ in range(max(1, num_workers)):  # every worker has started and delivered
@@ -361,6 +377,54 @@ def _write_cache(file: Path, entries: dict[str, Any]) -> None:
     tmp.replace(file)  # atomic: a reader never sees half a file
 
 
+def _from_cache(file: Path, key: str) -> AutotuneResult | None:
+    """The cached answer for ``key``, or ``None`` (a malformed entry is measured again)."""
+    entries = _read_cache(file)
+    if key not in entries:
+        return None
+    try:
+        stored = entries[key]
+        table = [Measurement(**m) for m in stored["table"]]
+        return AutotuneResult(
+            stored["num_workers"], stored["images_per_sec"], table, stored["reason"], True, key
+        )
+    except (KeyError, TypeError):
+        warnings.warn(
+            f"ignoring a malformed autotune cache entry in {file}; measuring again",
+            stacklevel=3,
+        )
+        return None
+
+
+def _to_cache(file: Path, result: AutotuneResult) -> None:
+    entries = _read_cache(file) if file.exists() else {}
+    entries[result.key] = {k: v for k, v in result.to_dict().items() if k not in ("cached", "key")}
+    try:
+        _write_cache(file, entries)
+    except OSError as exc:
+        warnings.warn(f"could not write the autotune cache {file}: {exc}", stacklevel=3)
+
+
+# What only fastload.DataLoader takes: measuring with them needs it as the loader.
+_FASTLOAD_OPTIONS = ("device", "device_prefetch", "gpu_transforms", "channels_last", "backend")
+
+
+def _loader_class(
+    loader: Callable[..., Any] | None, dataset: Any, loader_kwargs: dict[str, Any]
+) -> Callable[..., Any]:
+    if loader is not None:
+        return loader
+    needs = [k for k in _FASTLOAD_OPTIONS if k in loader_kwargs]
+    if getattr(dataset, "on_error", None) == "skip":
+        needs.append("a dataset with on_error='skip'")
+    if needs:
+        raise ValueError(
+            f"autotune measures with torch's DataLoader unless told otherwise, which cannot take "
+            f"{', '.join(needs)}: pass loader=fastload.DataLoader"
+        )
+    return torch.utils.data.DataLoader
+
+
 def autotune(
     dataset: Any,
     *,
@@ -372,14 +436,16 @@ def autotune(
     margin: float = 1.2,
     cache: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    loader: Callable[..., Any] | None = None,
 ) -> AutotuneResult:
     """Measure and choose ``num_workers`` for loading ``dataset`` in batches of ``batch_size``.
 
     Args:
         dataset: What the loader will read.
         batch_size: The training batch size.
-        loader_kwargs: Other ``fastload.DataLoader`` arguments (``collate_fn``, ``pin_memory``,
-            ``device``, ...), as training will use them.
+        loader_kwargs: Other loader arguments (``collate_fn``, ``pin_memory``, and with
+            ``loader=fastload.DataLoader`` its ``device``, ``gpu_transforms``, ...), as
+            training will use them.
         budget: Seconds to spend measuring (default 30; the first candidate is always measured).
         max_workers: The largest candidate (default: twice the usable cores).
         step_time: Seconds per training step, if known: then the smallest setting with workers
@@ -387,6 +453,12 @@ def autotune(
         margin: How much faster than the step the loader must be.
         cache: Read and write the on-disk cache (in :func:`cache_dir`).
         progress: Called as ``progress(measured, planned)``.
+        loader: The loader class to measure with (any callable taking torch DataLoader's
+            arguments): ``fastload.DataLoader``, as ``num_workers="auto"``, ``fastload
+            autotune`` and ``fastload bench`` pass it. Default: torch's ``DataLoader``, which
+            is what ``fastload.DataLoader`` is without fastload's options; a dataset made with
+            ``on_error="skip"`` or fastload's options in ``loader_kwargs`` need
+            ``fastload.DataLoader``.
 
     Returns:
         The choice, the measurements and the reason; ``cached=True`` when nothing was measured.
@@ -406,9 +478,8 @@ def autotune(
         size = None
     if size == 0:
         raise ValueError("the dataset is empty: there is nothing to measure")
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    )
+    loader_class = _loader_class(loader, dataset, loader_kwargs or {})
+    cores = cpu_cores()
     max_workers = 2 * cores if max_workers is None else max_workers
     kwargs = {
         k: v
@@ -417,7 +488,7 @@ def autotune(
     }
     key = _key(
         {
-            "fastload": fastload.__version__,
+            "fastload": __version__,
             "torch": torch.__version__,
             "machine": [platform.machine(), platform.processor(), cores],
             "dataset": _fingerprint(dataset),
@@ -429,19 +500,9 @@ def autotune(
         }
     )
     file = cache_dir() / "autotune.json"
-    entries = _read_cache(file) if cache else {}
-    if key in entries:
-        try:
-            stored = entries[key]
-            table = [Measurement(**m) for m in stored["table"]]
-            return AutotuneResult(
-                stored["num_workers"], stored["images_per_sec"], table, stored["reason"], True, key
-            )
-        except (KeyError, TypeError):
-            warnings.warn(
-                f"ignoring a malformed autotune cache entry in {file}; measuring again",
-                stacklevel=2,
-            )
+    cached = _from_cache(file, key) if cache else None
+    if cached is not None:
+        return cached
     if size is not None and size < batch_size * 4:
         warnings.warn(
             f"the dataset has {size} samples, fewer than 4 batches of {batch_size}: measuring over "
@@ -454,7 +515,7 @@ def autotune(
         options = dict(kwargs)
         if workers == 0:  # torch refuses prefetch_factor without worker processes
             options.pop("prefetch_factor", None)
-        return fastload.DataLoader(
+        return loader_class(
             dataset,
             batch_size=batch_size,
             num_workers=workers,
@@ -473,11 +534,6 @@ def autotune(
     rate = next(m.images_per_sec for m in table if m.num_workers == choice)
     result = AutotuneResult(choice, rate, table, reason, False, key)
     if cache:
-        entries = _read_cache(file) if file.exists() else {}
-        entries[key] = {k: v for k, v in result.to_dict().items() if k not in ("cached", "key")}
-        try:
-            _write_cache(file, entries)
-        except OSError as exc:
-            warnings.warn(f"could not write the autotune cache {file}: {exc}", stacklevel=2)
+        _to_cache(file, result)
     log.info("autotune chose num_workers=%d (%.0f images/s): %s", choice, rate, reason)
     return result

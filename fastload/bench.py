@@ -17,24 +17,33 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-import fastload
 from fastload import backends
-from fastload._optional import check
-from fastload.autotune import _endless, autotune, cache_dir
-from fastload.prefetch import resolve_device
+from fastload.autotune import autotune, cache_dir
+from fastload.datasets import ImageFolder
+from fastload.devices import resolve_device
+from fastload.iteration import endless
+from fastload.loader import DataLoader
 from fastload.synthetic import make_image_folder
 
-__all__ = ["BACKENDS", "PIPELINES", "BenchRow", "default_data", "format_table", "run", "write_plot"]
+__all__ = [
+    "PIPELINES",
+    "BenchRow",
+    "default_data",
+    "fastload_dataset",
+    "format_table",
+    "run",
+    "stock_dataset",
+    "write_plot",
+]
 
 PIPELINES = ("train", "val", "decode")
-BACKENDS = ("pillow", "opencv", "turbojpeg", "dali")
 STOCK = "stock torchvision"
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DEFAULT_IMAGES = 600
@@ -74,7 +83,9 @@ def _count(batch: list[Any]) -> int:
     return len(batch)
 
 
-def _stock_dataset(root: Path, pipeline: str) -> Any:
+def stock_dataset(root: Path, pipeline: str) -> Any:
+    """The stock torchvision dataset for a pipeline: ImageFolder, its transforms, ToTensor,
+    Normalize (float32 samples)."""
     import torchvision
     import torchvision.transforms as T
 
@@ -90,28 +101,29 @@ def _stock_dataset(root: Path, pipeline: str) -> Any:
     )
 
 
-def _fastload_dataset(root: Path, pipeline: str, backend: str) -> Any:
+def fastload_dataset(root: Path, pipeline: str, backend: str) -> Any:
+    """fastload's dataset for a pipeline: the same geometry, fused with decoding (uint8)."""
     from fastload import transforms as T
 
-    transform = {
+    transform: Any = {
         "train": T.RandomResizedCrop(224),
         "val": T.Compose([T.Resize(256), T.CenterCrop(224)]),
         "decode": None,
     }[pipeline]
-    return fastload.ImageFolder(root, transform=transform, backend=backend)
+    return ImageFolder(root, transform=transform, backend=backend)
 
 
 def _unusable(name: str) -> str | None:
     if name not in backends.names():
-        return f"no {name!r} decoding backend in fastload {fastload.__version__} yet"
-    status = check(name)
+        return f"no {name!r} backend; registered: {', '.join(backends.names())}"
+    status = backends.check(name)
     return None if status.usable else f"{status.reason} (fix: {status.fix})"
 
 
 def run(
     data: str | Path,
     *,
-    names: tuple[str, ...] = BACKENDS,
+    names: tuple[str, ...] | None = None,
     pipeline: str = "train",
     batch_size: int = 64,
     num_workers: int | str = 2,
@@ -124,7 +136,8 @@ def run(
 
     Args:
         data: A class-folder image set.
-        names: Backends to measure; unusable or unknown ones become rows with ``error``.
+        names: Backends to measure (default: every registered one); unusable or unknown ones
+            become rows with ``error``.
         pipeline: ``"train"``, ``"val"`` or ``"decode"``.
         batch_size: Images per batch.
         num_workers: Worker processes per loader, or ``"auto"`` (autotuned per loader).
@@ -145,74 +158,20 @@ def run(
         raise ValueError("batch_size, seconds and rounds must be positive")
     if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
         raise ValueError(f"num_workers={num_workers!r} must be an int >= 0 or 'auto'")
+    names = tuple(backends.names()) if names is None else names
     root = Path(data)
     target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
-    rows: dict[str, BenchRow] = {}
-    datasets: dict[str, Any] = {STOCK: _stock_dataset(root, pipeline)}
-    if len(datasets[STOCK]) < batch_size:
-        raise ValueError(
-            f"{root} has {len(datasets[STOCK])} images, fewer than one batch of {batch_size}: "
-            "use a smaller batch size or more images"
-        )
-    for name in names:
-        reason = _unusable(name)
-        if reason is None and name == "dali" and pipeline == "decode":
-            reason = (
-                "the decode pipeline counts images of every size without batching them; the "
-                "dali backend delivers whole batches of one size: measure train or val"
-            )
-        if reason is None:
-            try:
-                datasets[name] = _fastload_dataset(root, pipeline, name)
-            except Exception as exc:  # a backend that cannot run here is a row, not a crash
-                reason = f"{type(exc).__name__}: {exc}"
-        if reason is not None:
-            rows[name] = BenchRow(name, pipeline, None, None, None, batch_size, reason)
-
-    collate = {"collate_fn": _count} if pipeline == "decode" else {}
+    datasets, rows = _datasets(root, pipeline, names, batch_size)
     workers: dict[str, int] = {}
-    streams: dict[str, Iterator[Any]] = {}
+    streams: dict[str, Generator[Any, None, None]] = {}
     for label, ds in datasets.items():
-        if num_workers == "auto":
-            extra = {"device": device} if label != STOCK else {}
-            workers[label] = autotune(
-                ds,
-                batch_size=batch_size,
-                loader_kwargs={**collate, **extra},
-                budget=min(10.0, seconds),
-            ).num_workers
-        else:
-            workers[label] = num_workers
-        w = workers[label]
-        common = dict(
-            batch_size=batch_size,
-            shuffle=True,
-            num_workers=w,
-            persistent_workers=w > 0,
-            drop_last=pipeline != "decode",
-            **collate,
-        )
-        if label == STOCK:
-            loader: Any = torch.utils.data.DataLoader(
-                ds, pin_memory=target.type == "cuda", **common
-            )
-            streams[label] = _to_device(_endless(loader), target)
-        else:
-            streams[label] = _endless(fastload.DataLoader(ds, device=target, **common))
-        for _ in range(max(2, w)):  # warm-up: every worker started and delivered once
-            next(streams[label])
-
-    slice_s = seconds / (rounds * len(streams))
-    rates: dict[str, list[float]] = {label: [] for label in streams}
-    total, done = rounds * len(streams), 0
-    for _ in range(rounds):
-        for label, batches in streams.items():
-            rates[label].append(_measure(batches, slice_s, target))
-            done += 1
-            if progress is not None:
-                progress(done, total)
-    for batches in streams.values():
-        batches.close()  # shuts the workers down
+        workers[label] = _workers(label, ds, pipeline, batch_size, num_workers, device, seconds)
+        streams[label] = _stream(label, ds, pipeline, batch_size, workers[label], target)
+    try:
+        rates = _interleaved(streams, seconds, rounds, target, progress)
+    finally:
+        for batches in streams.values():
+            batches.close()  # shuts the workers down
     base = statistics.median(rates[STOCK])
     out = [BenchRow(STOCK, pipeline, base, 1.0, workers[STOCK], batch_size)]
     for name in names:
@@ -224,7 +183,104 @@ def run(
     return out
 
 
-def _to_device(batches: Iterator[Any], device: torch.device) -> Iterator[Any]:
+def _datasets(
+    root: Path, pipeline: str, names: tuple[str, ...], batch_size: int
+) -> tuple[dict[str, Any], dict[str, BenchRow]]:
+    """The datasets to measure (stock first), and a row for each backend that cannot run."""
+    rows: dict[str, BenchRow] = {}
+    datasets: dict[str, Any] = {STOCK: stock_dataset(root, pipeline)}
+    if len(datasets[STOCK]) < batch_size:
+        raise ValueError(
+            f"{root} has {len(datasets[STOCK])} images, fewer than one batch of {batch_size}: "
+            "use a smaller batch size or more images"
+        )
+    for name in names:
+        reason = _unusable(name)
+        if reason is None and backends.kind(name) == "executor" and pipeline == "decode":
+            reason = (
+                "the decode pipeline counts images of every size without batching them; the "
+                f"{name} backend delivers whole batches of one size: measure train or val"
+            )
+        if reason is None:
+            try:
+                datasets[name] = fastload_dataset(root, pipeline, name)
+            except Exception as exc:  # a backend that cannot run here is a row, not a crash
+                reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            rows[name] = BenchRow(name, pipeline, None, None, None, batch_size, reason)
+    return datasets, rows
+
+
+def _workers(
+    label: str,
+    ds: Any,
+    pipeline: str,
+    batch_size: int,
+    num_workers: int | str,
+    device: str,
+    seconds: float,
+) -> int:
+    if num_workers != "auto":
+        return int(num_workers)
+    extra = {"device": device} if label != STOCK else {}
+    return autotune(
+        ds,
+        batch_size=batch_size,
+        loader_kwargs={**_collate(pipeline), **extra},
+        budget=min(10.0, seconds),
+        loader=DataLoader,
+    ).num_workers
+
+
+def _collate(pipeline: str) -> dict[str, Any]:
+    return {"collate_fn": _count} if pipeline == "decode" else {}
+
+
+def _stream(
+    label: str, ds: Any, pipeline: str, batch_size: int, workers: int, target: torch.device
+) -> Generator[Any, None, None]:
+    """Endless batches of one configuration, its workers started and warm."""
+    common: dict[str, Any] = dict(
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        drop_last=pipeline != "decode",
+        **_collate(pipeline),
+    )
+    if label == STOCK:
+        loader = torch.utils.data.DataLoader(ds, pin_memory=target.type == "cuda", **common)
+        stream = _to_device(endless(loader), target)
+    else:
+        stream = endless(DataLoader(ds, device=target, **common))
+    for _ in range(max(2, workers)):  # warm-up: every worker started and delivered once
+        next(stream)
+    return stream
+
+
+def _interleaved(
+    streams: dict[str, Generator[Any, None, None]],
+    seconds: float,
+    rounds: int,
+    target: torch.device,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, list[float]]:
+    """Images/s of each stream per round, the rounds interleaved so that load hits all alike."""
+    slice_s = seconds / (rounds * len(streams))
+    rates: dict[str, list[float]] = {label: [] for label in streams}
+    total, done = rounds * len(streams), 0
+    for _ in range(rounds):
+        for label, batches in streams.items():
+            rates[label].append(_measure(batches, slice_s, target))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return rates
+
+
+def _to_device(
+    batches: Generator[Any, None, None], device: torch.device
+) -> Generator[Any, None, None]:
     try:
         for batch in batches:
             if device.type == "cpu" or isinstance(batch, int):
@@ -294,3 +350,16 @@ def write_plot(rows: list[BenchRow], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path)
     return path
+
+
+def __getattr__(attribute: str) -> Any:
+    if attribute == "BACKENDS":
+        import warnings
+
+        warnings.warn(
+            "fastload.bench.BACKENDS is deprecated: call fastload.backends.names()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return tuple(backends.names())
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

@@ -34,7 +34,8 @@ def _print_info(info: dict[str, Any]) -> None:
     print("backends")
     for b in info["backends"]:
         if b["usable"]:
-            print(f"  {b['name']:<10} usable      {b['version']}")
+            kind = "  (batch executor)" if b["kind"] == "executor" else ""
+            print(f"  {b['name']:<10} usable      {b['version']}{kind}")
         else:
             print(f"  {b['name']:<10} unusable    {b['reason']}")
             print(f"  {'':<10}             fix: {b['fix']}")
@@ -134,10 +135,11 @@ def _data_folder(path: str | None, progress_label: str) -> str:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
-    from fastload.bench import BACKENDS, format_table, run, write_plot
+    from fastload.backends import names as registered
+    from fastload.bench import format_table, run, write_plot
 
     data = _data_folder(args.data, "making the default image set")
-    names = BACKENDS if args.backend == "all" else (args.backend,)
+    names = tuple(registered()) if args.backend == "all" else (args.backend,)
     progress = Progress("bench")
     try:
         rows = run(
@@ -167,14 +169,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
-    import fastload
     from fastload._progress import Progress
     from fastload.autotune import autotune
+    from fastload.datasets import ImageFolder
+    from fastload.loader import DataLoader
     from fastload.transforms import RandomResizedCrop
 
     data = _data_folder(args.data, "making the default image set")
     try:
-        dataset = fastload.ImageFolder(data, transform=RandomResizedCrop(224), backend=args.backend)
+        dataset = ImageFolder(data, transform=RandomResizedCrop(224), backend=args.backend)
     except (ValueError, ImportError) as exc:
         raise CLIError(str(exc)) from None
     progress = Progress("autotune")
@@ -185,6 +188,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             budget=args.budget,
             cache=not args.no_cache,
             progress=progress,
+            loader=DataLoader,
         )
     finally:
         progress.close()
@@ -212,16 +216,22 @@ def _positive_int(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    import fastload
+    from fastload.version import __version__
 
     parser = _Parser(
         prog="fastload",
         description="Fast PyTorch image input pipelines.",
     )
-    parser.add_argument("--version", action="version", version=f"fastload {fastload.__version__}")
+    parser.add_argument("--version", action="version", version=f"fastload {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    for add in (_add_info, _add_scan, _add_bench, _add_autotune):
+        add(sub)
+    return parser
+
+
+def _add_info(sub: Any) -> None:
     info = sub.add_parser(
         "info",
         help="versions, usable backends and CUDA devices on this machine",
@@ -231,6 +241,8 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.set_defaults(run=_cmd_info)
 
+
+def _add_scan(sub: Any) -> None:
     from fastload.backends import DEFAULT_MAX_PIXELS
 
     scan = sub.add_parser(
@@ -254,7 +266,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     scan.set_defaults(run=_cmd_scan)
 
-    from fastload.bench import BACKENDS, PIPELINES
+
+def _add_bench(sub: Any) -> None:
+    from fastload.backends import names as registered
+    from fastload.bench import PIPELINES
 
     bench = sub.add_parser(
         "bench",
@@ -266,7 +281,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--data", metavar="DIR", help="a class-folder image set (default: made here)"
     )
-    bench.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
+    bench.add_argument("--backend", choices=[*registered(), "all"], default="all")
     bench.add_argument("--pipeline", choices=PIPELINES, default="train")
     bench.add_argument("--batch-size", type=_positive_int, default=64)
     bench.add_argument("--num-workers", type=_workers, default=2, metavar="N|auto")
@@ -278,6 +293,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", metavar="FILE.png", help="also write a bar chart")
     bench.set_defaults(run=_cmd_bench)
 
+
+def _add_autotune(sub: Any) -> None:
     tune = sub.add_parser(
         "autotune",
         help="measure which num_workers gives the most images/s here",
@@ -292,7 +309,6 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--no-cache", action="store_true", help="measure even if an answer is cached")
     tune.add_argument("--json", action="store_true", help="print one JSON object")
     tune.set_defaults(run=_cmd_autotune)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

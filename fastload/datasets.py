@@ -8,19 +8,19 @@ copy of the whole list (pytorch/pytorch issue 13246). Arrays have no per-item ob
 
 from __future__ import annotations
 
+import copy
 import os
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastload import backends
-from fastload.prefetch import map_tensors
-from fastload.transforms import Compose, Transform
+from fastload import backends, errors
+from fastload.errors import UnreadableImageWarning
+from fastload.skipping import Skipped
+from fastload.transforms import TransformSplit, split_transform
 
 __all__ = [
     "ImageFolder",
@@ -31,22 +31,6 @@ __all__ = [
 
 OnError = Literal["raise", "skip"]
 _ON_ERROR = ("raise", "skip")
-
-
-class UnreadableImageWarning(UserWarning):
-    """Some images were skipped because they could not be read (``on_error="skip"``)."""
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """Returned in place of a sample that could not be read, with ``on_error="skip"``.
-
-    ``fastload.DataLoader`` drops these from batches and records them in the dataset's
-    ``bad_files``.
-    """
-
-    path: str
-    reason: str
 
 
 def _check_options(on_error: str, max_pixels: int) -> None:
@@ -155,19 +139,29 @@ class ImageList(Dataset):
         self._decoder: backends.Backend | None = backends.create(self.backend)
         self._decoder_pid = os.getpid()
         self.bad_files: dict[str, str] = {}
-        # Split the transform into the part fused with decoding and the part run after it.
-        self._plan = None
-        self._render: dict[str, Any] = {}
-        self._after: list[Callable[[Any], Any]] = []
-        self._wants_pil = False
-        if isinstance(transform, Compose):
-            if transform.planned:
-                self._plan, self._render = transform.plan, transform.render_options
-            self._after = transform.rest
-        elif isinstance(transform, Transform):
-            self._plan, self._render = transform.plan, transform.render_options
-        elif transform is not None:
-            self._wants_pil = True
+        self._split = split_transform(transform)
+        self._plan = self._split.plan
+
+    @property
+    def transform_split(self) -> TransformSplit:
+        """The ``transform`` cut where decoding stops taking it over: the ``fused`` fastload
+        ops, the callables run ``after`` them on the uint8 tensor, or a ``pil`` transform that
+        gets a PIL image (see :func:`fastload.transforms.split_transform`)."""
+        return self._split
+
+    def using(self, backend: str) -> ImageList:
+        """A copy of this dataset that decodes with another per-sample backend.
+
+        The copy shares the samples, the transform and :attr:`bad_files` with this dataset.
+
+        Raises:
+            ValueError: ``backend`` is not a registered backend.
+            fastload.MissingDependencyError: Its library is not installed.
+        """
+        other = copy.copy(self)
+        other.backend = backends.resolve(backend)
+        other._decoder, other._decoder_pid = backends.create(other.backend), os.getpid()
+        return other
 
     # ------------------------------------------------------------ torchvision's attributes
 
@@ -219,19 +213,17 @@ class ImageList(Dataset):
         try:
             image = self._read(path)
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+            why = errors.reason(exc)
             if self.on_error == "skip":
-                self.bad_files[path] = reason
-                return Skipped(path, reason)
-            raise backends.ImageDecodeError(
-                f"cannot read {path!r} with the {self.backend} backend: {reason}"
-            ) from exc
+                self.bad_files[path] = why
+                return Skipped(path, why)
+            raise errors.cannot_read(path, self.backend, why) from exc
         # the user's own code runs outside the try: its bugs are not unreadable images
-        if self._wants_pil:
+        if self._split.pil is not None:
             from PIL import Image
 
-            image = self.transform(Image.fromarray(image))  # type: ignore[misc]
-        for op in self._after:
+            image = self._split.pil(Image.fromarray(image))
+        for op in self._split.after:
             image = op(image)
         if self.target_transform is not None:
             target = self.target_transform(target)
@@ -242,9 +234,9 @@ class ImageList(Dataset):
         with open(path, "rb") as f:
             data = f.read()
         array = self._backend().decode(
-            data, plan=self._plan, render=self._render, max_pixels=self.max_pixels
+            data, plan=self._plan, render=self._split.render, max_pixels=self.max_pixels
         )
-        if self._wants_pil:
+        if self._split.pil is not None:
             return array  # the caller makes the PIL image for the user's transform
         # A channels-first view of the decoder's buffer: collating copies it once, into the batch.
         return torch.from_numpy(array).permute(2, 0, 1)
@@ -305,69 +297,3 @@ class ImageFolder(ImageList):
         self.classes = classes
         self.class_to_idx = class_to_idx
         self._setup(transform, target_transform, backend, on_error, max_pixels)
-
-
-# ---------------------------------------------------------------- on_error="skip" in loaders
-
-
-class _Collated:
-    """A batch with the samples dropped from it; unwrapped in the main process."""
-
-    __slots__ = ("batch", "skipped")
-
-    def __init__(self, batch: Any, skipped: list[Skipped]) -> None:
-        self.batch, self.skipped = batch, skipped
-
-    def pin_memory(self) -> _Collated:  # called by torch's pin-memory thread
-        return _Collated(map_tensors(lambda t: t.pin_memory(), self.batch), self.skipped)
-
-
-class SkipCollate:
-    """Wraps a collate function: drops :class:`Skipped` samples before collating."""
-
-    def __init__(self, collate_fn: Callable[[Any], Any], *, batched: bool) -> None:
-        self.collate_fn, self.batched = collate_fn, batched
-
-    def __call__(self, samples: Any) -> _Collated:
-        if not self.batched:
-            if isinstance(samples, Skipped):
-                return _Collated(None, [samples])
-            return _Collated(self.collate_fn(samples), [])
-        good = [s for s in samples if not isinstance(s, Skipped)]
-        skipped = [s for s in samples if isinstance(s, Skipped)]
-        return _Collated(self.collate_fn(good) if good else None, skipped)
-
-
-class SkipReport:
-    """Iterates batches, dropping what was skipped, recording it, and warning once per epoch."""
-
-    def __init__(self, batches: Iterator[Any], dataset: Any) -> None:
-        self._batches, self._dataset, self._count = batches, dataset, 0
-
-    def __iter__(self) -> SkipReport:
-        return self
-
-    def __len__(self) -> int:
-        return len(self._batches)  # type: ignore[arg-type]
-
-    def __next__(self) -> Any:
-        while True:
-            try:
-                item = next(self._batches)
-            except StopIteration:
-                if self._count:
-                    warnings.warn(
-                        f"skipped {self._count} unreadable image(s) this epoch; "
-                        "see the dataset's bad_files for the paths and reasons",
-                        UnreadableImageWarning,
-                        stacklevel=2,
-                    )
-                    self._count = 0
-                raise
-            if not isinstance(item, _Collated):
-                return item
-            for s in item.skipped:
-                self._dataset.bad_files[s.path] = s.reason
-            self._count += len(item.skipped)
-            if item.batch is not None:
-                return item.batch

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ImageInfo", "orient", "orientation_ops", "probe", "sniff"]
+__all__ = ["ImageInfo", "is_truncated_jpeg", "orient", "orientation_ops", "probe", "sniff"]
 
 _MAGIC = (
     (b"\xff\xd8\xff", "jpeg"),
@@ -155,6 +155,11 @@ def _exif_orientation(tiff: bytes) -> int:
     except struct.error:
         pass
     return 1
+
+
+def is_truncated_jpeg(data: bytes) -> bool:
+    """Whether a JPEG's data lacks its end-of-image marker (in its second half): cut short."""
+    return data.rfind(b"\xff\xd9", len(data) // 2) < 0
 
 
 def orientation_ops(orientation: int) -> tuple[bool, bool, bool]:

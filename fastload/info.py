@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
 import platform
 from typing import Any
 
 import torch
 
-import fastload
-from fastload._optional import REQUIREMENTS, check
+from fastload import backends
+from fastload._optional import version_of
+from fastload.system import cpu_cores
+from fastload.version import __version__
 
 __all__ = ["collect"]
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def _torchvision() -> dict[str, Any]:
     try:
         import torchvision
     except Exception as exc:  # a torchvision built for another torch fails in many ways
-        return {"version": _version("torchvision"), "usable": False, "reason": str(exc)}
+        return {"version": version_of("torchvision"), "usable": False, "reason": str(exc)}
     return {"version": torchvision.__version__, "usable": True, "reason": None}
 
 
@@ -61,39 +54,27 @@ def collect() -> dict[str, Any]:
         entry per decoding backend (usable or not, why not, and the install command), and the
         CUDA devices torch can see.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    from fastload.backends import names as registered
-
-    backends = []
-    for name in REQUIREMENTS:
-        status = check(name)
-        exists = name in registered()
-        reason, fix = status.reason, status.fix
-        if not exists:  # the library may be installed, but fastload has no backend for it yet
-            reason = f"no {name!r} backend in fastload {fastload.__version__} yet" + (
-                f" (its library is installed: {status.version})" if status.usable else ""
-            )
-            fix = "none yet: a later fastload version adds it"
-        backends.append(
+    found = []
+    for name in backends.names():
+        status = backends.check(name)
+        found.append(
             {
                 "name": name,
-                "usable": status.usable and exists,
+                "kind": backends.kind(name),
+                "usable": status.usable,
                 "version": status.version,
-                "reason": reason,
-                "fix": fix,
+                "reason": status.reason,
+                "fix": status.fix,
             }
         )
     return {
-        "fastload": fastload.__version__,
+        "fastload": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu_cores": cores,
+        "cpu_cores": cpu_cores(),
         "torch": torch.__version__,
         "torchvision": _torchvision(),
-        "numpy": _version("numpy"),
-        "backends": backends,
+        "numpy": version_of("numpy"),
+        "backends": found,
         "cuda": _cuda(),
     }

@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 # torch's worker loop seeds numpy.random in every worker. numpy >= 2 imports that submodule
 # lazily, and importing it for the first time inside a forked worker has crashed workers here
@@ -13,17 +14,138 @@ from typing import Any
 import numpy.random  # noqa: F401
 import torch.utils.data
 
-from fastload.datasets import SkipCollate, SkipReport
+from fastload import backends, system
+from fastload.autotune import autotune
+from fastload.backends.executor import ExecutorOptions
+from fastload.devices import DeviceLike, resolve_device
 from fastload.gpu.stage import BatchStage, CollateThenStage
-from fastload.prefetch import CUDAPrefetcher, DeviceLike, resolve_device
+from fastload.prefetch import CUDAPrefetcher
+from fastload.skipping import SkipCollate, SkipReport
 
-__all__ = ["DataLoader"]
+__all__ = ["DataLoader", "LoaderPlan", "plan_loader"]
+
+T_co = TypeVar("T_co", covariant=True)
 
 _TORCH_INIT = inspect.signature(torch.utils.data.DataLoader.__init__)
+# torch's options for worker processes: an executor has none, so they go with them
+_WORKER_ONLY = ("persistent_workers", "multiprocessing_context")
 log = logging.getLogger("fastload")
 
 
-class DataLoader(torch.utils.data.DataLoader):
+@dataclass(frozen=True)
+class LoaderPlan:
+    """What a ``fastload.DataLoader`` does, settled before torch's constructor runs.
+
+    Attributes:
+        args: Positional arguments for torch's constructor.
+        kwargs: Keyword arguments for torch's constructor.
+        device: Where batches are delivered (``None``: as torch yields them).
+        stage: The batch ops (``gpu_transforms``, ``channels_last``), if any.
+        executor: The batch executor's name, when one replaces the worker processes.
+        decoder: A per-sample decoder that replaces the dataset's, if any.
+        threads: The executor's thread count (the ``num_workers`` asked for).
+        prefetch: The executor's read-ahead (``prefetch_factor``), if given.
+        auto_shard: A ``DistributedSampler`` was added for the executor (its epoch is set).
+    """
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    device: torch.device | None
+    stage: BatchStage | None
+    executor: str | None = None
+    decoder: str | None = None
+    threads: int = 0
+    prefetch: int | None = None
+    auto_shard: bool = False
+
+
+def plan_loader(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    device: DeviceLike | None,
+    device_prefetch: int,
+    gpu_transforms: Callable[..., Any] | None,
+    channels_last: bool,
+    backend: str | None,
+    loader_class: Callable[..., Any],
+) -> LoaderPlan:
+    """Check fastload's options and settle what the loader does (see :class:`LoaderPlan`).
+
+    Args:
+        args: torch's positional arguments, as given.
+        kwargs: torch's keyword arguments, as given.
+        device: The ``device`` option.
+        device_prefetch: The ``device_prefetch`` option.
+        gpu_transforms: The ``gpu_transforms`` option.
+        channels_last: The ``channels_last`` option.
+        backend: The ``backend`` option.
+        loader_class: What ``num_workers="auto"`` measures with (the loader's own class).
+
+    Raises:
+        ValueError: A bad value for one of fastload's options.
+    """
+    target = resolve_device(device)
+    if backend is not None:
+        backends.get(backend)  # an unknown name lists the valid ones
+    if (
+        isinstance(device_prefetch, bool)
+        or not isinstance(device_prefetch, int)
+        or device_prefetch < 1
+    ):
+        raise ValueError(f"device_prefetch={device_prefetch!r} must be an int >= 1")
+    if not isinstance(channels_last, bool):
+        raise ValueError(f"channels_last={channels_last!r} must be True or False")
+    stage = None
+    if gpu_transforms is not None or channels_last:
+        stage = BatchStage(gpu_transforms, channels_last=channels_last)
+    try:
+        given: dict[str, Any] = dict(_TORCH_INIT.bind(None, *args, **kwargs).arguments)
+    except TypeError:  # torch raises its own error for these arguments
+        return LoaderPlan(args, kwargs, target, stage)
+    given.pop("self")
+    if given.get("num_workers") == "auto":
+        # fastload's own value for a torch parameter: measure, then hand torch an int
+        given["num_workers"] = _autotuned_workers(
+            given,
+            loader_class,
+            device=device,
+            gpu_transforms=gpu_transforms,
+            channels_last=channels_last,
+            backend=backend,
+        )
+    dataset = given.get("dataset")
+    name = backend if backend is not None else getattr(dataset, "backend", None)
+    if isinstance(name, str) and name in backends.names("executor"):
+        auto_shard = _check_executor_arguments(given, name)
+        # The executor's threads replace the worker processes: torch gets none, so it starts
+        # none and warns about none, and its worker-only options go with them.
+        threads = given.get("num_workers", 0)
+        prefetch = given.pop("prefetch_factor", None)
+        for option in _WORKER_ONLY:
+            given.pop(option, None)
+        given["num_workers"] = 0
+        return LoaderPlan((), given, target, stage, name, None, threads, prefetch, auto_shard)
+    decoder = None
+    if backend is not None:
+        decoder = backend
+        given["dataset"] = _decoding_with(dataset, backend)
+    if target is not None and target.type == "cuda" and "pin_memory" not in given:
+        given["pin_memory"] = True
+    return LoaderPlan((), given, target, stage, decoder=decoder)
+
+
+def _decoding_with(dataset: Any, backend: str) -> Any:
+    using = getattr(dataset, "using", None)
+    if using is None:
+        raise ValueError(
+            f"backend={backend!r} decodes a fastload dataset's files: the dataset must be a "
+            f"fastload.ImageFolder or fastload.ImageList, got {type(dataset).__name__}"
+        )
+    return using(backend)
+
+
+class DataLoader(torch.utils.data.DataLoader[T_co]):
     """A drop-in ``torch.utils.data.DataLoader`` that can also deliver batches on a CUDA device.
 
     Every parameter of the installed torch's ``DataLoader`` is accepted in the same order, with
@@ -50,13 +172,17 @@ class DataLoader(torch.utils.data.DataLoader):
             on the prefetcher's side stream right after the copy, overlapping the training step;
             otherwise they run in the worker processes, after collating.
         channels_last: Deliver 4-D images in channels-last memory format.
-        backend: Who executes the dataset's pipeline. ``None`` (default): the dataset itself,
-            in torch's worker processes (with the decoding backend it was made with), unless it
-            was made with ``backend="dali"``. ``"dali"``: NVIDIA DALI reads, decodes and
-            transforms whole batches (see :mod:`fastload.backends.dali`); the dataset must be a
+        backend: Who executes the dataset's pipeline: any name in
+            ``fastload.backends.names()``. ``None`` (default): the dataset itself, in torch's
+            worker processes, with the backend it was made with (an executor, if it was made
+            with one). A per-sample decoder's name (``"turbojpeg"``, ``"opencv"``,
+            ``"pillow"``, ...): the workers decode with it instead of the dataset's (the loader
+            reads a copy of the dataset that shares its samples and ``bad_files``). A batch
+            executor's name (``"dali"``): it reads, decodes and transforms whole batches in
+            place of the workers (see :mod:`fastload.backends.executor`); the dataset must be a
             ``fastload.ImageFolder`` or ``ImageList`` whose ``transform`` is made of
-            ``fastload.transforms`` ops. ``num_workers`` then sets DALI's thread count
-            (``max(1, num_workers)``) and ``prefetch_factor`` how many batches DALI decodes
+            ``fastload.transforms`` ops. ``num_workers`` then sets the executor's thread count
+            (``max(1, num_workers)``) and ``prefetch_factor`` how many batches it decodes
             ahead (default 2). Under ``torch.distributed`` with no ``sampler`` given, each rank
             reads its own shard (a ``DistributedSampler``, reshuffled every epoch).
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
@@ -77,100 +203,63 @@ class DataLoader(torch.utils.data.DataLoader):
         backend: str | None = None,
         **kwargs: Any,
     ) -> None:
-        target = resolve_device(device)
-        if backend not in (None, "dali"):
-            raise ValueError(
-                f"backend={backend!r} is not valid here; valid: None (the dataset decodes, with "
-                "the backend it was made with, e.g. fastload.ImageFolder(root, "
-                "backend='turbojpeg')), 'dali'"
-            )
-        if (
-            isinstance(device_prefetch, bool)
-            or not isinstance(device_prefetch, int)
-            or device_prefetch < 1
-        ):
-            raise ValueError(f"device_prefetch={device_prefetch!r} must be an int >= 1")
-        if not isinstance(channels_last, bool):
-            raise ValueError(f"channels_last={channels_last!r} must be True or False")
-        stage = None
-        if gpu_transforms is not None or channels_last:
-            stage = BatchStage(gpu_transforms, channels_last=channels_last)
-        try:
-            given: dict[str, Any] | None = dict(_TORCH_INIT.bind(self, *args, **kwargs).arguments)
-        except TypeError:
-            given = None  # torch raises its own error for these arguments below
-        if given is not None and given.get("num_workers") == "auto":
-            # fastload's own value for a torch parameter: measure, then hand torch an int
-            given.pop("self")
-            given["num_workers"] = _autotuned_workers(
-                given,
-                device=device,
-                gpu_transforms=gpu_transforms,
-                channels_last=channels_last,
-                backend=backend,
-            )
-            args, kwargs = (), given
-        dataset = given.get("dataset") if given is not None else None
-        dali = backend == "dali" or (
-            backend is None and getattr(dataset, "backend", None) == "dali"
+        plan = plan_loader(
+            args,
+            kwargs,
+            device=device,
+            device_prefetch=device_prefetch,
+            gpu_transforms=gpu_transforms,
+            channels_last=channels_last,
+            backend=backend,
+            loader_class=type(self),
         )
-        cuda = target is not None and target.type == "cuda"
-        auto_shard, threads, dali_prefetch = False, 0, None
-        if dali and given is not None:
-            given.pop("self", None)
-            auto_shard = _check_dali_arguments(given)
-            # DALI's threads replace the worker processes: torch gets none, so it starts none
-            # and warns about none, and its worker-only options go with them.
-            threads = given.get("num_workers", 0)
-            dali_prefetch = given.pop("prefetch_factor", None)
-            for name in ("persistent_workers", "multiprocessing_context"):
-                given.pop(name, None)
-            given["num_workers"] = 0
-            args, kwargs = (), given
-        elif cuda and given is not None and "pin_memory" not in given:
-            kwargs["pin_memory"] = True
-        super().__init__(*args, **kwargs)
-        self.device = target
+        super().__init__(*plan.args, **plan.kwargs)
+        self.device = plan.device
         self.device_prefetch = device_prefetch
         self.gpu_transforms = gpu_transforms
         self.channels_last = channels_last
-        self.backend = "dali" if dali else None
-        self._dali = None
+        self.backend = plan.executor or plan.decoder
+        self.executor: Any = None
         self._epoch = 0
-        self._auto_shard = auto_shard
-        if dali:
-            from fastload.backends.dali import DaliBatches, DaliOptions
-
-            self.num_workers, self.prefetch_factor = threads, dali_prefetch
-            options = DaliOptions(
-                device=target or torch.device("cpu"),
-                num_threads=max(1, threads),
-                prefetch=dali_prefetch or 2,
-                batch_size=self.batch_size or 1,
-                pin_memory=self.pin_memory and torch.cuda.is_available(),
-            )
-            self._dali = DaliBatches(self.dataset, options, batch_ops=gpu_transforms)
-            # what DALI does not run of the batch ops, in this process, on the delivered batch
-            remaining = self._dali.remaining_ops
-            self._dali_stage = (
-                BatchStage(remaining, channels_last=channels_last)
-                if remaining is not None or channels_last
-                else None
-            )
+        self._auto_shard = plan.auto_shard
+        self._device_stage: BatchStage | None = None
+        self._executor_stage: BatchStage | None = None
+        if plan.executor is not None:
+            self._start_executor(plan)
             return
+        cuda = plan.device is not None and plan.device.type == "cuda"
         # The batch stage runs on the prefetch stream for a CUDA device, else in the workers.
-        self._device_stage = stage if cuda else None
-        if stage is not None and self._device_stage is None:
-            self.collate_fn = CollateThenStage(self.collate_fn, stage)
+        if cuda:
+            self._device_stage = plan.stage
+        elif plan.stage is not None:
+            self.collate_fn = CollateThenStage(self.collate_fn, plan.stage)
         if getattr(self.dataset, "on_error", None) == "skip":
             # A fastload dataset that skips unreadable images returns markers in their place:
             # drop them before collating, and report them in the main process.
             self.collate_fn = SkipCollate(self.collate_fn, batched=self.batch_sampler is not None)
 
+    def _start_executor(self, plan: LoaderPlan) -> None:
+        assert plan.executor is not None
+        self.num_workers, self.prefetch_factor = plan.threads, plan.prefetch
+        options = ExecutorOptions(
+            device=plan.device or torch.device("cpu"),
+            num_threads=max(1, plan.threads),
+            prefetch=plan.prefetch or 2,
+            batch_size=self.batch_size or 1,
+            pin_memory=self.pin_memory and torch.cuda.is_available(),
+        )
+        self.executor = backends.get(plan.executor).executor(
+            self.dataset, options, batch_ops=self.gpu_transforms
+        )
+        # what the executor does not run of the batch ops, in this process, on its batches
+        remaining = self.executor.remaining_ops
+        if remaining is not None or self.channels_last:
+            self._executor_stage = BatchStage(remaining, channels_last=self.channels_last)
+
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        if self._dali is not None:
-            return self._dali_epoch()
-        batches = super().__iter__()
+        if self.executor is not None:
+            return self._executor_epoch()
+        batches: Iterator[Any] = super().__iter__()
         if isinstance(self.collate_fn, SkipCollate):
             batches = SkipReport(batches, self.dataset)
         if self.device is None or self.device.type == "cpu":
@@ -180,57 +269,53 @@ class DataLoader(torch.utils.data.DataLoader):
         )
         return iter(prefetcher)  # started: `for batch in loader` calls iter() only on the loader
 
-    def _dali_epoch(self) -> Iterator[Any]:
+    def _executor_epoch(self) -> Iterator[Any]:
         if self._auto_shard:
             self.sampler.set_epoch(self._epoch)  # type: ignore[attr-defined]
         self._epoch += 1
         # one draw per epoch, as torch draws its workers' base seed
         seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
-        assert self._dali is not None and self.batch_sampler is not None
-        batches = self._dali.epoch(
+        assert self.batch_sampler is not None
+        batches = self.executor.epoch(
             iter(self.batch_sampler),
             seed=seed,
             target_transform=getattr(self.dataset, "target_transform", None),
         )
-        if self._dali_stage is None:
+        if self._executor_stage is None:
             return batches
-        return map(self._dali_stage, batches)
+        return map(self._executor_stage, batches)
 
 
-def _check_dali_arguments(given: dict[str, Any]) -> bool:
-    """Refuse what DALI cannot honour; add a DistributedSampler under torch.distributed.
+def _check_executor_arguments(given: dict[str, Any], name: str) -> bool:
+    """Refuse what an executor cannot honour; add a DistributedSampler under torch.distributed.
 
     Returns:
         Whether a DistributedSampler was added (the loader then sets its epoch).
     """
-    from fastload.datasets import ImageList
-
     dataset = given["dataset"]
-    if not isinstance(dataset, ImageList):
+    if getattr(dataset, "transform_split", None) is None or not hasattr(dataset, "path"):
         raise ValueError(
-            "backend='dali' reads the files itself: the dataset must be a fastload.ImageFolder "
+            f"backend={name!r} reads the files itself: the dataset must be a fastload.ImageFolder "
             f"or fastload.ImageList, got {type(dataset).__name__}"
         )
     if given.get("batch_size", 1) is None and given.get("batch_sampler") is None:
-        raise ValueError("backend='dali' makes whole batches: batch_size=None is not supported")
+        raise ValueError(f"backend={name!r} makes whole batches: batch_size=None is not supported")
     workers, prefetch = given.get("num_workers", 0), given.get("prefetch_factor")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"num_workers={workers!r} must be an int >= 0 (DALI's thread count)")
+        raise ValueError(f"num_workers={workers!r} must be an int >= 0 (the {name} thread count)")
     if prefetch is not None and (
         isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1
     ):
         raise ValueError(f"prefetch_factor={prefetch!r} must be an int >= 1")
-    for name in ("collate_fn", "worker_init_fn"):
-        if given.get(name) is not None:
+    for option in ("collate_fn", "worker_init_fn"):
+        if given.get(option) is not None:
             raise ValueError(
-                f"backend='dali' makes batches without worker processes or collating, so "
-                f"{name}={given[name]!r} would not run; remove it, or use a CPU backend"
+                f"backend={name!r} makes batches without worker processes or collating, so "
+                f"{option}={given[option]!r} would not run; remove it, or use a CPU backend"
             )
-    import torch.distributed as dist
-
     if given.get("sampler") is not None or given.get("batch_sampler") is not None:
         return False
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+    if system.world_size() <= 1:
         return False
     generator = given.get("generator")
     given["sampler"] = torch.utils.data.DistributedSampler(
@@ -241,10 +326,10 @@ def _check_dali_arguments(given: dict[str, Any]) -> bool:
     return True
 
 
-def _autotuned_workers(arguments: dict[str, Any], **fastload_options: Any) -> int:
+def _autotuned_workers(
+    arguments: dict[str, Any], loader_class: Callable[..., Any], **fastload_options: Any
+) -> int:
     """Run fastload.autotune for a loader built with these arguments; log and return the choice."""
-    from fastload.autotune import autotune
-
     dataset = arguments["dataset"]
     batch_size = arguments.get("batch_size", 1)
     if batch_size is None:
@@ -255,7 +340,12 @@ def _autotuned_workers(arguments: dict[str, Any], **fastload_options: Any) -> in
         for k, v in arguments.items()
         if k not in skip and not _is_default(k, v)  # spelled-out defaults change nothing
     }
-    result = autotune(dataset, batch_size=batch_size, loader_kwargs={**others, **fastload_options})
+    result = autotune(
+        dataset,
+        batch_size=batch_size,
+        loader_kwargs={**others, **fastload_options},
+        loader=loader_class,
+    )
     source = "cached" if result.cached else "measured"
     log.info(
         "num_workers='auto': %d workers (%s, %.0f images/s): %s",

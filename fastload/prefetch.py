@@ -15,104 +15,17 @@ Who owns what, at each moment:
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["CUDAPrefetcher", "map_tensors", "resolve_device"]
+from fastload.devices import DeviceLike, resolve_device
+from fastload.tensors import map_tensors
 
-DeviceLike = str | int | torch.device
-
-
-def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:
-    """Apply ``fn`` to every tensor in a nested batch, keeping the batch's structure.
-
-    Tuples, lists, namedtuples, mappings and dataclass instances are rebuilt with the same type;
-    anything that is not a tensor or one of these containers (strings, numbers, ``None``) is
-    returned as it is.
-
-    Args:
-        fn: Called once per tensor leaf; its result replaces the leaf.
-        batch: A tensor or a nested container of tensors and other values.
-
-    Returns:
-        A structure like ``batch`` with every tensor replaced by ``fn(tensor)``.
-    """
-    if isinstance(batch, torch.Tensor):
-        return fn(batch)
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(map_tensors(fn, item) for item in batch))
-    if isinstance(batch, (list, tuple)):
-        items = [map_tensors(fn, item) for item in batch]
-        if type(batch) in (list, tuple):
-            return type(batch)(items)
-        try:  # a subclass that accepts an iterable, like its base
-            return type(batch)(items)
-        except TypeError:
-            return items if isinstance(batch, list) else tuple(items)
-    if isinstance(batch, dict):
-        # copy.copy keeps the mapping's type and extra state (OrderedDict, defaultdict's factory).
-        out = copy.copy(batch)
-        for key, value in batch.items():
-            out[key] = map_tensors(fn, value)
-        return out
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        changes = {
-            f.name: map_tensors(fn, getattr(batch, f.name))
-            for f in dataclasses.fields(batch)
-            if f.init
-        }
-        return dataclasses.replace(batch, **changes)
-    return batch
-
-
-def resolve_device(device: DeviceLike | None) -> torch.device | None:
-    """Check a ``device=`` option and turn it into a ``torch.device``.
-
-    Args:
-        device: ``None``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a CUDA index, or a
-            ``torch.device`` of type cpu or cuda.
-
-    Returns:
-        The device, or ``None`` when ``device`` is ``None``.
-
-    Raises:
-        ValueError: The value is not a device fastload can deliver batches to, or names a CUDA
-            index that does not exist.
-        RuntimeError: A CUDA device was asked for but torch sees no usable CUDA device.
-    """
-    if device is None:
-        return None
-    valid = "None, 'cpu', 'cuda', 'cuda:N', an int N, or a torch.device of type cpu or cuda"
-    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-        raise ValueError(f"device={device!r} is not a device; expected {valid}")
-    try:
-        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
-    except (RuntimeError, ValueError) as exc:
-        raise ValueError(f"device={device!r} is not a device; expected {valid}") from exc
-    if dev.type == "cpu":
-        return dev
-    if dev.type != "cuda":
-        raise ValueError(f"device={device!r} is not supported; expected {valid}")
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            f"device={device!r} needs CUDA, but torch.cuda.is_available() is False "
-            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}). "
-            "Use device='cpu' or device=None, or install a CUDA build of torch on a machine "
-            "with an NVIDIA driver."
-        )
-    count = torch.cuda.device_count()
-    index = torch.cuda.current_device() if dev.index is None else dev.index
-    if not 0 <= index < count:
-        raise ValueError(
-            f"device={device!r} names CUDA device {index}, but this machine has {count} "
-            f"(valid: {', '.join(f'cuda:{i}' for i in range(count))})"
-        )
-    return torch.device("cuda", index)
+# map_tensors and resolve_device lived here first; they stay importable from here.
+__all__ = ["CUDAPrefetcher", "DeviceLike", "map_tensors", "resolve_device"]
 
 
 class CUDAPrefetcher:

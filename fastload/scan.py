@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from fastload import backends
-from fastload.image import probe
+from fastload.image import is_truncated_jpeg, probe
+from fastload.system import cpu_cores
 
 __all__ = ["KINDS", "Finding", "ScanReport", "scan", "scan_file"]
 
@@ -35,7 +36,6 @@ _EXTENSIONS = {
     ".tif": "tiff",
     ".tiff": "tiff",
 }
-_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def scan_file(path: str, *, max_pixels: int, backend: backends.Backend) -> list[
 def _failure_kind(info: Any, data: bytes, reason: str) -> str:
     if info.format == "jpeg":
         # a frame header that parses, but no end-of-image marker: the file was cut short
-        cut = info.pixels is not None and data.rfind(b"\xff\xd9", len(data) // 2) < 0
+        cut = info.pixels is not None and is_truncated_jpeg(data)
         return "truncated" if cut else "unreadable"
     return "truncated" if "truncated" in reason.lower() else "unreadable"
 
@@ -139,9 +139,11 @@ def _png_is_grey(data: bytes) -> bool:
 
 def image_files(root: str | os.PathLike[str]) -> list[str]:
     """Files under ``root`` with an image extension (those an ImageFolder would load), sorted."""
-    found = []
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    found: list[str] = []
     for folder, _, names in os.walk(root, followlinks=True):
-        found.extend(os.path.join(folder, n) for n in names if n.lower().endswith(_IMAGE_SUFFIXES))
+        found.extend(os.path.join(folder, n) for n in names if n.lower().endswith(IMG_EXTENSIONS))
     return sorted(found)
 
 
@@ -185,11 +187,7 @@ def scan(
     paths = image_files(root)
     resolved = backends.resolve(backend)
     if workers is None:
-        workers = (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1
-        )
+        workers = cpu_cores()
     results: Iterable[list[Finding]]
     findings: list[Finding] = []
     if workers <= 1 or len(paths) < 64:

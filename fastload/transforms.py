@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cv2
@@ -36,8 +36,12 @@ __all__ = [
     "RandomResizedCrop",
     "Resize",
     "Transform",
+    "TransformSplit",
     "View",
+    "Visible",
     "resample",
+    "split_transform",
+    "visible_part",
 ]
 
 _INTERPOLATION = {
@@ -207,6 +211,42 @@ def _keep_channels(out: np.ndarray) -> np.ndarray:
     return out[:, :, None] if out.ndim == 2 else out
 
 
+@dataclass(frozen=True)
+class Visible:
+    """The part of a view's output whose source lies inside the image, when it pads.
+
+    Attributes:
+        columns: Output columns [c0, c1) that show the image.
+        rows: Output rows [r0, r1) that show the image.
+        box: (x0, y0, x1, y1): the source region those output pixels sample, clipped to the
+            image.
+    """
+
+    columns: tuple[int, int]
+    rows: tuple[int, int]
+    box: tuple[float, float, float, float]
+
+
+def visible_part(
+    box: tuple[float, float, float, float], width: int, height: int, cols: int, rows: int
+) -> Visible | None:
+    """Which output pixels of ``box`` resampled to ``width`` x ``height`` show a ``cols`` x
+    ``rows`` image (the rest is padding); ``None`` when none do."""
+    x0, y0, x1, y1 = box
+    sx, sy = (x1 - x0) / width, (y1 - y0) / height
+    c0, c1 = max(0, math.ceil(-x0 / sx - 1e-9)), min(width, math.floor((cols - x0) / sx + 1e-9))
+    r0, r1 = max(0, math.ceil(-y0 / sy - 1e-9)), min(height, math.floor((rows - y0) / sy + 1e-9))
+    if c1 <= c0 or r1 <= r0:
+        return None
+    inner = (
+        max(x0 + c0 * sx, 0.0),
+        max(y0 + r0 * sy, 0.0),
+        min(x0 + c1 * sx, float(cols)),
+        min(y0 + r1 * sy, float(rows)),
+    )
+    return Visible((c0, c1), (r0, r1), inner)
+
+
 def _resample_padded(
     array: np.ndarray,
     box: tuple[float, float, float, float],
@@ -216,22 +256,12 @@ def _resample_padded(
     antialias: bool,
 ) -> np.ndarray:
     """Resample the part of ``box`` inside the array into its place on a zero canvas."""
-    x0, y0, x1, y1 = box
-    rows, cols = array.shape[:2]
-    sx, sy = (x1 - x0) / width, (y1 - y0) / height
-    # output pixels whose source lies inside the array
-    c0, c1 = max(0, math.ceil(-x0 / sx - 1e-9)), min(width, math.floor((cols - x0) / sx + 1e-9))
-    r0, r1 = max(0, math.ceil(-y0 / sy - 1e-9)), min(height, math.floor((rows - y0) / sy + 1e-9))
     canvas = np.zeros((height, width, array.shape[2]), dtype=array.dtype)
-    if c1 > c0 and r1 > r0:
-        inner = (
-            max(x0 + c0 * sx, 0.0),
-            max(y0 + r0 * sy, 0.0),
-            min(x0 + c1 * sx, float(cols)),
-            min(y0 + r1 * sy, float(rows)),
-        )
+    part = visible_part(box, width, height, array.shape[1], array.shape[0])
+    if part is not None:
+        (c0, c1), (r0, r1) = part.columns, part.rows
         canvas[r0:r1, c0:c1] = resample(
-            array, inner, c1 - c0, r1 - r0, interpolation=interpolation, antialias=antialias
+            array, part.box, c1 - c0, r1 - r0, interpolation=interpolation, antialias=antialias
         )
     return canvas
 
@@ -467,3 +497,39 @@ class Compose:
     def __repr__(self) -> str:
         inner = "".join(f"\n    {t!r}," for t in self.transforms)
         return f"Compose([{inner}\n])"
+
+
+@dataclass(frozen=True)
+class TransformSplit:
+    """A dataset's ``transform`` cut where decoding can no longer take it over.
+
+    Attributes:
+        fused: The leading fastload ops: planned before decoding, run fused with it.
+        after: Callables run on the fused C x H x W uint8 tensor, in order.
+        pil: A transform that is not fastload's (torchvision's, a lambda): it gets a PIL image
+            of the whole decoded file; ``fused`` and ``after`` are then empty.
+        render: How the fused part resamples (``interpolation``, ``antialias``).
+    """
+
+    fused: tuple[Transform, ...] = ()
+    after: tuple[Callable[[Any], Any], ...] = ()
+    pil: Callable[[Any], Any] | None = None
+    render: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> Callable[[View], View] | None:
+        """Plans the fused ops on a view; ``None`` when nothing is fused."""
+        return Compose(list(self.fused)).plan if self.fused else None
+
+
+def split_transform(transform: Callable[[Any], Any] | None) -> TransformSplit:
+    """Split a dataset transform into the part fused with decoding and what runs after it."""
+    if transform is None:
+        return TransformSplit()
+    if isinstance(transform, Compose):
+        return TransformSplit(
+            tuple(transform.planned), tuple(transform.rest), render=transform.render_options
+        )
+    if isinstance(transform, Transform):
+        return TransformSplit((transform,), render=transform.render_options)
+    return TransformSplit(pil=transform)

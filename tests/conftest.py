@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from fastload._optional import check
+from fastload.backends import check
 
 STRICT_ENV = "FASTLOAD_REQUIRE_ALL_BACKENDS"
 

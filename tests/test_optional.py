@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
 
-from fastload import _optional
-from fastload._optional import (
-    REQUIREMENTS,
-    MissingDependencyError,
-    Requirement,
-    check,
-    load_turbojpeg,
-    require,
-)
+from fastload import backends
+from fastload._optional import MissingDependencyError, Requirement, availability, require
+from fastload.backends import turbojpeg
 
 
 def test_importing_fastload_imports_no_backend_library() -> None:
-    import subprocess
-
     code = (
         "import sys, fastload; print([m for m in ('turbojpeg', 'nvidia.dali') if m in sys.modules])"
     )
@@ -27,32 +20,27 @@ def test_importing_fastload_imports_no_backend_library() -> None:
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("backend", sorted(REQUIREMENTS))
-def test_every_backend_library_is_installed(backend: str, require_backend) -> None:
-    require_backend(backend)  # fails in CI, skips locally when missing
-    assert check(backend).usable
-    assert require(backend).__name__ == REQUIREMENTS[backend].module
+@pytest.mark.parametrize("name", backends.names())
+def test_every_backend_library_is_installed(name: str, require_backend) -> None:
+    require_backend(name)  # fails in CI, skips locally when missing
+    assert backends.check(name).usable
+    for requirement in backends.get(name).requires:
+        assert require(requirement, backend=name).__name__ == requirement.module
 
 
-def test_unknown_backend_lists_the_valid_names() -> None:
-    with pytest.raises(ValueError, match="'nope' is not known; valid: dali, opencv, pillow"):
-        require("nope")
-
-
-def test_missing_module_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = Requirement(
-        "ghost",
+def test_missing_module_names_the_install_command() -> None:
+    ghost = Requirement(
         "ghost-dist",
         "fastload_no_such_module",
         'pip install "ghost"',
         system="apt-get install libghost",
     )
-    monkeypatch.setitem(REQUIREMENTS, "ghost", fake)
     with pytest.raises(
-        MissingDependencyError, match=r'Install it with: pip install "ghost".*libghost'
+        MissingDependencyError,
+        match=r"the 'ghost' backend .* Install it with: pip install \"ghost\".*libghost",
     ):
-        require("ghost")
-    status = check("ghost")
+        require(ghost, backend="ghost")
+    status = availability("ghost", [ghost])
     assert not status.usable and status.version is None
     assert "fastload_no_such_module" in status.reason
     assert status.fix == 'pip install "ghost", and apt-get install libghost'
@@ -66,11 +54,11 @@ def test_turbojpeg_library_path_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, require_backend
 ) -> None:
     require_backend("turbojpeg")
-    monkeypatch.setenv(_optional.TURBOJPEG_LIB_ENV, "/nowhere/libturbojpeg.so")
+    monkeypatch.setenv(turbojpeg.TURBOJPEG_LIB_ENV, "/nowhere/libturbojpeg.so")
     with pytest.raises(MissingDependencyError) as info:
-        load_turbojpeg()
+        turbojpeg.load_turbojpeg()
     message = str(info.value)
     assert "FASTLOAD_TURBOJPEG_LIB='/nowhere/libturbojpeg.so'" in message
     assert "apt-get install libturbojpeg0" in message
-    status = check("turbojpeg")
-    assert not status.usable and status.fix == REQUIREMENTS["turbojpeg"].system
+    status = backends.check("turbojpeg")
+    assert not status.usable and status.fix == turbojpeg.PYTURBOJPEG.system

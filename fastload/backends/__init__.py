@@ -1,30 +1,53 @@
-"""Decoding backends: one module each, a plain registry, ``"auto"`` for the fastest here.
+"""Decoding backends: one module (or package) each, one registry of both kinds.
 
-Each backend module imports its library only when an instance is made, so importing this
-package needs none of them.
+Each backend imports its library only when an instance is made, so importing this package needs
+none of them. ``"auto"`` takes the fastest usable here (see :func:`auto_order`).
 """
+
+from typing import Any
 
 from fastload.backends import dali, opencv, pillow, turbojpeg  # noqa: F401  (they register)
 from fastload.backends.base import (
-    AUTO_ORDER,
     DEFAULT_MAX_PIXELS,
+    KINDS,
     Backend,
     ImageDecodeError,
-    create,
+    check_header,
     decode_with_pillow,
+)
+from fastload.backends.registry import (
+    auto_order,
+    check,
+    create,
+    get,
+    kind,
     names,
     register,
     resolve,
+    unregister,
 )
 
 __all__ = [
-    "AUTO_ORDER",
     "DEFAULT_MAX_PIXELS",
+    "KINDS",
     "Backend",
     "ImageDecodeError",
+    "auto_order",
+    "check",
+    "check_header",
     "create",
     "decode_with_pillow",
+    "get",
+    "kind",
     "names",
     "register",
     "resolve",
+    "unregister",
 ]
+
+
+def __getattr__(attribute: str) -> Any:
+    # AUTO_ORDER (deprecated) is derived from the registry on each access
+    from fastload.backends import registry
+
+    return getattr(registry, attribute)

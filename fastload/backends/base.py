@@ -20,48 +20,74 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from fastload._optional import check
-from fastload.image import ImageInfo, orient, orientation_ops, probe
+from fastload._optional import Availability, Requirement, availability
+from fastload.errors import ImageDecodeError
+from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
 from fastload.transforms import View, resample
 
 __all__ = [
-    "AUTO_ORDER",
     "DEFAULT_MAX_PIXELS",
+    "KINDS",
     "Backend",
     "ImageDecodeError",
+    "Kind",
     "check_header",
-    "create",
     "decode_with_pillow",
-    "names",
-    "register",
-    "resolve",
 ]
 
 # Pillow's own decompression-bomb threshold (about 89.5 megapixels, 0.25 GiB of RGB).
 DEFAULT_MAX_PIXELS = 89_478_485
 
-# "auto" takes the first usable backend of this list: fastest first, as measured on
-# ImageNet-like JPEGs (turbojpeg ~ opencv > pillow, see benchmarks/decode_pipeline.py).
-AUTO_ORDER = ("turbojpeg", "opencv", "pillow")
-
 Plan = Callable[[View], View]
-
-
-class ImageDecodeError(RuntimeError):
-    """An image could not be read; the message names the file, the backend and the reason.
-
-    Takes one message argument, so that torch can re-raise it from a worker process.
-    """
+Kind = Literal["decoder", "executor"]
+KINDS: tuple[Kind, ...] = ("decoder", "executor")
 
 
 class Backend(ABC):
-    """Decodes JPEG data; :meth:`decode` wraps it in the path every backend shares."""
+    """Decodes JPEG data; :meth:`decode` wraps it in the path every backend shares.
+
+    A backend says what it is and what it needs on its class, and the registry
+    (:func:`fastload.backends.register`) derives everything else from that: ``fastload info``,
+    ``fastload bench``, ``"auto"``, the loader's ``backend=`` and the contract tests.
+
+    Attributes:
+        name: The registry name (``backend="..."``).
+        kind: ``"decoder"``: decodes one sample at a time, in torch's worker processes.
+            ``"executor"``: also executes whole batches (:meth:`executor`), replacing the
+            worker processes under ``fastload.DataLoader``; its per-sample :meth:`decode`
+            stays for ``ds[i]`` and ``fastload scan``.
+        requires: The Python modules it imports (checked by :meth:`check`).
+        auto_priority: Its place in ``"auto"``'s choice (lower first), ``None`` to never be
+            chosen by ``"auto"``.
+    """
 
     name: ClassVar[str]
+    kind: ClassVar[Kind] = "decoder"
+    requires: ClassVar[tuple[Requirement, ...]] = ()
+    auto_priority: ClassVar[int | None] = None
+
+    @classmethod
+    def check(cls) -> Availability:
+        """Whether this backend can run here, without raising; why not and the fix if not."""
+        return availability(cls.name, cls.requires)
+
+    @classmethod
+    def executor(cls, dataset: Any, options: Any, *, batch_ops: Any = None) -> Any:
+        """The batch executor of an ``"executor"`` backend for ``dataset``.
+
+        Args:
+            dataset: A ``fastload.ImageList`` or ``ImageFolder``.
+            options: A ``fastload.backends.executor.ExecutorOptions``.
+            batch_ops: The loader's ``gpu_transforms``: the executor folds what it can run.
+
+        Returns:
+            A ``fastload.backends.executor.BatchExecutor``.
+        """
+        raise TypeError(f"the {cls.name!r} backend decodes per sample; it has no batch executor")
 
     @abstractmethod
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
@@ -170,7 +196,7 @@ def check_header(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageI
     if info.format == "unknown":
         head = data[:8].hex(" ")
         raise ValueError(f"not an image format fastload reads (starts with {head})")
-    if info.format == "jpeg" and data.rfind(b"\xff\xd9", len(data) // 2) < 0:
+    if info.format == "jpeg" and is_truncated_jpeg(data):
         raise ValueError("truncated JPEG: no end-of-image marker")
     return info
 
@@ -209,61 +235,3 @@ def _to_rgb(image: Any) -> np.ndarray:
     if image.mode != "RGB":
         image = image.convert("RGB")
     return np.asarray(image)
-
-
-# ---------------------------------------------------------------- registry
-
-_REGISTRY: dict[str, type[Backend]] = {}
-
-
-def register(cls: type[Backend]) -> type[Backend]:
-    """Add a backend class to the registry under ``cls.name`` (usable as a decorator)."""
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name or name == "auto":
-        raise ValueError(f"backend class {cls.__name__} needs a name other than 'auto'")
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"a backend named {name!r} is registered already")
-    _REGISTRY[name] = cls
-    return cls
-
-
-def names() -> list[str]:
-    """The registered backend names, sorted."""
-    return sorted(_REGISTRY)
-
-
-def _unknown(name: object) -> ValueError:
-    return ValueError(f"backend={name!r} is not known; valid: auto, {', '.join(names())}")
-
-
-def resolve(name: str) -> str:
-    """The backend a name stands for: ``"auto"`` becomes the first usable of AUTO_ORDER.
-
-    Raises:
-        ValueError: The name is not registered.
-        fastload.MissingDependencyError: ``"auto"`` and no backend is usable.
-    """
-    if name == "auto":
-        for candidate in AUTO_ORDER:
-            if candidate in _REGISTRY and check(candidate).usable:
-                return candidate
-        from fastload._optional import MissingDependencyError
-
-        raise MissingDependencyError(
-            "no decoding backend is usable here; "
-            + "; ".join(f"{n}: {check(n).reason}" for n in AUTO_ORDER if n in _REGISTRY)
-        )
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise _unknown(name)
-    return name
-
-
-def create(name: str = "auto") -> Backend:
-    """A backend instance by name (``"auto"``: the fastest usable here).
-
-    Raises:
-        ValueError: The name is not registered; the message lists the valid names.
-        fastload.MissingDependencyError: The backend's library is not installed; the message
-            names the install command.
-    """
-    return _REGISTRY[resolve(name)]()

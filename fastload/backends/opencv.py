@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastload.backends.base import Backend, register
+from fastload._optional import Requirement
+from fastload.backends.base import Backend
+from fastload.backends.registry import register
 
 
 @register
@@ -12,6 +14,8 @@ class OpenCVBackend(Backend):
     """Decodes with ``cv2.imdecode``, reduced in the DCT domain by the IMREAD_REDUCED flags."""
 
     name = "opencv"
+    requires = (Requirement("opencv-python-headless", "cv2", 'pip install "fastload"'),)
+    auto_priority = 20  # about as fast as turbojpeg (benchmarks/decode_pipeline.py)
 
     def __init__(self) -> None:
         import cv2

@@ -6,7 +6,9 @@ import io
 
 import numpy as np
 
-from fastload.backends.base import Backend, register
+from fastload._optional import Requirement
+from fastload.backends.base import Backend
+from fastload.backends.registry import register
 
 
 @register
@@ -14,6 +16,8 @@ class PillowBackend(Backend):
     """Decodes with Pillow; DCT-domain reduction through ``Image.draft``."""
 
     name = "pillow"
+    requires = (Requirement("pillow", "PIL", 'pip install "fastload"'),)
+    auto_priority = 30  # the slowest of the three on JPEGs (benchmarks/decode_pipeline.py)
 
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
         from PIL import Image
@@ -24,6 +28,4 @@ class PillowBackend(Backend):
                 # flooring the request makes that scale exactly 1/reduce.
                 image.draft("RGB", (image.width // reduce, image.height // reduce))
             image.load()  # raises on truncated data
-            if image.mode != "RGB":
-                image = image.convert("RGB")
-            return np.asarray(image)
+            return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))

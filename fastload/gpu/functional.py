@@ -211,7 +211,7 @@ def _box_mask(boxes: torch.Tensor, height: int, width: int, device: torch.device
 
 
 def erase(
-    images: torch.Tensor, boxes: torch.Tensor, value: float | torch.Tensor = 0.0
+    images: torch.Tensor, boxes: torch.Tensor, value: float | Sequence[float] | torch.Tensor = 0.0
 ) -> torch.Tensor:
     """Fill each sample's box (top, left, height, width) with ``value``; a box of zero size
     erases nothing.

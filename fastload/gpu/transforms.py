@@ -2,8 +2,11 @@
 
 Each class draws its random parameters once per call, one per sample, on the CPU from its
 ``generator`` (torch's default CPU generator when ``None``), so the same seed gives the same
-batch on the CPU and on a GPU. The parameters then go to the batch's device and a kernel of
-``fastload.gpu.functional`` applies them without a host sync.
+batch on the CPU and on a GPU. Drawing is apart from applying, as in torchvision v2:
+``make_params(n, height, width)`` returns the draws for a batch of ``n`` images of that size,
+and ``apply_params(images, params)`` hands them to a kernel of ``fastload.gpu.functional``,
+which applies them without a host sync. Whoever runs an op elsewhere (a batch executor folding
+flips into its own graph) calls ``make_params`` and gets the very draws the op would make.
 
 Call an op as ``op(images)`` for images alone or ``op(images, labels)`` for both (MixUp and
 CutMix need labels and return soft ones). Images are N x C x H x W, uint8 (0-255) or floating
@@ -33,6 +36,7 @@ __all__ = [
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomTransform",
     "RandomVerticalFlip",
     "transforms_in",
 ]
@@ -64,6 +68,9 @@ def _range(name: str, value: float | Sequence[float], *, center: float, low: flo
 class BatchTransform:
     """Base of the batch ops: checks the batch, draws parameters, applies a kernel.
 
+    Subclasses implement :meth:`make_params` and :meth:`apply_params` (or :meth:`apply` for
+    an op that draws nothing).
+
     Args:
         generator: The CPU generator parameters are drawn from; torch's default when ``None``.
     """
@@ -86,6 +93,15 @@ class BatchTransform:
 
     def apply(self, images: torch.Tensor) -> torch.Tensor:
         """Draw this call's parameters and apply them to a non-empty batch."""
+        n, _, height, width = images.shape
+        return self.apply_params(images, self.make_params(n, height, width))
+
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        """Draw the parameters for ``n`` images of ``height`` x ``width`` (on the CPU)."""
+        raise NotImplementedError
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        """Apply parameters drawn by :meth:`make_params` to a batch."""
         raise NotImplementedError
 
     def rand(self, *shape: int) -> torch.Tensor:
@@ -100,22 +116,37 @@ class BatchTransform:
         return f"{type(self).__name__}({fields})"
 
 
-class RandomHorizontalFlip(BatchTransform):
-    """Mirror each sample left-right with probability ``p``."""
+class RandomTransform(BatchTransform):
+    """A batch op applied to each sample with probability ``p``, decided per sample.
+
+    :meth:`make_params` draws ``{"apply": bool tensor}`` (one decision per sample) before any
+    parameter a subclass adds.
+
+    Args:
+        p: The probability that a sample is changed.
+        generator: The CPU generator parameters are drawn from; torch's default when ``None``.
+    """
 
     def __init__(self, p: float = 0.5, *, generator: torch.Generator | None = None) -> None:
         super().__init__(generator=generator)
         self.p = _probability(p)
 
-    def apply(self, images: torch.Tensor) -> torch.Tensor:
-        return F.hflip(images, self.rand(images.shape[0]) < self.p)
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        return {"apply": self.rand(n) < self.p}
 
 
-class RandomVerticalFlip(RandomHorizontalFlip):
+class RandomHorizontalFlip(RandomTransform):
+    """Mirror each sample left-right with probability ``p``."""
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        return F.hflip(images, params["apply"])
+
+
+class RandomVerticalFlip(RandomTransform):
     """Mirror each sample top-bottom with probability ``p``."""
 
-    def apply(self, images: torch.Tensor) -> torch.Tensor:
-        return F.vflip(images, self.rand(images.shape[0]) < self.p)
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        return F.vflip(images, params["apply"])
 
 
 class RandomResizedCrop(BatchTransform):
@@ -158,11 +189,13 @@ class RandomResizedCrop(BatchTransform):
         out = F.resized_crop(list(images), self.boxes(sizes[:, 0], sizes[:, 1]), self.size)
         return out if labels is None else (out, labels)
 
-    def apply(self, images: torch.Tensor) -> torch.Tensor:
-        n, _, h, w = images.shape
-        heights = torch.full((n,), float(h), dtype=torch.float64)
-        widths = torch.full((n,), float(w), dtype=torch.float64)
-        return F.resized_crop(images, self.boxes(heights, widths), self.size)
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        heights = torch.full((n,), float(height), dtype=torch.float64)
+        widths = torch.full((n,), float(width), dtype=torch.float64)
+        return {"boxes": self.boxes(heights, widths)}
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        return F.resized_crop(images, params["boxes"], self.size)
 
     def boxes(self, heights: torch.Tensor, widths: torch.Tensor) -> torch.Tensor:
         """(N, 4) boxes (top, left, height, width) for images of these sizes."""
@@ -222,37 +255,38 @@ class ColorJitter(BatchTransform):
         self.saturation = _range("saturation", saturation, center=1.0, low=0.0, high=inf)
         self.hue = _range("hue", hue, center=0.0, low=-0.5, high=0.5)
 
-    def apply(self, images: torch.Tensor) -> torch.Tensor:
-        n = images.shape[0]
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        order = torch.randperm(4, generator=self.generator).tolist()
+        ranges = (self.brightness, self.contrast, self.saturation, self.hue)
+        return {"order": order, "factors": [self.uniform(n, *r) for r in ranges]}
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
         steps = [
             (F.adjust_brightness, self.brightness, 1.0),
             (F.adjust_contrast, self.contrast, 1.0),
             (F.adjust_saturation, self.saturation, 1.0),
             (F.adjust_hue, self.hue, 0.0),
         ]
-        order = torch.randperm(4, generator=self.generator).tolist()
-        factors = [self.uniform(n, *steps[i][1]) for i in range(4)]
         out = images
-        for i in order:
+        for i in params["order"]:
             kernel, (lo, hi), identity = steps[i]
             if lo == hi == identity:
                 continue  # not asked for
-            out = kernel(out, factors[i])
+            out = kernel(out, params["factors"][i])
         return out if out is not images else images.clone()
 
 
-class RandomGrayscale(BatchTransform):
+class RandomGrayscale(RandomTransform):
     """Turn each sample grey (kept as 3 channels) with probability ``p``."""
 
     channels = (3,)
 
     def __init__(self, p: float = 0.1, *, generator: torch.Generator | None = None) -> None:
-        super().__init__(generator=generator)
-        self.p = _probability(p)
+        super().__init__(p, generator=generator)
 
-    def apply(self, images: torch.Tensor) -> torch.Tensor:
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
         grey = F.rgb_to_grayscale(images).to(images.dtype)  # truncates for uint8, as torchvision
-        mask = F.to_device(self.rand(images.shape[0]) < self.p, images.device).view(-1, 1, 1, 1)
+        mask = F.to_device(params["apply"], images.device).view(-1, 1, 1, 1)
         return torch.where(mask, grey.expand_as(images), images)
 
 
@@ -280,17 +314,18 @@ class GaussianBlur(BatchTransform):
             raise ValueError(f"sigma={sigma!r} must be positive, as a number or (min, max)")
         self.kernel_size, self.sigma = (pair[0], pair[1]), (float(lo), float(hi))
 
-    def apply(self, images: torch.Tensor) -> torch.Tensor:
-        h, w = images.shape[-2:]
-        if self.kernel_size[0] // 2 >= w or self.kernel_size[1] // 2 >= h:
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        if self.kernel_size[0] // 2 >= width or self.kernel_size[1] // 2 >= height:
             raise ValueError(
-                f"GaussianBlur kernel {self.kernel_size} is too large for {w} x {h} images"
+                f"GaussianBlur kernel {self.kernel_size} is too large for {width} x {height} images"
             )
-        sigma = self.uniform(images.shape[0], *self.sigma)
-        return F.gaussian_blur(images, self.kernel_size, sigma)
+        return {"sigma": self.uniform(n, *self.sigma)}
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        return F.gaussian_blur(images, self.kernel_size, params["sigma"])
 
 
-class RandomErasing(BatchTransform):
+class RandomErasing(RandomTransform):
     """Erase a random rectangle in each sample with probability ``p`` (torchvision's draws).
 
     Args:
@@ -309,8 +344,7 @@ class RandomErasing(BatchTransform):
         *,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(generator=generator)
-        self.p = _probability(p)
+        super().__init__(p, generator=generator)
         if not 0 <= scale[0] <= scale[1] <= 1 or not 0 < ratio[0] <= ratio[1]:
             raise ValueError(f"scale={scale!r} must lie in [0, 1] and ratio={ratio!r} be positive")
         if isinstance(value, str):
@@ -318,9 +352,15 @@ class RandomErasing(BatchTransform):
         self.scale, self.ratio, self.value = tuple(scale), tuple(ratio), value
 
     def apply(self, images: torch.Tensor) -> torch.Tensor:
-        n, c, h, w = images.shape
+        c = images.shape[1]
         if not isinstance(self.value, (int, float)) and len(self.value) not in (1, c):
             raise ValueError(f"value has {len(self.value)} entries for {c}-channel images")
+        return super().apply(images)
+
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        """``apply``: whether each sample is erased; ``boxes``: (top, left, height, width),
+        zero-sized where not erased. torchvision's draws: ten tries for a box that fits."""
+        h, w = height, width
         tries = 10
         area = float(h * w)
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * self.rand(n, tries))
@@ -336,8 +376,13 @@ class RandomErasing(BatchTransform):
         u = self.rand(n, 2)
         top = torch.floor(u[:, 0] * (h - eh + 1))
         left = torch.floor(u[:, 1] * (w - ew + 1))
-        boxes = torch.stack([top, left, eh * erase, ew * erase], dim=1).long()
-        return F.erase(images, boxes, self.value)
+        return {
+            "apply": erase,
+            "boxes": torch.stack([top, left, eh * erase, ew * erase], dim=1).long(),
+        }
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        return F.erase(images, params["boxes"], self.value)
 
 
 class Normalize(BatchTransform):
@@ -408,17 +453,20 @@ class MixUp(_LabelMix):
     """Mix each sample with the previous one in the batch, lambda ~ Beta(alpha, alpha) per
     sample; labels become soft (N x num_classes)."""
 
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        return {"lam": F.sample_beta(self.alpha, n, self.generator)}
+
     def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        lam = F.sample_beta(self.alpha, images.shape[0], self.generator)
-        return F.mixup(images, labels, lam, self.num_classes)
+        params = self.make_params(*_sizes(images))
+        return F.mixup(images, labels, params["lam"], self.num_classes)
 
 
 class CutMix(_LabelMix):
     """Paste a box from the previous sample into each sample, sized by lambda ~ Beta(alpha,
     alpha) per sample (torchvision's box rule); labels mix by the pasted area."""
 
-    def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n, _, h, w = images.shape
+    def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
+        h, w = height, width
         lam = F.sample_beta(self.alpha, n, self.generator).double()
         cy = torch.floor(self.rand(n).double() * h)
         cx = torch.floor(self.rand(n).double() * w)
@@ -426,8 +474,11 @@ class CutMix(_LabelMix):
         half_w, half_h = torch.floor(r * w), torch.floor(r * h)
         x0, y0 = torch.clamp(cx - half_w, min=0), torch.clamp(cy - half_h, min=0)
         x1, y1 = torch.clamp(cx + half_w, max=w), torch.clamp(cy + half_h, max=h)
-        boxes = torch.stack([y0, x0, y1 - y0, x1 - x0], dim=1).long()
-        return F.cutmix(images, labels, boxes, self.num_classes)
+        return {"boxes": torch.stack([y0, x0, y1 - y0, x1 - x0], dim=1).long()}
+
+    def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        params = self.make_params(*_sizes(images))
+        return F.cutmix(images, labels, params["boxes"], self.num_classes)
 
 
 class Compose:
@@ -449,7 +500,7 @@ class Compose:
         return f"Compose([{inner}\n])"
 
 
-class RandomApply(BatchTransform):
+class RandomApply(RandomTransform):
     """Apply ``transform`` to each sample with probability ``p`` (decided per sample).
 
     The op runs on the whole batch and each sample keeps its result or its input, so the op must
@@ -463,20 +514,27 @@ class RandomApply(BatchTransform):
         *,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__(generator=generator)
+        super().__init__(p, generator=generator)
         if any(getattr(t, "mixes_labels", False) for t in transforms_in(transform)):
             raise TypeError(f"RandomApply cannot wrap {transform!r}: it mixes labels")
-        self.transform, self.p = transform, _probability(p)
+        self.transform = transform
 
     def apply(self, images: torch.Tensor) -> torch.Tensor:
+        # the wrapped op draws first, then this op's per-sample decisions
         out = self.transform(images)
         if out.shape != images.shape or out.dtype != images.dtype:
             raise ValueError(
                 f"RandomApply needs an op that keeps shape and dtype; {self.transform!r} turned "
                 f"{tuple(images.shape)} {images.dtype} into {tuple(out.shape)} {out.dtype}"
             )
-        mask = F.to_device(self.rand(images.shape[0]) < self.p, images.device).view(-1, 1, 1, 1)
+        params = self.make_params(*_sizes(images))
+        mask = F.to_device(params["apply"], images.device).view(-1, 1, 1, 1)
         return torch.where(mask, out, images)
+
+
+def _sizes(images: torch.Tensor) -> tuple[int, int, int]:
+    n, _, height, width = images.shape
+    return n, height, width
 
 
 def transforms_in(transform: Any) -> Iterator[Any]:

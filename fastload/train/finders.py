@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from fastload.autotune import _endless
+from fastload.iteration import endless
 from fastload.train.optim import scale_lr
 
 __all__ = ["BatchSizeResult", "LRFinderResult", "find_batch_size", "find_lr"]
@@ -56,7 +56,7 @@ def find_lr(
         loader: Training batches.
         start_lr: The first learning rate.
         end_lr: The last.
-        steps: Optimizer steps (micro-batches when the trainer accumulates: one per step here).
+        steps: Optimizer steps, one batch each (``Trainer.train_step``: no accumulation).
         smoothing: Weight of the newest loss in the exponential moving average.
         diverge: Stop once the smoothed loss exceeds this many times its best.
         plot: Write a PNG of loss against log LR to this path.
@@ -75,27 +75,20 @@ def find_lr(
     average, best = None, math.inf
     try:
         trainer.scheduler = None
-        trainer.accumulate = 1
         trainer.on_nonfinite = "skip"
-        batches = _endless(loader)
+        batches = endless(loader)
         for k in range(steps):
             lr = start_lr * factor**k
             for group in trainer.optimizer.param_groups:
                 group["lr"] = lr
-            inputs, targets = trainer._to_device(next(batches))
-            trainer.model.train()
-            with trainer.precision.autocast():
-                loss = trainer.loss_fn(trainer.model(inputs), targets)
-            trainer.scaler.scale(loss).backward()
-            value, _ = trainer._optimizer_step(len(targets), loss.detach())
+            value = trainer.train_step(next(batches)).loss
             if not math.isfinite(value):
                 break
             average = value if average is None else smoothing * value + (1 - smoothing) * average
-            corrected = average
             lrs.append(lr)
-            losses.append(corrected)
-            best = min(best, corrected)
-            if corrected > diverge * best:
+            losses.append(average)
+            best = min(best, average)
+            if average > diverge * best:
                 break
     finally:
         _restore(trainer, saved)
@@ -110,9 +103,8 @@ def _snapshot(trainer: Any) -> dict[str, Any]:
     return {
         "model": copy.deepcopy(trainer.model.state_dict()),
         "optimizer": copy.deepcopy(trainer.optimizer.state_dict()),
-        "scaler": trainer.scaler.state_dict(),
+        "scaler": trainer.precision.state_dict(),
         "scheduler": trainer.scheduler,
-        "accumulate": trainer.accumulate,
         "on_nonfinite": trainer.on_nonfinite,
         "step": trainer.step,
         "rng": torch.get_rng_state(),
@@ -122,10 +114,9 @@ def _snapshot(trainer: Any) -> dict[str, Any]:
 def _restore(trainer: Any, saved: dict[str, Any]) -> None:
     trainer.model.load_state_dict(saved["model"])
     trainer.optimizer.load_state_dict(saved["optimizer"])
-    trainer.scaler.load_state_dict(saved["scaler"])
+    trainer.precision.load_state_dict(saved["scaler"])
     trainer.optimizer.zero_grad(set_to_none=True)
     trainer.scheduler = saved["scheduler"]
-    trainer.accumulate = saved["accumulate"]
     trainer.on_nonfinite = saved["on_nonfinite"]
     trainer.step = saved["step"]
     torch.set_rng_state(saved["rng"])

@@ -168,9 +168,22 @@ def test_unknown_backend_lists_the_valid_names() -> None:
         backends.create("jpeg2000")
 
 
-def test_auto_picks_the_first_usable_in_order(require_backend) -> None:
-    usable = [n for n in backends.AUTO_ORDER if fastload._optional.check(n).usable]
-    assert backends.resolve("auto") == usable[0]
+def test_auto_picks_the_fastest_usable(require_backend) -> None:
+    for name in ("turbojpeg", "opencv", "pillow"):
+        require_backend(name)
+    assert backends.auto_order()[:3] == ["turbojpeg", "opencv", "pillow"]
+    assert "dali" not in backends.auto_order()  # its per-sample path is slow: never chosen
+    assert backends.resolve("auto") == "turbojpeg"
+
+
+def test_auto_passes_over_an_unusable_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTLOAD_TURBOJPEG_LIB", "/nowhere/libturbojpeg.so")
+    assert backends.resolve("auto") == "opencv"
+
+
+def test_auto_order_is_deprecated_but_still_answers() -> None:
+    with pytest.warns(DeprecationWarning, match="auto_order"):
+        assert list(backends.AUTO_ORDER) == backends.auto_order()
 
 
 def test_missing_library_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,141 @@
+"""Feeding DALI planned batches and collecting its output as torch tensors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from fastload._optional import require
+from fastload.backends.dali.decoder import DALI, SampleDecoder, dali_error
+from fastload.backends.dali.graph import INPUTS, build_pipeline, sample_inputs
+from fastload.backends.executor import (
+    BatchExecutor,
+    BatchFailed,
+    Engine,
+    ExecutorOptions,
+    Folded,
+    Translation,
+)
+from fastload.transforms import View
+
+__all__ = ["DaliBatches", "DaliEngine"]
+
+
+class DaliEngine(Engine):
+    """A DALI pipeline, built on first use and kept across epochs."""
+
+    def __init__(self, options: ExecutorOptions, translation: Translation, folded: Folded) -> None:
+        self.options, self.translation, self.folded = options, translation, folded
+        self._names = [n for n in INPUTS if translation.may_pad or not n.startswith("pad_")]
+        self._pipe: Any = None
+        self._max_batch = 0
+        self._pending = 0  # iterations scheduled and not yet collected
+        self._held: tuple[Any, Any] | None = None  # a DALI GPU output a copy still reads
+        self._checker: SampleDecoder | None = None
+
+    def inputs(
+        self, data: list[np.ndarray], views: list[View], sizes: list[tuple[int, int]]
+    ) -> dict[str, list[Any]]:
+        per_sample = [sample_inputs(v, w, h) for v, (w, h) in zip(views, sizes, strict=True)]
+        inputs: dict[str, list[Any]] = {"encoded": data}
+        for name in self._names:
+            inputs[name] = [s[name] for s in per_sample]
+        return inputs
+
+    def fits(self, batch: int) -> bool:
+        return self._pipe is None or batch <= self._max_batch
+
+    def _pipeline(self, batch: int) -> Any:
+        if self._pipe is None:
+            self._max_batch = max(batch, self._max_batch, self.options.batch_size)
+            self._pipe = build_pipeline(
+                self.options, self.translation, self._max_batch, self.folded
+            )
+        if batch > self._max_batch:
+            raise AssertionError("a pipeline must be rebuilt before it takes a larger batch")
+        return self._pipe
+
+    def discard(self, *, grow_to: int = 0) -> None:
+        if self._held is not None:
+            self._held[1].synchronize()
+        self._pipe, self._pending, self._held = None, 0, None
+        self._max_batch = max(self._max_batch, grow_to)
+
+    def drain(self) -> None:
+        while self._pending and self._pipe is not None:
+            self._pending -= 1
+            try:
+                self._pipe.outputs()
+            except Exception:
+                self.discard()
+
+    def feed(self, inputs: dict[str, list[Any]]) -> None:
+        pipe = self._pipeline(len(inputs["encoded"]))
+        for name, values in inputs.items():
+            pipe.feed_input(name, values)
+        pipe.schedule_run()
+        self._pending += 1
+
+    def collect(self) -> torch.Tensor:
+        try:
+            (images,) = self._pipe.outputs()
+        except RuntimeError as exc:  # DALI could not decode a file of this batch
+            raise BatchFailed(dali_error(exc)) from exc
+        finally:
+            self._pending -= 1
+        if not images.is_dense_tensor():
+            shapes = sorted({tuple(images[i].shape()) for i in range(len(images))})
+            raise ValueError(
+                f"images of different sizes {shapes[:3]} cannot form a batch: give the dataset "
+                "a transform that makes one size, e.g. fastload.transforms.RandomResizedCrop(224)"
+            )
+        from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
+
+        tensor = images.as_tensor()
+        device = self.options.device
+        pin = self.options.pin_memory and device.type == "cpu"
+        dtype = to_torch_type[tensor.dtype]
+        out = torch.empty(tensor.shape(), dtype=dtype, device=device, pin_memory=pin)
+        if device.type != "cuda":
+            feed_ndarray(tensor, out)  # a synchronous copy
+            return out
+        stream = torch.cuda.current_stream(device)
+        feed_ndarray(tensor, out, cuda_stream=stream)  # queued on torch's stream
+        # DALI may reuse its output's memory once the output is released: keep it until the
+        # queued copy has run (checked at the next batch, by when it normally has).
+        done = torch.cuda.Event()
+        done.record(stream)
+        if self._held is not None:
+            self._held[1].synchronize()
+        self._held = (images, done)
+        return out
+
+    def decode_alone(self, data: np.ndarray) -> None:
+        if self._checker is None:
+            self._checker = SampleDecoder()
+        self._checker.decode(data)
+
+
+class DaliBatches(BatchExecutor):
+    """Runs a fastload dataset through a DALI pipeline; owned by one ``fastload.DataLoader``.
+
+    Args:
+        dataset: A ``fastload.ImageList`` or ``fastload.ImageFolder``.
+        options: Device, threads and prefetch depth.
+        batch_ops: The loader's ``gpu_transforms``: leading horizontal flips and a float32 or
+            float16 ``Normalize`` fold into DALI's ``crop_mirror_normalize``; the rest are left
+            in :attr:`remaining_ops` for ``fastload.gpu`` to run on the delivered batch.
+    """
+
+    def __init__(self, dataset: Any, options: ExecutorOptions, *, batch_ops: Any = None) -> None:
+        require(DALI, backend="dali")
+        super().__init__(
+            "dali",
+            dataset,
+            options,
+            lambda translation, folded: DaliEngine(options, translation, folded),
+            batch_ops=batch_ops,
+            normalize_dtypes=(torch.float32, torch.float16),
+        )

@@ -1,0 +1,574 @@
+"""What every batch executor shares: the parts that are not about its library.
+
+A batch executor (``kind = "executor"``: DALI, and the next ones) replaces torch's worker
+processes under ``fastload.DataLoader``. fastload keeps what decides the result, so that
+changing the backend does not change it, and this module does it once for all of them:
+
+* the order: the loader's batch sampler picks each batch's indices (``shuffle``, ``drop_last``,
+  ``sampler``, ``generator``, ``DistributedSampler`` shards);
+* the reading: reader threads read each batch's files and check their headers (format from
+  the content, ``max_pixels``, truncated JPEGs) with the error policy of every backend;
+* the geometry: the dataset's ``fastload.transforms`` chain is planned per sample with
+  torchvision's draws, from the epoch's own random stream, into a region and an output size;
+* the leading batch ops an executor can run itself are folded into it (:func:`fold_batch_ops`),
+  their draws made by the ops' own ``make_params``;
+* the faults: a batch the library fails on is re-decoded file by file to name the file, which
+  is raised or (``on_error="skip"``) dropped, and the queued batches are fed again.
+
+An executor's library work is an :class:`Engine`: build its graph, take a planned batch, hand
+back a tensor. :class:`BatchExecutor` drives an engine through epochs.
+"""
+
+from __future__ import annotations
+
+import io
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from fastload import errors
+from fastload.backends.base import check_header
+from fastload.image import ImageInfo
+from fastload.transforms import CenterCrop, TransformSplit, View
+
+__all__ = [
+    "BatchExecutor",
+    "BatchFailed",
+    "Engine",
+    "ExecutorOptions",
+    "Folded",
+    "Planned",
+    "Translation",
+    "fold_batch_ops",
+    "plan_views",
+    "read_batch",
+    "translate",
+]
+
+
+# ---------------------------------------------------------------- what the executor runs
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What an executor does per sample, read from a dataset's transform.
+
+    Attributes:
+        plan: Turns the whole image's view into the wanted one (``None``: keep the image).
+        interpolation: ``"nearest"``, ``"bilinear"`` or ``"bicubic"``.
+        antialias: Filter when shrinking.
+        may_pad: The plan can reach outside the image (a ``CenterCrop`` larger than it).
+    """
+
+    plan: Callable[[View], View] | None
+    interpolation: str = "bilinear"
+    antialias: bool = True
+    may_pad: bool = False
+
+
+def translate(split: TransformSplit, backend: str) -> Translation:
+    """Read a dataset's split transform as an executor's per-sample work.
+
+    Args:
+        split: The dataset's ``transform_split``.
+        backend: The executor's name, for the error.
+
+    Raises:
+        ValueError: The transform holds an op an executor cannot run (named in the message,
+            with what to do instead).
+    """
+    if split.pil is not None or split.after:
+        op = split.pil if split.pil is not None else split.after[0]
+        raise ValueError(
+            f"the {backend} backend cannot run {op!r}: it runs fastload.transforms ops "
+            "(RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Compose of them); "
+            "run batch ops as gpu_transforms=fastload.gpu..., or use a CPU backend for this "
+            "transform"
+        )
+    return Translation(
+        split.plan,
+        interpolation=split.render.get("interpolation", "bilinear"),
+        antialias=split.render.get("antialias", True),
+        may_pad=any(isinstance(op, CenterCrop) for op in split.fused),
+    )
+
+
+@dataclass(frozen=True)
+class Folded:
+    """The leading batch ops (``fastload.gpu``) that an executor runs itself.
+
+    Attributes:
+        flips: ``fastload.gpu.RandomHorizontalFlip`` ops: each draws its per-sample flips with
+            its own ``make_params``, as it would on the batch, and the executor mirrors those
+            samples.
+        normalize: A ``fastload.gpu.Normalize``, or ``None``.
+    """
+
+    flips: tuple[Any, ...] = ()
+    normalize: Any = None
+
+
+def fold_batch_ops(
+    ops: Any, *, normalize_dtypes: tuple[torch.dtype, ...] = ()
+) -> tuple[Folded, Any]:
+    """Split batch ops into what an executor runs and what ``fastload.gpu`` runs after it.
+
+    The leading horizontal flips, and the first normalize whose output dtype is in
+    ``normalize_dtypes``, of ``ops`` (one op, or a ``fastload.gpu.Compose``) fold into the
+    executor; everything from the first other op on runs on the batch it delivers.
+
+    Returns:
+        What folds, and the remaining op (``None``, one op, or a ``Compose``).
+    """
+    from fastload.gpu import transforms as G
+
+    if ops is None:
+        return Folded(), None
+    sequence = list(ops.transforms) if type(ops) is G.Compose else [ops]
+    flips: list[Any] = []
+    normalize = None
+    taken = 0
+    for op in sequence:
+        if type(op) is G.RandomHorizontalFlip:
+            flips.append(op)
+        elif type(op) is G.Normalize and normalize is None and op.dtype in normalize_dtypes:
+            normalize = op
+        else:
+            break
+        taken += 1
+    rest = sequence[taken:]
+    remainder = None if not rest else rest[0] if len(rest) == 1 else G.Compose(rest)
+    return Folded(tuple(flips), normalize), remainder
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How an executor runs.
+
+    Attributes:
+        device: Where batches are delivered: the CPU, or a CUDA device.
+        num_threads: The executor's CPU threads (``max(1, num_workers)``).
+        prefetch: Batches decoded ahead of the one in use (``prefetch_factor``, default 2).
+        batch_size: The largest batch expected (the loader's ``batch_size``); a larger one
+            rebuilds the engine's graph.
+        pin_memory: Deliver CPU batches in pinned memory (torch's ``pin_memory``).
+    """
+
+    device: torch.device
+    num_threads: int
+    prefetch: int = 2
+    batch_size: int = 1
+    pin_memory: bool = False
+
+
+# ---------------------------------------------------------------- reading and planning
+
+
+@dataclass
+class Read:
+    """One batch's files, read and checked (in a reader thread).
+
+    Attributes:
+        indices: The dataset indices of the batch.
+        paths: Their file paths.
+        data: The bytes of each readable file.
+        sizes: The shown (width, height) of each readable file.
+        good: Positions in ``indices`` of the readable files.
+        bad: (path, reason) of the others.
+    """
+
+    indices: list[int]
+    paths: list[str]
+    data: list[np.ndarray] = field(default_factory=list)
+    sizes: list[tuple[int, int]] = field(default_factory=list)
+    good: list[int] = field(default_factory=list)
+    bad: list[tuple[str, str]] = field(default_factory=list)
+
+
+def shown_size(data: bytes, info: ImageInfo) -> tuple[int, int]:
+    """(width, height) as displayed; from the header, or from Pillow for other formats."""
+    if info.shown_size is not None:
+        return info.shown_size
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        width, height = image.size
+        orientation = image.getexif().get(0x0112, 1)
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
+
+def read_batch(dataset: Any, indices: list[int]) -> Read:
+    """Read and check the files of one batch of a fastload dataset."""
+    read = Read(indices, [dataset.path(i) for i in indices])
+    for k, path in enumerate(read.paths):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            size = shown_size(data, check_header(data, max_pixels=dataset.max_pixels))
+        except Exception as exc:
+            read.bad.append((path, errors.reason(exc)))
+            continue
+        read.data.append(np.frombuffer(data, dtype=np.uint8))
+        read.sizes.append(size)
+        read.good.append(k)
+    return read
+
+
+def plan_views(
+    plan: Callable[[View], View] | None, sizes: list[tuple[int, int]], rng: torch.Tensor
+) -> tuple[list[View], torch.Tensor]:
+    """Plan each image's view with torchvision's draws from the random state ``rng``.
+
+    The ops draw from torch's global generator (torchvision's draws); ``rng`` stands in for it
+    meanwhile, so the user's random stream is untouched.
+
+    Returns:
+        The views, and the random state after the draws (for the next batch).
+    """
+    views = [View.full(w, h) for w, h in sizes]
+    if plan is None:
+        return views, rng
+    saved = torch.get_rng_state()
+    torch.set_rng_state(rng)
+    try:
+        views = [plan(v) for v in views]
+    finally:
+        rng = torch.get_rng_state()
+        torch.set_rng_state(saved)
+    return views, rng
+
+
+@dataclass
+class Planned:
+    """One batch planned for an engine: everything needed to feed it again after a failure.
+
+    A batch whose files failed the checks under ``on_error="raise"`` is never fed: it carries
+    the ``error`` to raise when its turn comes, so earlier batches are still delivered first.
+
+    Attributes:
+        paths: The files of the batch.
+        labels: Their labels (int64 array).
+        data: The bytes of each file.
+        inputs: The engine's per-sample inputs, one list per name.
+        error: The error to raise in this batch's place.
+    """
+
+    paths: list[str]
+    labels: Any
+    data: list[np.ndarray]
+    inputs: dict[str, list[Any]]
+    error: Exception | None = None
+
+    def keep(self, positions: list[int]) -> Planned:
+        """The same batch with only the samples at ``positions``."""
+        return Planned(
+            [self.paths[k] for k in positions],
+            self.labels[positions],
+            [self.data[k] for k in positions],
+            {name: [values[k] for k in positions] for name, values in self.inputs.items()},
+        )
+
+
+# ---------------------------------------------------------------- the engine
+
+
+class BatchFailed(Exception):
+    """The engine's library failed on a batch (a file it cannot decode, most often).
+
+    Args:
+        message: What the library said, in one line.
+    """
+
+
+class Engine(ABC):
+    """An executor's library: takes planned batches in order, hands back tensors in order."""
+
+    @abstractmethod
+    def inputs(
+        self, data: list[np.ndarray], views: list[View], sizes: list[tuple[int, int]]
+    ) -> dict[str, list[Any]]:
+        """The per-sample inputs that render each ``view`` of the image of that ``size``."""
+
+    @abstractmethod
+    def fits(self, batch: int) -> bool:
+        """Whether a batch of this size can go to the current graph (or a new one)."""
+
+    @abstractmethod
+    def feed(self, inputs: dict[str, list[Any]]) -> None:
+        """Queue one batch."""
+
+    @abstractmethod
+    def collect(self) -> torch.Tensor:
+        """The oldest queued batch, as a tensor on the target device.
+
+        Raises:
+            BatchFailed: The library failed on that batch.
+        """
+
+    @abstractmethod
+    def discard(self, *, grow_to: int = 0) -> None:
+        """Drop the graph and what is queued in it (rebuilt on next use).
+
+        Args:
+            grow_to: The next graph takes batches of at least this size.
+        """
+
+    @abstractmethod
+    def drain(self) -> None:
+        """Collect and drop what an epoch left early left queued."""
+
+    @abstractmethod
+    def decode_alone(self, data: np.ndarray) -> None:
+        """Decode one file alone, to find the one a batch failed on.
+
+        Raises:
+            ValueError: It cannot be decoded; the message says why.
+        """
+
+
+class BatchExecutor:
+    """Runs a fastload dataset through an engine, a batch at a time; owned by one loader.
+
+    Args:
+        name: The backend's name (in errors and messages).
+        dataset: A ``fastload.ImageList`` or ``fastload.ImageFolder``.
+        options: Device, threads and prefetch depth.
+        engine: Builds the engine from the translation and the folded ops (called once).
+        batch_ops: The loader's ``gpu_transforms``; the leading ops the engine runs are
+            folded into it, the rest left in :attr:`remaining_ops` for ``fastload.gpu``.
+        normalize_dtypes: The output dtypes of a ``Normalize`` the engine can fold.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        dataset: Any,
+        options: ExecutorOptions,
+        engine: Callable[[Translation, Folded], Engine],
+        *,
+        batch_ops: Any = None,
+        normalize_dtypes: tuple[torch.dtype, ...] = (),
+    ) -> None:
+        self.name, self.dataset, self.options = name, dataset, options
+        self.translation = translate(dataset.transform_split, name)
+        self.folded, self.remaining_ops = fold_batch_ops(
+            batch_ops, normalize_dtypes=normalize_dtypes
+        )
+        self.engine = engine(self.translation, self.folded)
+        self._epoch_token: object | None = None
+
+    def epoch(
+        self,
+        batches: Iterator[list[int]],
+        *,
+        seed: int,
+        target_transform: Callable[[int], Any] | None = None,
+    ) -> Iterator[tuple[torch.Tensor, Any]]:
+        """Iterate one epoch: ``(images, labels)`` per batch of indices from ``batches``.
+
+        Args:
+            batches: Index lists, one per batch (the loader's batch sampler).
+            seed: Seeds this epoch's per-sample random draws.
+            target_transform: Called on each label (the dataset's).
+        """
+        self.engine.drain()  # a previous epoch's unused batches
+        token = object()
+        self._epoch_token = token
+        return _Epoch(self, batches, seed, target_transform, token)
+
+    def is_current(self, token: object) -> bool:
+        """Whether the epoch holding ``token`` is the newest one."""
+        return self._epoch_token is token
+
+
+class _Epoch:
+    """One pass over a batch sampler: read ahead, plan, feed, collect, isolate faults."""
+
+    def __init__(
+        self,
+        owner: BatchExecutor,
+        batches: Iterator[list[int]],
+        seed: int,
+        target_transform: Callable[[int], Any] | None,
+        token: object,
+    ) -> None:
+        self._owner, self._engine, self._token = owner, owner.engine, token
+        self._batches = batches
+        self._target_transform = target_transform
+        generator = torch.Generator()
+        generator.manual_seed(seed)
+        self._rng = generator.get_state()
+        self._reader = ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix=f"fastload-{owner.name}-read"
+        )
+        self._reads: deque[Future[Read]] = deque()
+        self._queued: deque[Planned] = deque()
+        self._skipped = 0
+        self._done = False
+
+    def __iter__(self) -> _Epoch:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, Any]:
+        if self._done:
+            raise StopIteration
+        if not self._owner.is_current(self._token):
+            self._finish()
+            raise RuntimeError(
+                f"this {self._owner.name} loader iterator was replaced by a newer iter(loader); "
+                f"a loader with backend={self._owner.name!r} runs one epoch at a time"
+            )
+        try:
+            return self._next_batch()
+        except BaseException:
+            if not self._done:
+                if self._owner.is_current(self._token) and self._queued:
+                    # batches are left inside the engine: the next epoch starts on a new graph
+                    self._engine.discard()
+                self._finish()
+            raise
+
+    def _next_batch(self) -> tuple[torch.Tensor, Any]:
+        while True:
+            self._schedule()
+            if not self._queued:
+                self._finish()
+                raise StopIteration
+            if self._queued[0].error is not None:
+                raise self._queued[0].error
+            try:
+                images = self._engine.collect()
+            except BatchFailed as exc:
+                self._drop_bad_files(exc)
+                continue
+            return images, self._labels(self._queued.popleft())
+
+    # ------------------------------------------------------------ reading and planning
+
+    def _read_ahead(self) -> None:
+        want = self._owner.options.prefetch + 2
+        while len(self._reads) < want:
+            indices = next(self._batches, None)
+            if indices is None:
+                return
+            indices = [int(i) for i in indices]
+            self._reads.append(self._reader.submit(read_batch, self._owner.dataset, indices))
+
+    def _plan(self, read: Read) -> Planned | None:
+        dataset = self._owner.dataset
+        for path, why in read.bad:
+            if dataset.on_error == "raise":
+                return Planned(
+                    [], None, [], {}, error=errors.cannot_read(path, self._owner.name, why)
+                )
+            dataset.bad_files[path] = why
+            self._skipped += 1
+        if not read.good:
+            return None
+        views, self._rng = plan_views(self._owner.translation.plan, read.sizes, self._rng)
+        for op in self._owner.folded.flips:  # the op's own draws, one per delivered sample
+            drawn = op.make_params(len(views), views[0].height, views[0].width)
+            flips = drawn["apply"].tolist()
+            views = [v.mirrored() if f else v for v, f in zip(views, flips, strict=True)]
+        labels = dataset.labels[[read.indices[k] for k in read.good]]
+        return Planned(
+            [read.paths[k] for k in read.good],
+            labels,
+            read.data,
+            self._engine.inputs(read.data, views, read.sizes),
+        )
+
+    def _schedule(self) -> None:
+        self._read_ahead()
+        while len(self._queued) < self._owner.options.prefetch and self._reads:
+            if self._queued and self._queued[-1].error is not None:
+                return  # nothing is delivered past a batch that raises
+            planned = self._plan(self._reads.popleft().result())
+            self._read_ahead()
+            if planned is None:
+                continue
+            if planned.error is None:
+                if not self._engine.fits(len(planned.paths)):
+                    # a larger batch than the graph was built for (a custom batch_sampler): a
+                    # new graph takes the batches already queued again, in their order
+                    self._engine.discard(grow_to=len(planned.paths))
+                    self._feed_again()
+                self._engine.feed(planned.inputs)
+            self._queued.append(planned)
+
+    def _feed_again(self) -> None:
+        """Feed the queued batches to a new graph, in their order."""
+        for queued in self._queued:
+            if queued.error is None:
+                self._engine.feed(queued.inputs)
+
+    # ------------------------------------------------------------ delivering
+
+    def _labels(self, planned: Planned) -> Any:
+        labels: Any
+        if self._target_transform is None:
+            labels = torch.from_numpy(planned.labels)
+        else:
+            from torch.utils.data import default_collate
+
+            labels = default_collate([self._target_transform(int(x)) for x in planned.labels])
+        device = self._owner.options.device
+        if device.type == "cuda" and isinstance(labels, torch.Tensor):
+            labels = labels.to(device, non_blocking=True)
+        return labels
+
+    def _drop_bad_files(self, exc: BatchFailed) -> None:
+        """The engine failed on the oldest batch: name the file; raise, or drop it and feed again.
+
+        Each file of the batch is decoded alone to find the one(s) that failed. With
+        ``on_error="skip"`` they are recorded, and the batch without them and the batches
+        queued behind it are fed to a new graph.
+        """
+        dataset, name = self._owner.dataset, self._owner.name
+        self._engine.discard()  # the failure took the graph's queued work with it
+        planned = self._queued[0]
+        culprits: dict[int, str] = {}
+        for k, data in enumerate(planned.data):
+            try:
+                self._engine.decode_alone(data)
+            except ValueError as bad:
+                culprits[k] = str(bad)
+        if not culprits:
+            listed = ", ".join(repr(p) for p in planned.paths[:4])
+            more = f" and {len(planned.paths) - 4} more" if len(planned.paths) > 4 else ""
+            raise errors.ImageDecodeError(
+                f"the {name} backend failed on a batch of {len(planned.paths)} files ({listed}"
+                f"{more}), though each decodes alone: {exc}"
+            ) from exc
+        if dataset.on_error == "raise":
+            k, why = next(iter(culprits.items()))
+            raise errors.cannot_read(planned.paths[k], name, why)
+        for k, why in culprits.items():
+            dataset.bad_files[planned.paths[k]] = why
+            self._skipped += 1
+        self._queued.popleft()
+        keep = [k for k in range(len(planned.paths)) if k not in culprits]
+        if keep:
+            self._queued.appendleft(planned.keep(keep))
+        self._feed_again()
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for future in self._reads:
+            future.cancel()
+        self._reader.shutdown(wait=False, cancel_futures=True)
+        errors.warn_skipped(self._skipped, stacklevel=4)
+        self._skipped = 0
+
+    def __del__(self) -> None:
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
+            reader.shutdown(wait=False, cancel_futures=True)

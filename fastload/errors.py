@@ -1,0 +1,49 @@
+"""What fastload raises and warns about an unreadable image, and how it words the reason.
+
+The lowest layer of the package: it imports nothing from fastload, so every module (datasets,
+backends, executors, the loader) can raise and warn in the same words.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+__all__ = [
+    "ImageDecodeError",
+    "UnreadableImageWarning",
+    "cannot_read",
+    "reason",
+    "warn_skipped",
+]
+
+
+class ImageDecodeError(RuntimeError):
+    """An image could not be read; the message names the file, the backend and the reason.
+
+    Takes one message argument, so that torch can re-raise it from a worker process.
+    """
+
+
+class UnreadableImageWarning(UserWarning):
+    """Some images were skipped because they could not be read (``on_error="skip"``)."""
+
+
+def reason(exc: BaseException) -> str:
+    """Why a file could not be read, in one line: an OS error keeps its type's name."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+
+
+def cannot_read(path: str, backend: str, why: str) -> ImageDecodeError:
+    """The error for one unreadable file, naming the file, the backend and why."""
+    return ImageDecodeError(f"cannot read {path!r} with the {backend} backend: {why}")
+
+
+def warn_skipped(count: int, *, stacklevel: int = 2) -> None:
+    """The once-per-epoch warning of ``on_error="skip"``, when ``count`` files were skipped."""
+    if count:
+        warnings.warn(
+            f"skipped {count} unreadable image(s) this epoch; "
+            "see the dataset's bad_files for the paths and reasons",
+            UnreadableImageWarning,
+            stacklevel=stacklevel + 1,
+        )

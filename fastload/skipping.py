@@ -1,0 +1,82 @@
+"""``on_error="skip"`` in loaders: markers for skipped samples, dropped before collating and
+reported in the main process, once per epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastload import errors
+from fastload.tensors import map_tensors
+
+__all__ = ["SkipCollate", "SkipReport", "Skipped"]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Returned in place of a sample that could not be read, with ``on_error="skip"``.
+
+    ``fastload.DataLoader`` drops these from batches and records them in the dataset's
+    ``bad_files``.
+    """
+
+    path: str
+    reason: str
+
+
+class _Collated:
+    """A batch with the samples dropped from it; unwrapped in the main process."""
+
+    __slots__ = ("batch", "skipped")
+
+    def __init__(self, batch: Any, skipped: list[Skipped]) -> None:
+        self.batch, self.skipped = batch, skipped
+
+    def pin_memory(self) -> _Collated:  # called by torch's pin-memory thread
+        return _Collated(map_tensors(lambda t: t.pin_memory(), self.batch), self.skipped)
+
+
+class SkipCollate:
+    """Wraps a collate function: drops :class:`Skipped` samples before collating."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any], *, batched: bool) -> None:
+        self.collate_fn, self.batched = collate_fn, batched
+
+    def __call__(self, samples: Any) -> _Collated:
+        if not self.batched:
+            if isinstance(samples, Skipped):
+                return _Collated(None, [samples])
+            return _Collated(self.collate_fn(samples), [])
+        good = [s for s in samples if not isinstance(s, Skipped)]
+        skipped = [s for s in samples if isinstance(s, Skipped)]
+        return _Collated(self.collate_fn(good) if good else None, skipped)
+
+
+class SkipReport:
+    """Iterates batches, dropping what was skipped, recording it, and warning once per epoch."""
+
+    def __init__(self, batches: Iterator[Any], dataset: Any) -> None:
+        self._batches, self._dataset, self._count = batches, dataset, 0
+
+    def __iter__(self) -> SkipReport:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._batches)  # type: ignore[arg-type]
+
+    def __next__(self) -> Any:
+        while True:
+            try:
+                item = next(self._batches)
+            except StopIteration:
+                errors.warn_skipped(self._count)
+                self._count = 0
+                raise
+            if not isinstance(item, _Collated):
+                return item
+            for s in item.skipped:
+                self._dataset.bad_files[s.path] = s.reason
+            self._count += len(item.skipped)
+            if item.batch is not None:
+                return item.batch
