@@ -27,10 +27,11 @@ import torch
 import torch.distributed as dist
 
 from fastload._progress import Progress
+from fastload.system import distributed
 from fastload.train import checkpoint as ckpt
 from fastload.train.precision import Precision
 
-__all__ = ["EpochStats", "NonFiniteLossError", "Trainer"]
+__all__ = ["EpochStats", "NonFiniteLossError", "StepRecord", "Trainer"]
 
 _NONFINITE = ("raise", "skip")
 
@@ -78,16 +79,27 @@ class EpochStats:
         )
 
 
+@dataclass(frozen=True)
+class StepRecord:
+    """What one optimizer step did.
+
+    Attributes:
+        samples: The samples its gradient is over.
+        loss: Their mean loss.
+        taken: Whether the optimizer stepped (not for a non-finite loss, nor an fp16 overflow).
+    """
+
+    samples: int
+    loss: float
+    taken: bool
+
+
 def _is_ddp(model: torch.nn.Module) -> bool:
     return isinstance(model, torch.nn.parallel.DistributedDataParallel)
 
 
-def _distributed() -> bool:
-    return dist.is_available() and dist.is_initialized()
-
-
 def _rank() -> int:
-    return dist.get_rank() if _distributed() else 0
+    return dist.get_rank() if distributed() else 0
 
 
 def _checkpointed(forward: Callable[..., Any], module: torch.nn.Module, *args: Any, **kw: Any):
@@ -152,7 +164,6 @@ class Trainer:
         parameter = next(model.parameters(), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
         self.precision = Precision.resolve(precision, self.device)
-        self.scaler = self.precision.scaler()
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
         if channels_last and _is_ddp(model):
@@ -193,9 +204,19 @@ class Trainer:
         self.step = 0  # optimizer steps taken
         self.history: list[EpochStats] = []
 
+    @property
+    def scaler(self) -> torch.amp.GradScaler:
+        """The precision's loss scaler (a pass-through unless fp16)."""
+        return self.precision.scaler()
+
     # ------------------------------------------------------------ batches
 
-    def _to_device(self, batch: Any) -> tuple[Any, Any]:
+    def to_device(self, batch: Any) -> tuple[Any, Any]:
+        """A batch's inputs and targets on the model's device (inputs channels-last if asked).
+
+        Raises:
+            TypeError: The batch is not ``(inputs, targets, ...)``.
+        """
         if not isinstance(batch, (list, tuple)) or len(batch) < 2:
             raise TypeError(f"batches must be (inputs, targets, ...); got {type(batch).__name__}")
         inputs, targets = batch[0], batch[1]
@@ -218,10 +239,35 @@ class Trainer:
 
     # ------------------------------------------------------------ training
 
+    def train_step(self, batch: Any) -> StepRecord:
+        """One optimizer step on one batch: forward, backward, and the step itself.
+
+        The same step :meth:`train_epoch` takes, without accumulation (the batch is the
+        whole step) and without the epoch's bookkeeping.
+        """
+        self.model.train()
+        inputs, targets = self.to_device(batch)
+        loss = self._backward(inputs, targets, weight=None, sync=True)
+        return self._finish_step(_count(inputs, targets), loss, summed=False)
+
+    def _backward(
+        self, inputs: Any, targets: Any, *, weight: int | None, sync: bool
+    ) -> torch.Tensor:
+        """Forward and backward one micro-batch; returns its loss (times ``weight``), detached.
+
+        ``weight``: weight the loss by the micro-batch's size (accumulation: the step divides
+        by the total); ``sync``: under DDP, all-reduce the gradients in this backward pass.
+        """
+        model = self.model
+        with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
+            with self.precision.autocast():
+                loss = self.loss_fn(model(inputs), targets)
+            self.precision.backward(loss if weight is None else loss * weight)
+        return loss.detach() if weight is None else loss.detach() * weight
+
     def train_epoch(self, loader: Iterable[Any]) -> EpochStats:
         """Train one pass over ``loader`` and return what it did."""
-        model = self.model
-        model.train()
+        self.model.train()
         try:
             total: int | None = len(loader)  # type: ignore[arg-type]
         except TypeError:  # an iterable (or an IterableDataset's loader) without a length
@@ -231,7 +277,7 @@ class Trainer:
         start = time.perf_counter()
         data_seconds, images, micro = 0.0, 0, 0
         group_n, group_loss = 0, None
-        taken: list[tuple[int, float, bool]] = []  # per optimizer step: samples, loss, taken
+        steps: list[StepRecord] = []
         batches = iter(loader)
         while True:
             waited = time.perf_counter()
@@ -240,29 +286,22 @@ class Trainer:
             except StopIteration:
                 break
             data_seconds += time.perf_counter() - waited
-            inputs, targets = self._to_device(batch)
-            n = len(targets) if hasattr(targets, "__len__") else len(inputs)
+            inputs, targets = self.to_device(batch)
+            n = _count(inputs, targets)
             micro += 1
             ends_step = micro % self.accumulate == 0 or (total is not None and micro == total)
             # Under DDP, all-reduce once per optimizer step; without a length, the last
             # micro-batch is unknown, so every one is reduced (correct, only slower).
-            sync = ends_step or total is None or not _is_ddp(model)
-            with contextlib.nullcontext() if sync else model.no_sync():  # type: ignore[operator]
-                with self.precision.autocast():
-                    loss = self.loss_fn(model(inputs), targets)
-                # one micro-batch per step: the mean loss's gradient is the step's; several:
-                # weight each by its size, and divide by the step's total before stepping
-                self.scaler.scale(loss if self.accumulate == 1 else loss * n).backward()
-            if self.accumulate == 1:
-                group_loss = loss.detach()
-            else:
-                weighted = loss.detach() * n
-                group_loss = weighted if group_loss is None else group_loss + weighted
+            sync = ends_step or total is None or not _is_ddp(self.model)
+            # one micro-batch per step: the mean loss's gradient is the step's; several:
+            # weight each by its size, and divide by the step's total before stepping
+            weight = None if self.accumulate == 1 else n
+            loss = self._backward(inputs, targets, weight=weight, sync=sync)
+            group_loss = loss if group_loss is None else group_loss + loss
             group_n += n
             images += n
             if ends_step:
-                value, took = self._optimizer_step(group_n, group_loss)
-                taken.append((group_n, value, took))
+                steps.append(self._finish_step(group_n, group_loss, summed=weight is not None))
                 group_n, group_loss = 0, None
                 if bar.enabled:
                     elapsed = time.perf_counter() - start
@@ -270,20 +309,19 @@ class Trainer:
                         micro,
                         total or micro,
                         f"{images / elapsed:,.0f} img/s, data {data_seconds / elapsed:.0%}, "
-                        f"loss {value:.4f}",
+                        f"loss {steps[-1].loss:.4f}",
                     )
         if group_n:  # an iterable without a length ended mid-step: finish that step
-            taken.append((group_n, *self._optimizer_step(group_n, group_loss)))
+            steps.append(self._finish_step(group_n, group_loss, summed=self.accumulate > 1))
         bar.close()
-        seconds = time.perf_counter() - start
         stats = EpochStats(
             self.epoch,
-            len(taken),
-            sum(not took for _, _, took in taken),
+            len(steps),
+            sum(not s.taken for s in steps),
             images,
-            seconds,
+            time.perf_counter() - start,
             data_seconds,
-            self._mean_loss([(value, n) for n, value, took in taken if took]),
+            self._mean_loss([(s.loss, s.samples) for s in steps if s.taken]),
         )
         self.history.append(stats)
         self.epoch += 1
@@ -291,44 +329,46 @@ class Trainer:
             print(stats.summary(), file=sys.stderr)
         return stats
 
-    def _optimizer_step(self, n: int, loss_sum: torch.Tensor) -> tuple[float, bool]:
-        """Finish the gradients of ``n`` samples and step; returns (mean loss, step taken)."""
-        self.scaler.unscale_(self.optimizer)
-        if self.accumulate > 1:  # gradients of size-weighted losses: make them a mean
-            grads = [p.grad for p in self._params_with_grad()]
+    def _finish_step(self, n: int, loss: torch.Tensor | None, *, summed: bool) -> StepRecord:
+        """Finish the gradients of ``n`` samples and step the optimizer.
+
+        Args:
+            n: The samples of the step.
+            loss: Their loss: the mean, or (``summed``) the sum of size-weighted losses, whose
+                gradients are made a mean here.
+            summed: Whether the loss and gradients are sums over the samples.
+        """
+        assert loss is not None
+        self.precision.unscale_(self.optimizer)
+        if summed:  # gradients of size-weighted losses: make them a mean
+            grads = [p.grad for p in self._params_with_grad() if p.grad is not None]
             if grads:
                 torch._foreach_div_(grads, float(n))
         # the one host-device sync of the step
-        value = float(loss_sum.item()) / (n if self.accumulate > 1 else 1)
-        if not math.isfinite(value) and self.precision.name != "fp16":
+        value = float(loss.item()) / (n if summed else 1)
+        if not math.isfinite(value) and not self.precision.scales_loss:
+            self.optimizer.zero_grad(set_to_none=True)
             if self.on_nonfinite == "raise":
-                self.optimizer.zero_grad(set_to_none=True)
                 raise NonFiniteLossError(
                     f"the loss is {value} at optimizer step {self.step} (epoch {self.epoch}); "
                     "lower the learning rate, clip gradients, or pass on_nonfinite='skip'"
                 )
-            self.optimizer.zero_grad(set_to_none=True)
             self.step += 1
-            return value, False
+            return StepRecord(n, value, False)
         if self.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(
-                [p for p in self._params_with_grad()], self.clip_grad_norm
-            )
-        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        took = scale is None or self.scaler.get_scale() >= scale  # fp16: a lower scale = skipped
+            torch.nn.utils.clip_grad_norm_(self._params_with_grad(), self.clip_grad_norm)
+        took = self.precision.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
         if self.scheduler is not None:
             self.scheduler.step()
         self.step += 1
-        return value, took and math.isfinite(value)
+        return StepRecord(n, value, took and math.isfinite(value))
 
     def _mean_loss(self, losses: list[tuple[float, int]]) -> float:
         total = torch.tensor(
             [sum(v * n for v, n in losses), float(sum(n for _, n in losses))], dtype=torch.float64
         )
-        if _distributed():
+        if distributed():
             total = total.to(self.device if dist.get_backend() == "nccl" else "cpu")
             dist.all_reduce(total)
         return float(total[0] / total[1]) if total[1] > 0 else math.nan
@@ -346,7 +386,7 @@ class Trainer:
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss*n, correct, n
         with torch.inference_mode(), self.precision.autocast():
             for batch in loader:
-                inputs, targets = self._to_device(batch)
+                inputs, targets = self.to_device(batch)
                 outputs = model(inputs)
                 n = len(targets)
                 sums[0] += self.loss_fn(outputs, targets).double() * n
@@ -354,7 +394,7 @@ class Trainer:
                     sums[1] += (outputs.argmax(dim=1) == targets).sum()
                 sums[2] += n
         model.train(was_training)
-        if _distributed():
+        if distributed():
             sums = sums.cpu() if dist.get_backend() != "nccl" else sums
             dist.all_reduce(sums)
         loss, correct, n = sums.tolist()
@@ -371,7 +411,7 @@ class Trainer:
         return {
             "model": ckpt.unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
+            "scaler": self.precision.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "epoch": self.epoch,
             "step": self.step,
@@ -382,7 +422,7 @@ class Trainer:
     def save(self, path: str | Path) -> Path | None:
         """Write a checkpoint (rank 0 only under torch.distributed; others return ``None``)."""
         written = ckpt.save(self.state_dict(), path) if _rank() == 0 else None
-        if _distributed():
+        if distributed():
             dist.barrier()  # no rank reads it before it is whole
         return written
 
@@ -397,7 +437,7 @@ class Trainer:
         ckpt.check_same_model(self.model, state["model"], path)
         ckpt.unwrap(self.model).load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        self.precision.load_state_dict(state["scaler"])
         if self.scheduler is not None and state["scheduler"] is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.step = state["epoch"], state["step"]
@@ -439,3 +479,7 @@ class Trainer:
             if checkpoint is not None:
                 self.save(checkpoint)
         return done
+
+
+def _count(inputs: Any, targets: Any) -> int:
+    return len(targets) if hasattr(targets, "__len__") else len(inputs)

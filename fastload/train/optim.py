@@ -73,7 +73,10 @@ def warmup_cosine(
     total_steps: int,
     min_lr_ratio: float = 0.0,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up from 0 to the optimizer's LR, then cosine annealing to ``min_lr_ratio``.
+    """Linear warm-up to the optimizer's LR, then cosine annealing to ``min_lr_ratio``.
+
+    The warm-up's first step runs at ``lr / warmup_steps`` (never at 0, which would waste a
+    step) and its last at the full LR.
 
     Stepped once per optimizer step.
     """

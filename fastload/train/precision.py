@@ -1,9 +1,12 @@
-"""Mixed precision as one object: the autocast to run the forward pass under, and the scaler."""
+"""Mixed precision as one object: the autocast the forward pass runs under, and the loss scaling.
+
+The loop and the finders call :meth:`Precision.backward`, :meth:`Precision.unscale_` and
+:meth:`Precision.step`; whether a ``GradScaler`` is behind them is the precision's business.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,21 +17,23 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 
 
-@dataclass(frozen=True)
 class Precision:
-    """How the training step computes.
+    """How the training step computes, and the loss scaler that goes with it.
 
     ``bf16`` autocasts to bfloat16 (no loss scaling needed: its range is float32's); ``fp16``
     autocasts to float16 and scales the loss with a ``GradScaler`` so small gradients do not
     flush to zero, skipping steps whose gradients overflow; ``fp32`` does neither.
 
-    Attributes:
+    Args:
         name: ``"bf16"``, ``"fp16"`` or ``"fp32"``.
         device_type: ``"cuda"`` or ``"cpu"``.
     """
 
-    name: str
-    device_type: str
+    def __init__(self, name: str, device_type: str) -> None:
+        if name not in _DTYPES:
+            raise ValueError(f"name={name!r} is not valid; valid: {', '.join(_DTYPES)}")
+        self.name, self.device_type = name, device_type
+        self._scaler = torch.amp.GradScaler(device_type, enabled=name == "fp16")
 
     @classmethod
     def resolve(cls, precision: str = "auto", device: torch.device | str = "cpu") -> Precision:
@@ -60,10 +65,26 @@ class Precision:
             )
         return cls(precision, device_type)
 
+    def __repr__(self) -> str:
+        return f"Precision(name={self.name!r}, device_type={self.device_type!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Precision):
+            return NotImplemented
+        return (self.name, self.device_type) == (other.name, other.device_type)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.device_type))
+
     @property
     def dtype(self) -> torch.dtype | None:
         """The autocast dtype, ``None`` for fp32."""
         return _DTYPES[self.name]
+
+    @property
+    def scales_loss(self) -> bool:
+        """Whether the loss is scaled (fp16): steps can then be skipped for overflow."""
+        return self._scaler.is_enabled()
 
     def autocast(self) -> Any:
         """The context to run the forward pass and the loss under."""
@@ -71,6 +92,36 @@ class Precision:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device_type, dtype=self.dtype)
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backpropagate ``loss`` (scaled, for fp16)."""
+        self._scaler.scale(loss).backward()
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        """Bring the gradients back to their true size (fp16), before clipping or reading them."""
+        self._scaler.unscale_(optimizer)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Step the optimizer, unless fp16's gradients overflowed; update the loss scale.
+
+        Returns:
+            Whether the optimizer stepped.
+        """
+        if not self.scales_loss:
+            optimizer.step()
+            return True
+        scale = self._scaler.get_scale()
+        self._scaler.step(optimizer)
+        self._scaler.update()
+        return self._scaler.get_scale() >= scale  # the scaler lowers its scale when it skips
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loss scaler's state (empty without one)."""
+        return self._scaler.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self._scaler.load_state_dict(state)
+
     def scaler(self) -> torch.amp.GradScaler:
-        """A gradient scaler: active for fp16, a pass-through otherwise."""
-        return torch.amp.GradScaler(self.device_type, enabled=self.name == "fp16")
+        """The ``GradScaler`` this precision owns (a pass-through unless fp16)."""
+        return self._scaler
