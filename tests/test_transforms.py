@@ -6,6 +6,8 @@ difference) of torchvision's antialiased bilinear result on photo-like images.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -135,8 +137,16 @@ def test_ops_keep_single_channel_images() -> None:
 
 
 def test_outputs_are_ordinary_writable_tensors() -> None:
-    out = fl.RandomHorizontalFlip(1.0)(tensor(16, 16))
-    out[0, 0, 0] = 7  # no negative strides, no read-only memory
+    source = tensor(16, 16)
+    with warnings.catch_warnings():
+        # torch.from_numpy on read-only memory only warns: here that warning is a failure
+        warnings.simplefilter("error")
+        for op in (fl.RandomHorizontalFlip(1.0), fl.CenterCrop(8), fl.Resize(10)):
+            out = op(source)
+            assert all(step > 0 for step in out.stride()), op  # no negative strides
+            assert out.numpy().flags.writeable, op
+            out[0, 0, 0] = 7
+            assert out[0, 0, 0] == 7
 
 
 @pytest.mark.parametrize(
