@@ -27,3 +27,14 @@ def test_ruff_check() -> None:
         text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_is_clean() -> None:
+    """The package ships py.typed: its annotations must hold (settings in pyproject.toml)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
