@@ -18,6 +18,7 @@ from fastload.gpu.transforms import (
     RandomGrayscale,
     RandomHorizontalFlip,
     RandomResizedCrop,
+    RandomTransform,
     RandomVerticalFlip,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomTransform",
     "RandomVerticalFlip",
     "functional",
 ]

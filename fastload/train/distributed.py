@@ -14,6 +14,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from fastload.system import distributed, world_size
+
 __all__ = ["World", "cleanup", "sampler", "setup", "wrap"]
 
 
@@ -92,7 +94,7 @@ def sampler(dataset: Any, *, shuffle: bool = True, seed: int = 0) -> Any:
     each rank reads a disjoint shard of equal size. ``Trainer.fit`` sets its epoch. A loader with
     ``backend="dali"`` shards by itself.
     """
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+    if world_size() <= 1:
         return None
     return torch.utils.data.DistributedSampler(dataset, shuffle=shuffle, seed=seed)
 
@@ -104,6 +106,6 @@ def cleanup() -> None:
     can abort the peer (gloo: "terminate called without an active exception"). Call it at the
     end of a run, not after a failure: it would wait for the ranks that failed.
     """
-    if dist.is_available() and dist.is_initialized():
+    if distributed():
         dist.barrier()
         dist.destroy_process_group()

@@ -31,6 +31,41 @@ ALL_OPS = [
 ]
 
 
+@pytest.mark.parametrize("make", ALL_OPS[:-1])  # RandomApply draws through the op it wraps
+def test_make_params_draws_what_the_op_would_apply(make) -> None:
+    """Drawing apart from applying: make_params + apply_params is the op's own call."""
+    x = images()
+    op, twin = make(seeded(5)), make(seeded(5))
+    parts = twin.apply_params(x, twin.make_params(len(x), x.shape[2], x.shape[3]))
+    assert torch.equal(op(x), parts)
+
+
+def test_label_mixers_draw_with_make_params() -> None:
+    x, labels = images(), torch.arange(16) % 4
+    mixed, soft = gpu.MixUp(num_classes=4, generator=seeded(2))(x, labels)
+    lam = gpu.MixUp(num_classes=4, generator=seeded(2)).make_params(16, 32, 40)["lam"]
+    expected, expected_soft = gpu.functional.mixup(x, labels, lam, 4)
+    assert torch.equal(mixed, expected) and torch.equal(soft, expected_soft)
+    cut, _ = gpu.CutMix(num_classes=4, generator=seeded(2))(x, labels)
+    boxes = gpu.CutMix(num_classes=4, generator=seeded(2)).make_params(16, 32, 40)["boxes"]
+    assert torch.equal(cut, gpu.functional.cutmix(x, labels, boxes, 4)[0])
+
+
+def test_one_base_owns_p() -> None:
+    for op in (
+        gpu.RandomHorizontalFlip(0.3),
+        gpu.RandomVerticalFlip(0.3),
+        gpu.RandomGrayscale(0.3),
+        gpu.RandomErasing(0.3),
+        gpu.RandomApply(gpu.GaussianBlur(3), p=0.3),
+    ):
+        assert isinstance(op, gpu.RandomTransform) and op.p == 0.3
+        drawn = op.make_params(4000, 32, 40)["apply"]
+        assert drawn.dtype == torch.bool and abs(drawn.float().mean().item() - 0.3) < 0.05
+    with pytest.raises(ValueError, match=r"p=1\.5 must be a number within \[0, 1\]"):
+        gpu.RandomGrayscale(1.5)
+
+
 @pytest.mark.parametrize("make", ALL_OPS)
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.bfloat16])
 def test_every_op_keeps_dtype_and_device_and_leaves_input_alone(make, dtype) -> None:

@@ -236,8 +236,38 @@ def test_precision_on_the_cpu() -> None:
     assert auto.name == "bf16" and auto.dtype is torch.bfloat16
     with auto.autocast():
         assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype is torch.bfloat16
-    assert not auto.scaler().is_enabled()
+    assert not auto.scaler().is_enabled() and not auto.scales_loss
     assert train.Precision.resolve("fp32", "cpu").dtype is None
+
+
+def test_precision_owns_backward_and_step() -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    precision = train.Precision.resolve("fp32", "cpu")
+    before = [p.detach().clone() for p in model.parameters()]
+    precision.backward(model(torch.randn(8, 8)).square().mean())
+    precision.unscale_(opt)
+    assert precision.step(opt) is True
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    precision.load_state_dict(precision.state_dict())
+    assert precision == train.Precision("fp32", "cpu") != train.Precision("bf16", "cpu")
+
+
+def test_train_step_is_one_optimizer_step_on_one_batch() -> None:
+    model = mlp()
+    trainer = train.Trainer(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        precision="fp32",
+        accumulate=4,
+        progress=False,
+    )
+    x, y = torch.randn(8, 8), torch.randint(0, 3, (8,))
+    expected = torch.nn.functional.cross_entropy(model(x), y).item()
+    record = trainer.train_step((x, y))
+    assert record.samples == 8 and record.taken and trainer.step == 1
+    assert record.loss == pytest.approx(expected, rel=1e-6)
+    assert all(p.grad is None for p in model.parameters())  # freed with set_to_none
 
 
 def test_adamw_groups_and_the_linear_rule() -> None:
