@@ -512,3 +512,17 @@ def test_cuda_device_decodes_with_nvjpeg_and_matches_cpu_mode(folder: Path) -> N
         assert xg.device.type == "cuda" and yg.device.type == "cuda"
         assert torch.equal(yg.cpu(), yc)
         assert mad(xg.cpu(), xc) <= 3.0  # nvJPEG's upsampling differs a little from libjpeg's
+
+
+def test_the_dali_modules_older_names_still_answer() -> None:
+    from fastload import gpu
+    from fastload.backends import dali
+
+    folded, rest = dali.fold_batch_ops(
+        gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize([0.5], [0.5]), gpu.GaussianBlur(3)])
+    )
+    assert len(folded.flips) == 1 and folded.normalize is not None
+    assert type(rest).__name__ == "GaussianBlur"
+    translation = dali.translate(T.Compose([T.Resize(10), T.CenterCrop(8)]))
+    assert translation.may_pad and translation.plan is not None
+    assert dali.DaliOptions is fastload.backends.executor.ExecutorOptions

@@ -15,10 +15,10 @@ and collecting its output as torch tensors) and :mod:`.backend` (the registry en
 
 from fastload.backends.dali.backend import DaliBackend
 from fastload.backends.dali.decoder import DALI, SampleDecoder, dali_error
-from fastload.backends.dali.engine import DaliBatches, DaliEngine
+from fastload.backends.dali.engine import DaliBatches, DaliEngine, fold_batch_ops, translate
 from fastload.backends.dali.graph import build_pipeline, sample_inputs
 from fastload.backends.executor import ExecutorOptions as DaliOptions
-from fastload.backends.executor import Folded, Translation, fold_batch_ops
+from fastload.backends.executor import Folded, Translation
 
 __all__ = [
     "DALI",
@@ -33,4 +33,5 @@ __all__ = [
     "dali_error",
     "fold_batch_ops",
     "sample_inputs",
+    "translate",
 ]

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from fastload._optional import require
+from fastload.backends import executor
 from fastload.backends.dali.decoder import DALI, SampleDecoder, dali_error
 from fastload.backends.dali.graph import INPUTS, build_pipeline, sample_inputs
 from fastload.backends.executor import (
@@ -18,9 +19,23 @@ from fastload.backends.executor import (
     Folded,
     Translation,
 )
-from fastload.transforms import View
+from fastload.transforms import View, split_transform
 
-__all__ = ["DaliBatches", "DaliEngine"]
+__all__ = ["NORMALIZE_DTYPES", "DaliBatches", "DaliEngine", "fold_batch_ops", "translate"]
+
+# The Normalize outputs DALI's crop_mirror_normalize produces.
+NORMALIZE_DTYPES = (torch.float32, torch.float16)
+
+
+def fold_batch_ops(ops: Any) -> tuple[Folded, Any]:
+    """What of ``ops`` DALI runs (leading flips, a float32/float16 Normalize), and the rest."""
+    return executor.fold_batch_ops(ops, normalize_dtypes=NORMALIZE_DTYPES)
+
+
+def translate(transform: Any) -> Translation:
+    """A dataset ``transform`` read as DALI's per-sample work (see
+    :func:`fastload.backends.executor.translate`)."""
+    return executor.translate(split_transform(transform), "dali")
 
 
 class DaliEngine(Engine):
@@ -137,5 +152,5 @@ class DaliBatches(BatchExecutor):
             options,
             lambda translation, folded: DaliEngine(options, translation, folded),
             batch_ops=batch_ops,
-            normalize_dtypes=(torch.float32, torch.float16),
+            normalize_dtypes=NORMALIZE_DTYPES,
         )

@@ -22,9 +22,13 @@ INPUTS = ("anchor", "shape", "size", "roi_start", "roi_end", "pad_anchor", "pad_
 
 
 def build_pipeline(
-    options: ExecutorOptions, translation: Translation, max_batch: int, folded: Folded
+    options: ExecutorOptions,
+    translation: Translation,
+    max_batch: int,
+    folded: Folded | None = None,
 ) -> Any:
     """The DALI graph: region decode, resize, (pad,) mirror, (normalize,) channels-first."""
+    folded = folded or Folded()
     from nvidia.dali import fn, types
     from nvidia.dali.pipeline import Pipeline
 
