@@ -36,6 +36,8 @@ def _print_info(info: dict[str, Any]) -> None:
         if b["usable"]:
             kind = "  (batch executor)" if b["kind"] == "executor" else ""
             print(f"  {b['name']:<10} usable      {b['version']}{kind}")
+            for key, value in b["details"].items():
+                print(f"  {'':<10}             {key.replace('_', ' ')}: {value}")
         else:
             print(f"  {b['name']:<10} unusable    {b['reason']}")
             print(f"  {'':<10}             fix: {b['fix']}")

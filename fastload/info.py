@@ -65,6 +65,7 @@ def collect() -> dict[str, Any]:
                 "version": status.version,
                 "reason": status.reason,
                 "fix": status.fix,
+                "details": backends.get(name).details() if status.usable else {},
             }
         )
     return {

@@ -51,7 +51,7 @@ def test_info_json() -> None:
 
     assert [b["name"] for b in info["backends"]] == names()  # every registered backend
     for b in info["backends"]:
-        assert set(b) == {"name", "kind", "usable", "version", "reason", "fix"}
+        assert set(b) == {"name", "kind", "usable", "version", "reason", "fix", "details"}
         assert b["kind"] == kind(b["name"])
         if not b["usable"]:
             assert b["reason"] and b["fix"]

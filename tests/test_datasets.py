@@ -117,7 +117,7 @@ def test_image_list_from_paths_and_labels(folder: Path) -> None:
     [
         (
             {"backend": "webgpu"},
-            "backend='webgpu' is not known; valid: auto, dali, opencv, pillow, turbojpeg",
+            f"backend='webgpu' is not known; valid: auto, {', '.join(fastload.backends.names())}",
         ),
         ({"on_error": "ignore"}, "on_error='ignore' is not valid; valid: 'raise', 'skip'"),
         ({"max_pixels": 0}, "max_pixels=0 must be a positive int"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -35,8 +36,10 @@ __all__ = [
     "Backend",
     "ImageDecodeError",
     "Kind",
+    "Stored",
     "check_header",
     "decode_with_pillow",
+    "to_stored",
 ]
 
 # Pillow's own decompression-bomb threshold (about 89.5 megapixels, 0.25 GiB of RGB).
@@ -74,6 +77,12 @@ class Backend(ABC):
     def check(cls) -> Availability:
         """Whether this backend can run here, without raising; why not and the fix if not."""
         return availability(cls.name, cls.requires)
+
+    @classmethod
+    def details(cls) -> dict[str, Any]:
+        """Facts ``fastload info`` reports besides usability (e.g. which decoders a GPU
+        backend finds here); empty by default. Called only when the backend is usable."""
+        return {}
 
     @classmethod
     def executor(cls, dataset: Any, options: Any, *, batch_ops: Any = None) -> Any:
@@ -148,22 +157,12 @@ class Backend(ABC):
     ) -> np.ndarray:
         width, height = info.width, info.height
         assert width is not None and height is not None  # checked by the caller
-        transpose, mirror_lr, mirror_tb = orientation_ops(info.orientation)
-        shown_w, shown_h = (height, width) if transpose else (width, height)
+        shown_w, shown_h = info.shown_size or (width, height)
         view = View.full(shown_w, shown_h)
         if plan is not None:
             view = plan(view)
-        # The planned region is in display coordinates: undo the orientation to find it in
-        # the stored pixels, decode and resample there, and orient only the small result.
-        x0, y0, x1, y1 = view.box
-        if mirror_lr:
-            x0, x1 = shown_w - x1, shown_w - x0
-        if mirror_tb:
-            y0, y1 = shown_h - y1, shown_h - y0
-        if transpose:
-            box, out_w, out_h = (y0, x0, y1, x1), view.height, view.width
-        else:
-            box, out_w, out_h = (x0, y0, x1, y1), view.width, view.height
+        stored = to_stored(view, info.orientation, shown_w, shown_h)
+        box, out_w, out_h = stored.box, stored.width, stored.height
         shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
         reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
         array = self.decode_jpeg(data, reduce)
@@ -171,7 +170,55 @@ class Backend(ABC):
             raise ValueError(f"{self.name} decoded an empty image")
         scale = (array.shape[1] / width, array.shape[0] / height)
         out = resample(array, box, out_w, out_h, scale=scale, **render)
-        return orient(out, transpose, mirror_lr != view.mirror, mirror_tb)
+        return orient(out, stored.transpose, stored.mirror_lr, stored.mirror_tb)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A planned view in the stored pixels of a file with an EXIF orientation.
+
+    Attributes:
+        box: (x0, y0, x1, y1): the region to resample, in stored pixel coordinates.
+        width: The resampled width, before orienting.
+        height: The resampled height, before orienting.
+        transpose: Orient by transposing first (``fastload.image.orient``'s order) ...
+        mirror_lr: ... then mirroring left-right (the view's own mirror folded in) ...
+        mirror_tb: ... then top-bottom.
+    """
+
+    box: tuple[float, float, float, float]
+    width: int
+    height: int
+    transpose: bool
+    mirror_lr: bool
+    mirror_tb: bool
+
+
+def to_stored(view: View, orientation: int, shown_w: int, shown_h: int) -> Stored:
+    """Where a view planned in display coordinates lies in the stored pixels.
+
+    The region is found there, decoded and resampled there, and only the small result is
+    oriented (``fastload.image.orient(out, s.transpose, s.mirror_lr, s.mirror_tb)``).
+
+    Args:
+        view: The planned view, in display coordinates.
+        orientation: The file's EXIF orientation (1-8).
+        shown_w: The displayed width.
+        shown_h: The displayed height.
+    """
+    transpose, mirror_lr, mirror_tb = orientation_ops(orientation)
+    x0, y0, x1, y1 = view.box
+    if mirror_lr:
+        x0, x1 = shown_w - x1, shown_w - x0
+    if mirror_tb:
+        y0, y1 = shown_h - y1, shown_h - y0
+    if transpose:
+        return Stored(
+            (y0, x0, y1, x1), view.height, view.width, True, mirror_lr != view.mirror, mirror_tb
+        )
+    return Stored(
+        (x0, y0, x1, y1), view.width, view.height, False, mirror_lr != view.mirror, mirror_tb
+    )
 
 
 def check_header(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:

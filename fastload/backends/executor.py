@@ -179,6 +179,7 @@ class Read:
         paths: Their file paths.
         data: The bytes of each readable file.
         sizes: The shown (width, height) of each readable file.
+        infos: What each readable file's header says.
         good: Positions in ``indices`` of the readable files.
         bad: (path, reason) of the others.
     """
@@ -187,6 +188,7 @@ class Read:
     paths: list[str]
     data: list[np.ndarray] = field(default_factory=list)
     sizes: list[tuple[int, int]] = field(default_factory=list)
+    infos: list[ImageInfo] = field(default_factory=list)
     good: list[int] = field(default_factory=list)
     bad: list[tuple[str, str]] = field(default_factory=list)
 
@@ -210,12 +212,14 @@ def read_batch(dataset: Any, indices: list[int]) -> Read:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-            size = shown_size(data, check_header(data, max_pixels=dataset.max_pixels))
+            info = check_header(data, max_pixels=dataset.max_pixels)
+            size = shown_size(data, info)
         except Exception as exc:
             read.bad.append((path, errors.reason(exc)))
             continue
         read.data.append(np.frombuffer(data, dtype=np.uint8))
         read.sizes.append(size)
+        read.infos.append(info)
         read.good.append(k)
     return read
 
@@ -255,7 +259,7 @@ class Planned:
         paths: The files of the batch.
         labels: Their labels (int64 array).
         data: The bytes of each file.
-        inputs: The engine's per-sample inputs, one list per name.
+        inputs: The engine's per-sample inputs, one list per name (``"encoded"`` among them).
         error: The error to raise in this batch's place.
     """
 
@@ -283,7 +287,13 @@ class BatchFailed(Exception):
 
     Args:
         message: What the library said, in one line.
+        positions: The samples it failed on, when the library says (else each file of the
+            batch is decoded alone to find them).
     """
+
+    def __init__(self, message: str, *, positions: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.positions = positions
 
 
 class Engine(ABC):
@@ -291,9 +301,14 @@ class Engine(ABC):
 
     @abstractmethod
     def inputs(
-        self, data: list[np.ndarray], views: list[View], sizes: list[tuple[int, int]]
+        self,
+        data: list[np.ndarray],
+        views: list[View],
+        sizes: list[tuple[int, int]],
+        infos: list[ImageInfo],
     ) -> dict[str, list[Any]]:
-        """The per-sample inputs that render each ``view`` of the image of that ``size``."""
+        """The per-sample inputs that render each ``view`` (display coordinates) of the file
+        whose shown size is ``size`` and whose header says ``info``."""
 
     @abstractmethod
     def fits(self, batch: int) -> bool:
@@ -481,7 +496,7 @@ class _Epoch:
             [read.paths[k] for k in read.good],
             labels,
             read.data,
-            self._engine.inputs(read.data, views, read.sizes),
+            self._engine.inputs(read.data, views, read.sizes, read.infos),
         )
 
     def _schedule(self) -> None:
@@ -535,6 +550,8 @@ class _Epoch:
         planned = self._queued[0]
         culprits: dict[int, str] = {}
         for k, data in enumerate(planned.data):
+            if exc.positions is not None and k not in exc.positions:
+                continue  # the library named the files it failed on
             try:
                 self._engine.decode_alone(data)
             except ValueError as bad:

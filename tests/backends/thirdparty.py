@@ -15,6 +15,7 @@ import torch
 from fastload import backends
 from fastload._optional import Requirement
 from fastload.backends.executor import BatchExecutor, BatchFailed, Engine
+from fastload.image import ImageInfo
 from fastload.transforms import View
 
 PILLOW = Requirement("pillow", "PIL", "pip install pillow")
@@ -45,7 +46,11 @@ class _PillowEngine(Engine):
         self._queue: list[dict[str, list[Any]]] = []
 
     def inputs(
-        self, data: list[np.ndarray], views: list[View], sizes: list[tuple[int, int]]
+        self,
+        data: list[np.ndarray],
+        views: list[View],
+        sizes: list[tuple[int, int]],
+        infos: list[ImageInfo],
     ) -> dict[str, list[Any]]:
         return {"encoded": data, "view": views}
 

@@ -19,6 +19,7 @@ from fastload.backends.executor import (
     Folded,
     Translation,
 )
+from fastload.image import ImageInfo
 from fastload.transforms import View, split_transform
 
 __all__ = ["NORMALIZE_DTYPES", "DaliBatches", "DaliEngine", "fold_batch_ops", "translate"]
@@ -51,7 +52,11 @@ class DaliEngine(Engine):
         self._checker: SampleDecoder | None = None
 
     def inputs(
-        self, data: list[np.ndarray], views: list[View], sizes: list[tuple[int, int]]
+        self,
+        data: list[np.ndarray],
+        views: list[View],
+        sizes: list[tuple[int, int]],
+        infos: list[ImageInfo],
     ) -> dict[str, list[Any]]:
         per_sample = [sample_inputs(v, w, h) for v, (w, h) in zip(views, sizes, strict=True)]
         inputs: dict[str, list[Any]] = {"encoded": data}
