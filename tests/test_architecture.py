@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.backends.turbojpeg",
         "fastload.backends.executor",
         "fastload.backends.dali.*",
+        "fastload.backends.nvimgcodec.*",
         "fastload.backends",
     ),
     ("fastload.datasets", "fastload.autotune", "fastload.scan", "fastload.info"),

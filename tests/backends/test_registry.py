@@ -46,7 +46,7 @@ def run_cli(*args: str) -> tuple[int, str]:
 
 def test_the_registry_knows_each_backends_kind() -> None:
     assert backends.names("decoder") == ["opencv", "pillow", "turbojpeg"]
-    assert backends.names("executor") == ["dali"]
+    assert backends.names("executor") == ["dali", "nvimgcodec"]
     assert backends.kind("dali") == "executor" and backends.kind("pillow") == "decoder"
 
 

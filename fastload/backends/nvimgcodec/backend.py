@@ -1,0 +1,103 @@
+"""The ``"nvimgcodec"`` registry entry: a batch executor, with a per-sample path beside it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fastload._optional import Availability, require, version_of
+from fastload.backends.base import Backend
+from fastload.backends.executor import ExecutorOptions
+from fastload.backends.nvimgcodec.decoder import (
+    DISTRIBUTIONS,
+    NVIMGCODEC,
+    code_stream,
+    make_decoder,
+    params,
+)
+from fastload.backends.nvimgcodec.engine import NvImageCodecBatches
+from fastload.backends.registry import register
+
+__all__ = ["NvImageCodecBackend"]
+
+
+@register
+class NvImageCodecBackend(Backend):
+    """NVIDIA nvImageCodec: batched decoding of the planned regions, on a GPU or the CPU.
+
+    Under ``fastload.DataLoader`` whole batches go through
+    :class:`~fastload.backends.nvimgcodec.engine.NvImageCodecBatches`. Per sample (``ds[i]``,
+    ``fastload scan``, worker processes) it decodes with nvImageCodec's CPU backend: no CUDA
+    in worker processes. Never chosen by ``"auto"``.
+    """
+
+    name = "nvimgcodec"
+    kind = "executor"
+    requires = (NVIMGCODEC,)
+
+    @classmethod
+    def check(cls) -> Availability:
+        found = super().check()
+        version = next((v for v in map(version_of, DISTRIBUTIONS) if v is not None), None)
+        return Availability(cls.name, found.usable, version, found.reason, found.fix)
+
+    @classmethod
+    def details(cls) -> dict[str, Any]:
+        """Whether nvImageCodec decodes JPEGs here on a GPU (nvJPEG's CUDA decoder) and on a
+        hardware JPEG engine (A100, H100, H200), found by decoding a tiny JPEG with each."""
+        return {
+            "gpu_decoder": _decodes_with("GPU_ONLY"),
+            "hardware_decoder": _decodes_with("HW_GPU_ONLY"),
+        }
+
+    @classmethod
+    def executor(
+        cls, dataset: Any, options: ExecutorOptions, *, batch_ops: Any = None
+    ) -> NvImageCodecBatches:
+        return NvImageCodecBatches(dataset, options, batch_ops=batch_ops)
+
+    def __init__(self) -> None:
+        require(NVIMGCODEC, backend=self.name)  # raises with the install command when missing
+        self._decoder = make_decoder(None, 1)
+        self._params = params()
+
+    def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
+        image = self._decoder.decode(
+            code_stream(np.frombuffer(data, np.uint8), None), params=self._params
+        )
+        if image is None:
+            raise ValueError("nvImageCodec could not decode it (corrupt or truncated)")
+        array = np.asarray(image)
+        if reduce > 1:
+            # no DCT-domain scaling here: average down to libjpeg's reduced size instead
+            import cv2
+
+            rows, cols = array.shape[:2]
+            size = (math.ceil(cols / reduce), math.ceil(rows / reduce))
+            array = cv2.resize(array, size, interpolation=cv2.INTER_AREA)
+        return array
+
+
+def _decodes_with(kind: str) -> str:
+    """'yes', or why not, for one nvImageCodec backend kind on the current CUDA device."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    if not torch.cuda.is_available():
+        return "no (no CUDA device)"
+    codec = require(NVIMGCODEC, backend="nvimgcodec")
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 100, 50)).save(buffer, "JPEG")
+    try:
+        decoder = codec.Decoder(
+            device_id=torch.cuda.current_device(),
+            backends=[codec.Backend(getattr(codec.BackendKind, kind))],
+        )
+        image = decoder.decode(codec.CodeStream(buffer.getvalue()), params=params())
+    except Exception as exc:  # a decoder that cannot even start here
+        return f"no ({type(exc).__name__}: {exc})"
+    return "yes" if image is not None else "no (not on this GPU)"

@@ -1,0 +1,357 @@
+"""The nvImageCodec backend under fastload.DataLoader, in its CPU-only mode (no GPU needed).
+
+Real JPEG files written here, real nvImageCodec decoders, real processes for the two-rank test.
+The per-sample entry is also in the contract suite (tests/backends/test_contract.py).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from images import jpeg_bytes, photo, with_orientation
+from ranks import run_ranks
+
+import fastload
+from fastload import gpu
+from fastload import transforms as T
+from fastload.backends.base import to_stored
+from fastload.backends.nvimgcodec import engine
+from fastload.image import probe
+from fastload.transforms import View
+
+SIZES = [(150 + 9 * i % 80, 110 + 13 * i % 60) for i in range(19)]
+
+
+@pytest.fixture(autouse=True)
+def _nvimgcodec(require_backend) -> None:
+    require_backend("nvimgcodec")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("nvimgcodec")
+    for i, (w, h) in enumerate(SIZES):
+        (path / f"img_{i:03d}.jpg").write_bytes(jpeg_bytes(photo(w, h, seed=i)))
+    return path
+
+
+CROP = T.RandomResizedCrop(32)
+
+
+def dataset(folder: Path, transform=CROP, **options) -> fastload.ImageList:
+    paths = sorted(folder.glob("img_*.jpg"))
+    return fastload.ImageList(paths, list(range(len(paths))), transform, **options)
+
+
+def mad(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.to(torch.int16) - b.to(torch.int16)).abs().float().mean())
+
+
+def labels_of(loader) -> list[list[int]]:
+    return [y.tolist() for _, y in loader]
+
+
+# ---------------------------------------------------------------- loader semantics
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_epochs_are_torchs_batches(folder: Path, drop_last: bool) -> None:
+    def make(backend):
+        return fastload.DataLoader(
+            dataset(folder),
+            batch_size=4,
+            shuffle=True,
+            drop_last=drop_last,
+            generator=torch.Generator().manual_seed(7),
+            backend=backend,
+        )
+
+    ours, plain = make("nvimgcodec"), make(None)
+    assert len(ours) == len(plain)
+    epochs = [labels_of(ours) for _ in range(2)]
+    assert epochs == [labels_of(plain) for _ in range(2)] and epochs[0] != epochs[1]
+    assert all(len(b) == 4 for b in epochs[0]) or not drop_last
+
+
+def test_same_seed_same_batches_and_threads_from_num_workers(folder: Path) -> None:
+    def images(workers: int) -> torch.Tensor:
+        loader = fastload.DataLoader(
+            dataset(folder),
+            batch_size=5,
+            num_workers=workers,
+            backend="nvimgcodec",
+            generator=torch.Generator().manual_seed(3),
+        )
+        assert loader.num_workers == workers and loader.executor.options.num_threads == max(
+            1, workers
+        )
+        return torch.cat([x for x, _ in loader])
+
+    first = images(0)
+    assert first.shape == (len(SIZES), 3, 32, 32) and first.dtype == torch.uint8
+    assert torch.equal(first, images(2))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        T.Compose([T.Resize(64), T.CenterCrop(56)]),
+        T.Compose([T.Resize((40, 70)), T.RandomHorizontalFlip(p=1.0)]),
+        T.CenterCrop(180),  # larger than most images: zeros around them
+    ],
+    ids=["val", "resize-flip", "pad"],
+)
+def test_pixels_agree_with_the_turbojpeg_backend(folder: Path, transform) -> None:
+    ours = torch.cat(
+        [
+            x
+            for x, _ in fastload.DataLoader(
+                dataset(folder, transform), batch_size=6, backend="nvimgcodec"
+            )
+        ]
+    )
+    reference = dataset(folder, transform, backend="turbojpeg")
+    errors = [mad(ours[i], reference[i][0]) for i in range(len(SIZES))]
+    assert np.mean(errors) <= 2.0, errors
+
+
+def test_random_crops_are_torchvisions_draws_decoded_as_regions(folder: Path) -> None:
+    transform = T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip()])
+    ds = dataset(folder, transform)
+    generator = torch.Generator().manual_seed(11)
+    ours = torch.cat(
+        [
+            x
+            for x, _ in fastload.DataLoader(
+                ds, batch_size=5, backend="nvimgcodec", generator=generator
+            )
+        ]
+    )
+    # the loader seeds its crops' stream with one draw from its generator per epoch
+    seed = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator().manual_seed(11))
+    reference = fastload.backends.create("turbojpeg")
+    errors = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed.item()))
+        for i, (w, h) in enumerate(SIZES):
+            view = transform.plan(View.full(w, h))
+            data = Path(ds.path(i)).read_bytes()
+            sample = engine.plan_sample(view, probe(data), (w, h))
+            assert sample.region is not None  # a crop on whole pixels: only it is decoded
+            expected = reference.decode(data, plan=lambda v, view=view: view)
+            errors.append(mad(ours[i], torch.from_numpy(expected).permute(2, 0, 1)))
+    assert np.mean(errors) <= 2.0 and max(errors) <= 4.0, errors
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    path = tmp_path / "rotated.jpg"
+    path.write_bytes(with_orientation(photo(120, 80, seed=5), 6))
+    crop = T.Compose([T.RandomResizedCrop(24, scale=(0.3, 0.5)), T.RandomHorizontalFlip()])
+    for transform in (T.Resize((60, 40)), crop):
+        ds = fastload.ImageList([path] * 4, [0, 1, 2, 3], transform)
+        torch.manual_seed(0)
+        images, _ = next(iter(fastload.DataLoader(ds, batch_size=4, backend="nvimgcodec")))
+        assert images.shape[2:] == ((60, 40) if transform is not crop else (24, 24))
+    expected, _ = fastload.ImageList([path], [0], T.Resize((60, 40)), backend="pillow")[0]
+    ds = fastload.ImageList([path], [0], T.Resize((60, 40)))
+    images, _ = next(iter(fastload.DataLoader(ds, batch_size=1, backend="nvimgcodec")))
+    assert mad(images[0], expected) <= 2.0
+
+
+def test_leading_flips_fold_with_their_own_draws(folder: Path) -> None:
+    def run(ops) -> torch.Tensor:
+        loader = fastload.DataLoader(
+            dataset(folder, T.Resize((24, 24))),
+            batch_size=6,
+            backend="nvimgcodec",
+            gpu_transforms=ops,
+        )
+        return torch.cat([x for x, _ in loader])
+
+    folded = run(gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4)))
+    plain = run(None)
+    flips = gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4))
+    expected = torch.cat([flips(plain[i : i + 6]) for i in range(0, len(plain), 6)])
+    assert torch.equal(folded, expected)
+
+
+# ---------------------------------------------------------------- renderers
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        T.RandomResizedCrop(48),
+        T.Compose([T.Resize(70), T.CenterCrop(60)]),
+        T.CenterCrop(300),
+        T.Compose([T.Resize((50, 30), interpolation="bicubic"), T.RandomHorizontalFlip(1.0)]),
+    ],
+    ids=["crop", "val", "pad", "bicubic-flip"],
+)
+@pytest.mark.parametrize("orientation", [1, 6, 3])
+def test_the_torch_renderer_matches_the_cpu_renderer(transform, orientation: int) -> None:
+    """What the GPU path runs, checked on CPU tensors against the CPU backends' renderer."""
+    source = photo(200, 150, seed=orientation)
+    data = with_orientation(source, orientation) if orientation != 1 else jpeg_bytes(source)
+    info = probe(data)
+    shown = info.shown_size
+    torch.manual_seed(orientation)
+    view = transform.plan(View.full(*shown))
+    sample = engine.Sample(to_stored(view, info.orientation, *shown), None)
+    array = np.asarray(fastload.backends.create("turbojpeg").decode_jpeg(data, 1))
+    options = {"interpolation": "bicubic" if "bicubic" in repr(transform) else "bilinear"}
+    cpu = torch.from_numpy(engine.render_array(array, sample, options)).permute(2, 0, 1)
+    tensor = engine.render_tensor(torch.from_numpy(array), sample, options)
+    assert tensor.shape == cpu.shape and tensor.dtype == torch.uint8
+    assert mad(tensor, cpu) <= 1.5
+
+
+# ---------------------------------------------------------------- faults
+
+
+def fault_list(tmp_path: Path, **options) -> tuple[fastload.ImageList, dict[int, str]]:
+    good = jpeg_bytes(photo(96, 80, seed=1))
+    kinds = {
+        2: ("truncated", good[: len(good) // 2]),
+        5: ("not an image", b"hello, world" * 20),
+        # passes every header check and only fails in the decoder: no image data
+        8: ("undecodable", good[: good.find(b"\xff\xda")] + b"\xff\xd9"),
+    }
+    paths = []
+    for i in range(11):
+        path = tmp_path / f"f{i:02d}.jpg"
+        path.write_bytes(kinds[i][1] if i in kinds else jpeg_bytes(photo(96, 80, seed=i)))
+        paths.append(path)
+    ds = fastload.ImageList(paths, list(range(11)), T.RandomResizedCrop(24), **options)
+    return ds, {i: kind for i, (kind, _) in kinds.items()}
+
+
+def test_skip_costs_the_bad_files_only(tmp_path: Path) -> None:
+    ds, bad = fault_list(tmp_path, on_error="skip")
+    loader = fastload.DataLoader(ds, batch_size=4, shuffle=True, backend="nvimgcodec")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seen = sorted(y for _, labels in loader for y in labels.tolist())
+    assert seen == [i for i in range(11) if i not in bad]
+    skipped = [str(w.message) for w in caught if w.category is fastload.UnreadableImageWarning]
+    assert len(skipped) == 1 and skipped[0].startswith("skipped 3 unreadable image(s)")
+    assert sorted(ds.bad_files) == sorted(ds.path(i) for i in bad)
+    assert "nvImageCodec could not decode it" in ds.bad_files[ds.path(8)]
+
+
+@pytest.mark.parametrize("index", [2, 8])
+def test_raise_names_the_file_and_the_backend(tmp_path: Path, index: int) -> None:
+    ds, bad = fault_list(tmp_path)
+    loader = fastload.DataLoader(ds, batch_size=4, backend="nvimgcodec")
+    with pytest.raises(fastload.ImageDecodeError) as info:
+        list(loader)
+    message = str(info.value)
+    first_bad = min(bad)
+    assert repr(ds.path(first_bad)) in message and "nvimgcodec backend" in message
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_wrong_use_is_refused_with_the_reason(folder: Path) -> None:
+    import torchvision.transforms as tvT
+
+    with pytest.raises(
+        ValueError, match=r"the nvimgcodec backend cannot run RandomResizedCrop\(size"
+    ):
+        fastload.DataLoader(
+            dataset(folder, tvT.RandomResizedCrop(32)), batch_size=4, backend="nvimgcodec"
+        )
+    for option in ("collate_fn", "worker_init_fn"):
+        with pytest.raises(ValueError, match=rf"{option}=.* would not run"):
+            fastload.DataLoader(
+                dataset(folder), batch_size=4, backend="nvimgcodec", **{option: print}
+            )
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"device='cuda' needs CUDA"):
+            fastload.DataLoader(dataset(folder), batch_size=4, backend="nvimgcodec", device="cuda")
+
+
+# ---------------------------------------------------------------- torch.distributed
+
+_RANK = textwrap.dedent(
+    """
+    import json, sys
+    import torch.distributed as dist
+    import fastload
+    from fastload import transforms as T
+    from pathlib import Path
+
+    folder, out = Path(sys.argv[1]), Path(sys.argv[2])
+    dist.init_process_group("gloo")
+    paths = sorted(folder.glob("img_*.jpg"))
+    ds = fastload.ImageList(paths, list(range(len(paths))), T.RandomResizedCrop(16))
+    loader = fastload.DataLoader(ds, batch_size=4, shuffle=True, backend="nvimgcodec")
+    out.write_text(json.dumps([y for _, labels in loader for y in labels.tolist()]))
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_two_ranks_read_disjoint_shards(folder: Path, tmp_path: Path) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    run_ranks(script, lambda r: [str(folder), str(tmp_path / f"rank{r}.json")])
+    a, b = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2))
+    per_rank = -(-len(SIZES) // 2)
+    assert len(a) == len(b) == per_rank
+    assert set(a) | set(b) == set(range(len(SIZES)))
+
+
+# ---------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+def test_cuda_device_decodes_on_the_gpu_and_matches_cpu_mode(folder: Path) -> None:
+    for transform in (T.Compose([T.Resize(64), T.CenterCrop(56)]), T.RandomResizedCrop(48)):
+
+        def make(device, transform=transform):
+            return fastload.DataLoader(
+                dataset(folder, transform),
+                batch_size=8,
+                backend="nvimgcodec",
+                device=device,
+                generator=torch.Generator().manual_seed(1),
+            )
+
+        for (xg, yg), (xc, yc) in zip(make("cuda"), make("cpu"), strict=True):
+            assert xg.device.type == "cuda" and yg.device.type == "cuda"
+            assert torch.equal(yg.cpu(), yc)
+            assert mad(xg.cpu(), xc) <= 3.0  # nvJPEG's upsampling differs a little from libjpeg's
+
+
+# ---------------------------------------------------------------- info and autotune
+
+
+def test_info_says_which_gpu_decoders_it_finds() -> None:
+    from fastload.info import collect
+
+    entry = next(b for b in collect()["backends"] if b["name"] == "nvimgcodec")
+    assert entry["usable"] and entry["kind"] == "executor"
+    assert set(entry["details"]) == {"gpu_decoder", "hardware_decoder"}
+    if not torch.cuda.is_available():
+        assert entry["details"]["gpu_decoder"] == "no (no CUDA device)"
+
+
+def test_autotune_tunes_its_thread_count(folder: Path) -> None:
+    from fastload.autotune import autotune
+
+    ds = dataset(folder, backend="nvimgcodec")  # the loader runs it as an executor
+    result = autotune(
+        ds, batch_size=4, max_workers=2, budget=3.0, cache=False, loader=fastload.DataLoader
+    )
+    assert {m.num_workers for m in result.table} <= {0, 1, 2} and result.images_per_sec > 0
+    loader = fastload.DataLoader(ds, batch_size=4, num_workers=result.num_workers)
+    assert loader.backend == "nvimgcodec"
+    assert loader.executor.options.num_threads == max(1, result.num_workers)
