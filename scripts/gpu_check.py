@@ -1,0 +1,292 @@
+"""Prove every GPU path of fastload on a GPU machine that cannot download anything.
+
+Run through ``scripts/gpu_check.sh`` (see its header). Two steps:
+
+* ``--fetch WHEELDIR``, where the package registry is reachable: download the wheels the GPU
+  machine lacks (nvImageCodec and nvJPEG for CUDA 13, PyTurboJPEG, pytest and what it needs),
+  for CPython 3.12 on manylinux x86-64, into one folder (at most 60 MB).
+* ``OUTDIR [--wheels WHEELDIR]`` on the GPU machine: install those wheels into a temporary
+  folder, then run each part below, writing its output to OUTDIR and one line per part:
+  ``passed``, ``failed`` or ``skipped`` with the reason. ``--dry-run`` runs the same script
+  on a machine without a GPU: the parts that need one are skipped (their commands are still
+  checked to start), everything else runs.
+
+The parts: the GPU-marked tests; ``fastload bench --device cuda --backend all`` (train and val,
+stock torchvision with one worker per core as the baseline); the prefetcher's overlap;
+``fastload.gpu`` against torchvision v2's per-image loop; the training recipe side by side
+(ResNet-50, 224 px, bf16, channels-last); ``fastload autotune`` on every core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT_MB = 60
+# What the GPU machine lacks (it has torch, torchvision, Pillow, OpenCV and numpy). PyTurboJPEG
+# 1.x (for libjpeg-turbo 2.x) is published as source only: it is built into a wheel here.
+PURE = ["PyTurboJPEG>=1.7,<2"]
+WHEELS = [
+    "nvidia-nvimgcodec-cu13==0.9.*",
+    "nvidia-nvjpeg==13.*",
+    "pytest>=8",
+    "pygments>=2.15",
+    "pytest-timeout>=2.2",
+    "pluggy>=1.5",
+    "iniconfig>=2",
+    "packaging>=24",
+]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+]
+
+
+@dataclass
+class Part:
+    """One step of the check: a command, whether it needs a GPU, its time limit."""
+
+    name: str
+    command: list[str]
+    needs_gpu: bool
+    timeout: int
+    output: str | None = None  # the file in OUTDIR its standard output goes to
+    head: int = 2  # how many items of the command name the program (the rest are options)
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def parts(python: str) -> list[Part]:
+    n = str(cores())
+    bench = [
+        python,
+        "-m",
+        "fastload",
+        "bench",
+        "--device",
+        "cuda",
+        "--backend",
+        "all",
+        "--num-workers",
+        n,
+        "--seconds",
+        "40",
+        "--json",
+    ]
+    return [
+        Part("info", [python, "-m", "fastload", "info", "--json"], False, 60, "info.json", 4),
+        Part(
+            "gpu tests",
+            [python, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
+            True,
+            240,
+            "gpu_tests.txt",
+            3,
+        ),
+        Part("bench train", [*bench, "--pipeline", "train"], True, 120, "bench_train.json", 4),
+        Part("bench val", [*bench, "--pipeline", "val"], True, 120, "bench_val.json", 4),
+        Part(
+            "prefetch overlap",
+            [python, "benchmarks/prefetch_overlap.py", "--device", "cuda"],
+            True,
+            90,
+            "prefetch_overlap.txt",
+        ),
+        Part(
+            "gpu augment",
+            [python, "benchmarks/gpu_augment.py", "--device", "cuda"],
+            True,
+            90,
+            "gpu_augment.txt",
+        ),
+        Part(
+            "train side by side",
+            [
+                python,
+                "benchmarks/train_side_by_side.py",
+                "--arch",
+                "resnet50",
+                "--image-size",
+                "224",
+                "--precision",
+                "bf16",
+                "--device",
+                "cuda",
+                "--workers",
+                n,
+                "--rounds",
+                "3",
+            ],
+            True,
+            150,
+            "train_side_by_side.txt",
+        ),
+        Part(
+            "autotune",
+            [python, "-m", "fastload", "autotune", "--budget", "40", "--no-cache", "--json"],
+            True,
+            90,
+            "autotune.json",
+            4,
+        ),
+    ]
+
+
+def fetch(folder: Path) -> int:
+    """Download the wheels for the GPU machine into ``folder``; fail past LIMIT_MB."""
+    folder.mkdir(parents=True, exist_ok=True)
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        *platforms,
+        "-d",
+        str(folder),
+        *WHEELS,
+    ]
+    status = subprocess.run(command).returncode
+    built = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(folder), *PURE]
+    status = status or subprocess.run(built).returncode
+    if shutil.which("apt-get"):  # libturbojpeg, for a machine that may lack it (Debian/Ubuntu)
+        subprocess.run(["apt-get", "download", "libturbojpeg0"], cwd=folder)
+    files = [*folder.glob("*.whl"), *folder.glob("*.deb")]
+    size = sum(f.stat().st_size for f in files) / 2**20
+    print(f"gpu_check: {len(files)} files, {size:.1f} MB in {folder}")
+    if size > LIMIT_MB:
+        print(f"gpu_check: over the {LIMIT_MB} MB limit", file=sys.stderr)
+        return 1
+    return status
+
+
+def install(wheels: Path) -> Path:
+    """Install the wheels into a temporary folder (no index, no dependencies); return it."""
+    target = Path(tempfile.mkdtemp(prefix="fastload-gpu-check-"))
+    found = sorted(str(w) for w in wheels.glob("*.whl"))
+    if not found:
+        raise SystemExit(f"gpu_check: no wheels in {wheels}")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(target),
+            *found,
+        ],
+        check=True,
+    )
+    return target
+
+
+def cuda_available(env: dict[str, str]) -> bool:
+    probe = "import torch; print(torch.cuda.is_available())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    return out.stdout.strip() == "True"
+
+
+def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str, str]:
+    """Run one part; returns (status, detail)."""
+    if part.needs_gpu and not gpu:
+        # the command must still start: its script and options exist (--help)
+        check = subprocess.run(
+            [*part.command[: part.head], "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        if check.returncode != 0:
+            return "failed", f"the command does not start: {check.stderr.strip()[-300:]}"
+        return "skipped", "no CUDA device here (the command starts)"
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            part.command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=part.timeout
+        )
+    except subprocess.TimeoutExpired:
+        return "failed", f"over its {part.timeout} s limit"
+    seconds = time.perf_counter() - started
+    if part.output is not None:
+        (out / part.output).write_text(proc.stdout)
+    (out / f"{part.output or part.name}.stderr.txt").write_text(proc.stderr)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
+        return "failed", f"exit {proc.returncode} after {seconds:.0f} s: {last[0][:200]}"
+    return "passed", f"{seconds:.0f} s"
+
+
+def check(out: Path, wheels: Path | None, dry_run: bool) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    paths = [str(ROOT)]
+    if wheels is not None:
+        paths.insert(0, str(install(wheels, env)))
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    gpu = cuda_available(env) and not dry_run
+    if not gpu and not dry_run:
+        print(
+            "gpu_check: no CUDA device; run with --dry-run to check the script itself",
+            file=sys.stderr,
+        )
+        return 2
+    results = []
+    for part in parts(sys.executable):
+        status, detail = run_part(part, out, env, gpu)
+        line = f"{part.name:<20} {status:<8} {detail}"
+        print(line, flush=True)
+        results.append({"part": part.name, "status": status, "detail": detail})
+    (out / "summary.json").write_text(json.dumps(results, indent=2))
+    (out / "summary.txt").write_text(
+        "\n".join(f"{r['part']:<20} {r['status']:<8} {r['detail']}" for r in results) + "\n"
+    )
+    return 1 if any(r["status"] == "failed" for r in results) else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("outdir", nargs="?", type=Path, help="where outputs and the summary go")
+    parser.add_argument("--fetch", type=Path, metavar="WHEELDIR", help="download the wheels only")
+    parser.add_argument("--wheels", type=Path, metavar="WHEELDIR", help="install these first")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: skip the GPU parts")
+    args = parser.parse_args()
+    if args.fetch is not None:
+        return fetch(args.fetch)
+    if args.outdir is None:
+        parser.error("give OUTDIR (or --fetch WHEELDIR)")
+    if shutil.which("nvidia-smi") and not args.dry_run:
+        subprocess.run(["nvidia-smi", "-L"])
+    return check(args.outdir, args.wheels, args.dry_run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""scripts/gpu_check.sh cannot rot: its dry run executes the whole script here, without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without a GPU")
+def test_dry_run_runs_the_cpu_parts_and_checks_the_gpu_commands_start(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        ["bash", "scripts/gpu_check.sh", "--dry-run", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = {r["part"]: r for r in json.loads((out / "summary.json").read_text())}
+    assert summary["info"]["status"] == "passed"
+    assert json.loads((out / "info.json").read_text())["cuda"]["available"] is False
+    gpu_parts = set(summary) - {"info"}
+    assert {"gpu tests", "bench train", "bench val", "autotune"} <= gpu_parts
+    for name in gpu_parts:
+        assert summary[name]["status"] == "skipped", summary[name]
+        assert summary[name]["detail"] == "no CUDA device here (the command starts)"
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(summary) and lines[0].startswith("info")
+    assert (out / "summary.txt").read_text().splitlines() == lines
+
+
+def test_without_a_gpu_and_without_dry_run_it_says_so(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "no CUDA device; run with --dry-run" in proc.stderr
