@@ -377,6 +377,25 @@ def _write_cache(file: Path, entries: dict[str, Any]) -> None:
     tmp.replace(file)  # atomic: a reader never sees half a file
 
 
+def _check_arguments(
+    dataset: Any, batch_size: int, budget: float, step_time: float | None
+) -> int | None:
+    """Refuse bad arguments; return the dataset's length (``None`` without one)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive int")
+    if not budget > 0:
+        raise ValueError(f"budget={budget!r} must be a positive number of seconds")
+    if step_time is not None and not step_time > 0:
+        raise ValueError(f"step_time={step_time!r} must be a positive number of seconds")
+    try:
+        size = len(dataset)
+    except TypeError:
+        return None
+    if size == 0:
+        raise ValueError("the dataset is empty: there is nothing to measure")
+    return size
+
+
 def _from_cache(file: Path, key: str) -> AutotuneResult | None:
     """The cached answer for ``key``, or ``None`` (a malformed entry is measured again)."""
     entries = _read_cache(file)
@@ -466,18 +485,7 @@ def autotune(
     Raises:
         ValueError: Bad arguments, or a dataset with no batch to measure.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r} must be a positive int")
-    if not budget > 0:
-        raise ValueError(f"budget={budget!r} must be a positive number of seconds")
-    if step_time is not None and not step_time > 0:
-        raise ValueError(f"step_time={step_time!r} must be a positive number of seconds")
-    try:
-        size = len(dataset)
-    except TypeError:
-        size = None
-    if size == 0:
-        raise ValueError("the dataset is empty: there is nothing to measure")
+    size = _check_arguments(dataset, batch_size, budget, step_time)
     loader_class = _loader_class(loader, dataset, loader_kwargs or {})
     cores = cpu_cores()
     max_workers = 2 * cores if max_workers is None else max_workers
@@ -498,7 +506,7 @@ def autotune(
             "margin": margin,
             "max_workers": max_workers,
         }
-    )
+    )  # everything that changes the answer
     file = cache_dir() / "autotune.json"
     cached = _from_cache(file, key) if cache else None
     if cached is not None:
