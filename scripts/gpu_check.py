@@ -181,28 +181,27 @@ def fetch(folder: Path) -> int:
     return status
 
 
-def install(wheels: Path) -> Path:
-    """Install the wheels into a temporary folder (no index, no dependencies); return it."""
+def install(wheels: Path, env: dict[str, str]) -> Path:
+    """Install the wheels into a temporary folder (no index, no dependencies); return it.
+
+    A libturbojpeg .deb beside them is unpacked there too, and FASTLOAD_TURBOJPEG_LIB set in
+    ``env`` to it, when the machine has no libturbojpeg of its own.
+    """
+    import ctypes.util
+
     target = Path(tempfile.mkdtemp(prefix="fastload-gpu-check-"))
     found = sorted(str(w) for w in wheels.glob("*.whl"))
     if not found:
         raise SystemExit(f"gpu_check: no wheels in {wheels}")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--no-compile",
-            "--target",
-            str(target),
-            *found,
-        ],
-        check=True,
-    )
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
+    subprocess.run([*pip, "--no-compile", "--target", str(target), *found], check=True)
+    debs = sorted(wheels.glob("libturbojpeg0_*.deb"))
+    if debs and ctypes.util.find_library("turbojpeg") is None and shutil.which("dpkg"):
+        unpacked = Path(tempfile.mkdtemp(prefix="fastload-libturbojpeg-"))
+        subprocess.run(["dpkg", "-x", str(debs[0]), str(unpacked)], check=True)
+        libraries = sorted(unpacked.rglob("libturbojpeg.so*"))
+        if libraries:
+            env["FASTLOAD_TURBOJPEG_LIB"] = str(libraries[0])
     return target
 
 
@@ -260,6 +259,14 @@ def check(out: Path, wheels: Path | None, dry_run: bool) -> int:
         )
         return 2
     results = []
+    if wheels is not None:
+        installed = sorted(
+            p.name for p in Path(paths[0]).iterdir() if not p.name.endswith(("-info", "bin"))
+        )
+        print(f"{'wheels':<20} passed   installed {', '.join(installed)}", flush=True)
+        results.append(
+            {"part": "wheels", "status": "passed", "detail": f"installed {', '.join(installed)}"}
+        )
     for part in parts(sys.executable):
         status, detail = run_part(part, out, env, gpu)
         line = f"{part.name:<20} {status:<8} {detail}"

@@ -51,3 +51,42 @@ def test_without_a_gpu_and_without_dry_run_it_says_so(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "no CUDA device; run with --dry-run" in proc.stderr
+
+
+def wheel(folder: Path, name: str, source: str) -> Path:
+    """A minimal pure-Python wheel holding one module."""
+    import zipfile
+
+    path = folder / f"{name}-0.1-py3-none-any.whl"
+    info = f"{name}-0.1.dist-info"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{name}.py", source)
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+        archive.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        archive.writestr(f"{info}/RECORD", "")
+    return path
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without a GPU")
+def test_the_carried_wheels_are_installed_into_a_temporary_folder(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "fastload_carried_probe", "VALUE = 42\n")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--dry-run", "--wheels", str(wheels), str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary[0] == {
+        "part": "wheels",
+        "status": "passed",
+        "detail": "installed fastload_carried_probe.py",
+    }

@@ -21,6 +21,7 @@ def test_ruff_check() -> None:
             "tests",
             "benchmarks",
             "examples",
+            "scripts",
         ],
         cwd=ROOT,
         capture_output=True,
