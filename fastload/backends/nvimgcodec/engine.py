@@ -233,6 +233,10 @@ class NvImageCodecEngine(Engine):
             out = torch.stack(tensors)
             done = torch.cuda.Event()
             done.record(self._stream)
+        # nvImageCodec owns the decoded images' memory and frees it with them: wait here, in
+        # this thread (the consumer's stream does not wait), until the kernels reading it ran
+        done.synchronize()
+        del images
         return out, done
 
     def discard(self, *, grow_to: int = 0) -> None:
