@@ -91,7 +91,9 @@ def main() -> None:
     optimizer = train.adamw(
         model, train.scale_lr(args.lr, global_batch), weight_decay=args.weight_decay
     )
-    steps_per_epoch = max(1, len(train_loader) // args.accumulate)
+    # the Trainer also steps on a leftover group of micro-batches: count it, or the schedule
+    # runs out before training does
+    steps_per_epoch = train.steps_per_epoch(len(train_loader), args.accumulate)
     total = steps_per_epoch * args.epochs
     schedule = train.warmup_cosine(
         optimizer,
@@ -112,8 +114,9 @@ def main() -> None:
     if world.main:
         print(
             f"{args.arch}: {len(train_set)} training images, {len(train_set.classes)} classes; "
-            f"{world.size} process(es) on {world.device}, precision {trainer.precision.name}, "
-            f"global batch {global_batch}, lr {optimizer.param_groups[0]['lr']:.2e}"
+            f"{world.size} process(es) on {world.device}, precision {trainer.precision.name} "
+            f"({trainer.precision.reason}), global batch {global_batch}, peak lr "
+            f"{schedule.base_lrs[0]:.2e}"
         )
     trainer.fit(train_loader, epochs=args.epochs, val_loader=val_loader, checkpoint=args.checkpoint)
     metrics = trainer.evaluate(val_loader)

@@ -14,10 +14,19 @@ class Progress:
         label: What is being counted, shown before the bar.
         stream: Where to draw (standard error by default).
         enabled: Draw or not; by default, only when ``stream`` is a terminal.
+        rate: Show the count per second (leave it out when ``extra`` carries a better one).
     """
 
-    def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool | None = None):
+    def __init__(
+        self,
+        label: str,
+        *,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        rate: bool = True,
+    ):
         self.label = label
+        self.show_rate = rate
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._start = time.monotonic()
@@ -35,9 +44,12 @@ class Progress:
         fraction = done / total if total else 1.0
         filled = int(24 * fraction)
         rate = done / max(now - self._start, 1e-9)
+        per_second = ""
+        if self.show_rate:  # slow counts keep a decimal: "0/s" says nothing
+            per_second = f"{rate:,.1f}/s " if rate < 10 else f"{rate:,.0f}/s "
         self.stream.write(
             f"\r{self.label} [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} "
-            f"{fraction:4.0%} {rate:,.0f}/s {extra}"
+            f"{fraction:4.0%} {per_second}{extra}"
         )
         self.stream.flush()
         self._drawn = True

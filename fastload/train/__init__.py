@@ -8,7 +8,7 @@ loop: accumulation, clipping, non-finite losses, channels-last, activation check
 
 from fastload.train import distributed
 from fastload.train.finders import BatchSizeResult, LRFinderResult, find_batch_size, find_lr
-from fastload.train.loop import EpochStats, NonFiniteLossError, Trainer
+from fastload.train.loop import EpochStats, NonFiniteLossError, StepRecord, Trainer, steps_per_epoch
 from fastload.train.optim import adamw, one_cycle, scale_lr, warmup_cosine
 from fastload.train.precision import PRECISIONS, Precision
 
@@ -19,6 +19,7 @@ __all__ = [
     "LRFinderResult",
     "NonFiniteLossError",
     "Precision",
+    "StepRecord",
     "Trainer",
     "adamw",
     "distributed",
@@ -26,5 +27,6 @@ __all__ = [
     "find_lr",
     "one_cycle",
     "scale_lr",
+    "steps_per_epoch",
     "warmup_cosine",
 ]

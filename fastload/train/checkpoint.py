@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["check_same_model", "rng_state", "set_rng_state", "unwrap"]
+__all__ = ["check_same_model", "check_writable", "rng_state", "set_rng_state", "unwrap"]
 
 FORMAT = 1
 
@@ -75,14 +75,49 @@ def check_same_model(model: torch.nn.Module, weights: dict[str, torch.Tensor], p
         )
 
 
-def save(state: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write ``state`` atomically: a crash mid-write leaves the previous checkpoint intact."""
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Make sure a checkpoint can be written at ``path`` (its folder made if need be), before
+    any training.
+
+    Raises:
+        NotADirectoryError: The path runs through an existing file (named).
+        IsADirectoryError: The path is a folder.
+        PermissionError: The folder cannot be written; the message names ``path`` as given.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise IsADirectoryError(f"checkpoint={str(path)!r} is a folder: give a file name in it")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise NotADirectoryError(
+                    f"checkpoint={str(path)!r}: {str(parent)!r} is a file, not a folder"
+                )
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except PermissionError as exc:
+        raise PermissionError(
+            f"checkpoint={str(path)!r}: cannot write in {str(path.parent)!r} ({exc.strerror})"
+        ) from None
+
+
+def save(state: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``state`` atomically: a crash mid-write leaves the previous checkpoint intact.
+
+    The file gets the permissions of any new file (the umask's), not the temporary file's 0600.
+    """
+    path = Path(path)
+    check_writable(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(fd)
     try:
         torch.save({"format": FORMAT, **state}, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

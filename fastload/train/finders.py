@@ -141,7 +141,8 @@ def _plot(lrs: list[float], losses: list[float], suggestion: float, path: str | 
     width, height, margin = 720, 420, 60
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
-    lo_x, hi_x = math.log10(lrs[0]), math.log10(lrs[-1]) if len(lrs) > 1 else lrs[0] + 1
+    lo_x = math.log10(lrs[0])
+    hi_x = math.log10(lrs[-1]) if len(lrs) > 1 else lo_x + 1
     top = min(max(losses), 4 * min(losses))
     lo_y, hi_y = min(losses), top if top > min(losses) else min(losses) + 1
 
@@ -164,6 +165,14 @@ def _plot(lrs: list[float], losses: list[float], suggestion: float, path: str | 
         draw.text((x - 12, height - margin + 8), f"1e{exponent}", fill="black")
     draw.text((8, margin - 4), f"{hi_y:.3g}", fill="black")
     draw.text((8, height - margin - 8), f"{lo_y:.3g}", fill="black")
+    draw.text((width // 2 - 60, height - 24), "learning rate (log scale)", fill="black")
+    draw.text((8, margin - 22), "smoothed loss", fill="black")
+    if max(losses) > hi_y:  # the divergence at the end would flatten the rest: say it is cut
+        draw.text(
+            (width - margin - 230, margin + 6),
+            f"losses above {hi_y:.3g} drawn at the top",
+            fill=(200, 60, 40),
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path)
     return path
@@ -186,10 +195,16 @@ class BatchSizeResult:
     tried: list[tuple[int, bool]]
 
 
+# How the allocators say they ran out: CUDA's and MPS's "out of memory", the CPU allocator's
+# "DefaultCPUAllocator: can't allocate memory" / "not enough memory".
+_OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "not enough memory")
+
+
 def _out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
         return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(s in text for s in _OUT_OF_MEMORY)
 
 
 def find_batch_size(

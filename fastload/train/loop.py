@@ -8,13 +8,16 @@ gradients unscaled (fp16) and, with accumulation, divided by the step's sample c
 micro-batches give the gradient of one batch of their combined size; a non-finite loss
 handled; gradients clipped; the optimizer and the schedule stepped; gradients freed with
 ``zero_grad(set_to_none=True)``. The host waits for the device once per optimizer step, to
-read the loss.
+read the loss; with fp16, twice more, to read the loss scale before and after the step (a
+lower scale after it means the scaler skipped the step).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import logging
 import math
 import sys
 import time
@@ -31,7 +34,9 @@ from fastload.system import distributed
 from fastload.train import checkpoint as ckpt
 from fastload.train.precision import Precision
 
-__all__ = ["EpochStats", "NonFiniteLossError", "StepRecord", "Trainer"]
+__all__ = ["EpochStats", "NonFiniteLossError", "StepRecord", "Trainer", "steps_per_epoch"]
+
+log = logging.getLogger("fastload")
 
 _NONFINITE = ("raise", "skip")
 
@@ -52,6 +57,8 @@ class EpochStats:
         seconds: Wall time of the epoch.
         data_seconds: Time spent waiting for the loader.
         loss: Mean training loss over the epoch's finite steps (all ranks).
+        val: ``fit``'s evaluation after the epoch (``loss``, ``accuracy``, ``images``), when
+            it was given a ``val_loader``.
     """
 
     epoch: int
@@ -61,6 +68,7 @@ class EpochStats:
     seconds: float
     data_seconds: float
     loss: float
+    val: dict[str, float] | None = None
 
     @property
     def images_per_sec(self) -> float:
@@ -130,7 +138,9 @@ class Trainer:
         on_nonfinite: A NaN or infinite loss: ``"raise"`` a :class:`NonFiniteLossError` naming
             the step, or ``"skip"`` the step. With fp16 the scaler skips overflowing steps
             itself.
-        progress: Draw a progress bar per epoch (default: when stderr is a terminal, rank 0).
+        progress: Draw a progress bar per epoch (default: when stderr is a terminal, rank 0)
+            and print each epoch's one-line summary (default: always, on rank 0, so a log
+            file shows progress too); ``False`` prints nothing.
 
     Raises:
         ValueError: A bad option or an incompatible combination (the message says why).
@@ -161,9 +171,11 @@ class Trainer:
             raise ValueError(f"on_nonfinite={on_nonfinite!r} is not valid; valid: raise, skip")
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing={label_smoothing!r} must be within [0, 1)")
+        _check_optimizer_holds(model, optimizer)
         parameter = next(model.parameters(), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
         self.precision = Precision.resolve(precision, self.device)
+        log.info("precision %s (%s)", self.precision.name, self.precision.reason)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
         if channels_last and _is_ddp(model):
@@ -273,7 +285,7 @@ class Trainer:
         except TypeError:  # an iterable (or an IterableDataset's loader) without a length
             total = None
         show = self.progress if self.progress is not None else sys.stderr.isatty()
-        bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0)
+        bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0, rate=False)
         start = time.perf_counter()
         data_seconds, images, micro = 0.0, 0, 0
         group_n, group_loss = 0, None
@@ -325,7 +337,7 @@ class Trainer:
         )
         self.history.append(stats)
         self.epoch += 1
-        if show and _rank() == 0:
+        if self.progress is not False and _rank() == 0:
             print(stats.summary(), file=sys.stderr)
         return stats
 
@@ -344,7 +356,7 @@ class Trainer:
             grads = [p.grad for p in self._params_with_grad() if p.grad is not None]
             if grads:
                 torch._foreach_div_(grads, float(n))
-        # the one host-device sync of the step
+        # the step's host-device sync (fp16 adds two: the loss scale read before and after)
         value = float(loss.item()) / (n if summed else 1)
         if not math.isfinite(value) and not self.precision.scales_loss:
             self.optimizer.zero_grad(set_to_none=True)
@@ -457,29 +469,73 @@ class Trainer:
             train_loader: Training batches.
             epochs: The total number of epochs (a resumed run trains only the rest).
             val_loader: Evaluated after every epoch, when given.
-            checkpoint: A file written after every epoch and read at the start when present.
+            checkpoint: A file written after every epoch and read at the start when present;
+                its folder is checked for writing before any training.
+
+        Returns:
+            What each epoch trained here did, with its evaluation in ``val``.
+
+        Raises:
+            ValueError: ``epochs`` is not an int >= 0.
+            PermissionError: The checkpoint's folder cannot be written (named as given).
+            NotADirectoryError: The checkpoint's path runs through a file.
         """
-        if checkpoint is not None and Path(checkpoint).exists():
-            self.load(checkpoint)
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+            raise ValueError(f"epochs={epochs!r} must be an int >= 0 (the total, resumes included)")
+        if checkpoint is not None:
+            ckpt.check_writable(checkpoint)
+            if Path(checkpoint).exists():
+                self.load(checkpoint)
         done: list[EpochStats] = []
         while self.epoch < epochs:
             sampler = getattr(train_loader, "sampler", None)
             if isinstance(sampler, torch.utils.data.DistributedSampler):
                 sampler.set_epoch(self.epoch)
-            done.append(self.train_epoch(train_loader))
+            stats = self.train_epoch(train_loader)
             if val_loader is not None:
-                metrics = self.evaluate(val_loader)
-                if (self.progress or (self.progress is None and sys.stderr.isatty())) and (
-                    _rank() == 0
-                ):
+                stats = dataclasses.replace(stats, val=self.evaluate(val_loader))
+                self.history[-1] = stats
+                if self.progress is not False and _rank() == 0:
+                    val = stats.val or {}
                     print(
-                        f"  val loss {metrics['loss']:.4f}, accuracy {metrics['accuracy']:.2%}",
+                        f"epoch {stats.epoch} val: loss {val['loss']:.4f}, accuracy "
+                        f"{val['accuracy']:.2%}",
                         file=sys.stderr,
                     )
+            done.append(stats)
             if checkpoint is not None:
                 self.save(checkpoint)
         return done
 
+    def steps_per_epoch(self, loader: Any) -> int:
+        """Optimizer steps one epoch over ``loader`` takes (see :func:`steps_per_epoch`)."""
+        return steps_per_epoch(len(loader), self.accumulate)
+
 
 def _count(inputs: Any, targets: Any) -> int:
     return len(targets) if hasattr(targets, "__len__") else len(inputs)
+
+
+def steps_per_epoch(batches: int, accumulate: int = 1) -> int:
+    """Optimizer steps an epoch of ``batches`` micro-batches takes: one per ``accumulate``,
+    and one more for a leftover group (the Trainer steps on it too). Size schedules with it.
+
+    Raises:
+        ValueError: Negative ``batches`` or ``accumulate`` < 1.
+    """
+    if batches < 0 or accumulate < 1:
+        raise ValueError(f"need batches >= 0 and accumulate >= 1, got {batches} and {accumulate}")
+    return -(-batches // accumulate)
+
+
+def _check_optimizer_holds(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Refuse an optimizer that does not hold the model's trainable parameters."""
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    missing = sum(id(p) not in held for p in trainable)
+    if missing:
+        raise ValueError(
+            f"the optimizer does not hold {missing} of the model's {len(trainable)} trainable "
+            "parameters (an optimizer made for another model?); make it from this model's "
+            "parameters, and freeze what should not train with requires_grad_(False)"
+        )

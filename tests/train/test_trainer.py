@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -232,12 +234,40 @@ def test_bad_options_are_refused_with_the_reason() -> None:
 
 
 def test_precision_on_the_cpu() -> None:
-    auto = train.Precision.resolve("auto", "cpu")
-    assert auto.name == "bf16" and auto.dtype is torch.bfloat16
-    with auto.autocast():
+    bf16 = train.Precision.resolve("bf16", "cpu")
+    assert bf16.name == "bf16" and bf16.dtype is torch.bfloat16 and bf16.reason == "asked for"
+    with bf16.autocast():
         assert torch.nn.Linear(4, 4)(torch.randn(2, 4)).dtype is torch.bfloat16
-    assert not auto.scaler().is_enabled() and not auto.scales_loss
+    assert not bf16.scaler().is_enabled() and not bf16.scales_loss
     assert train.Precision.resolve("fp32", "cpu").dtype is None
+
+
+@pytest.mark.parametrize(
+    "ratio, name, why",
+    [
+        (22.0, "fp32", "bf16 autocast measured 22.0x slower than fp32 on this CPU"),
+        (0.5, "bf16", "bf16 autocast measured 2.0x as fast as fp32 on this CPU"),
+    ],
+)
+def test_auto_on_the_cpu_chooses_what_measures_faster(
+    monkeypatch: pytest.MonkeyPatch, ratio: float, name: str, why: str
+) -> None:
+    from fastload.train import precision
+
+    monkeypatch.setattr(precision, "_CPU_BF16", None)
+    monkeypatch.setattr(precision, "_cpu_bf16_ratio", lambda: ratio)
+    chosen = train.Precision.resolve("auto", "cpu")
+    assert chosen.name == name and chosen.reason == f"auto: {why}"
+    model = mlp()
+    trainer = train.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), progress=False)
+    assert trainer.precision.name == name
+
+
+def test_the_cpu_measurement_is_a_real_ratio() -> None:
+    from fastload.train import precision
+
+    ratio = precision._cpu_bf16_ratio()
+    assert 0.01 < ratio < 1000  # whatever this CPU is; the choice follows from it
 
 
 def test_precision_owns_backward_and_step() -> None:
@@ -335,3 +365,118 @@ def test_an_iterable_without_a_length_finishes_its_last_step() -> None:
     batches = (b for b in DataLoader(data(112), batch_size=16))  # a generator: no len()
     stats = trainer.train_epoch(batches)
     assert stats.steps == 3 and trainer.step == 3 and stats.images == 112
+
+
+# ---------------------------------------------------------------- defects found by using it
+
+
+def test_find_batch_size_narrows_on_the_cpu_allocators_out_of_memory() -> None:
+    def step(size: int) -> None:
+        # a real allocation: far beyond any machine's memory above 700 samples
+        torch.empty(size * (2**40 if size > 700 else 1024), dtype=torch.uint8)
+
+    with pytest.raises(RuntimeError, match=r"can't allocate memory|not enough memory"):
+        step(701)
+    result = train.find_batch_size(step)
+    assert 680 <= result.largest_fitting <= 700
+
+
+def test_an_unwritable_checkpoint_is_refused_before_training(tmp_path: Path) -> None:
+    model = mlp()
+    trainer = train.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), progress=False)
+    loader = DataLoader(data(), batch_size=16)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match=rf"{blocker}' is a file, not a folder"):
+        trainer.fit(loader, epochs=1, checkpoint=blocker / "ck.pt")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with contextlib.ExitStack() as stack:
+            if os.access(locked, os.W_OK):  # root writes anywhere: the OS's refusal, simulated
+                from fastload.train import checkpoint
+
+                def refuse(**kwargs: object) -> None:
+                    raise PermissionError(13, "Permission denied")
+
+                stack.enter_context(pytest.MonkeyPatch.context()).setattr(
+                    checkpoint.tempfile, "TemporaryFile", refuse
+                )
+            with pytest.raises(
+                PermissionError, match=rf"checkpoint='{locked}/ck.pt': cannot write in .*denied"
+            ):
+                trainer.fit(loader, epochs=1, checkpoint=locked / "ck.pt")
+    finally:
+        locked.chmod(0o700)
+    assert trainer.epoch == 0 and trainer.step == 0  # nothing trained before the refusal
+
+
+def test_checkpoints_get_the_umasks_permissions(tmp_path: Path) -> None:
+    model = mlp()
+    trainer = train.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), progress=False)
+    old = os.umask(0o022)
+    try:
+        path = trainer.save(tmp_path / "ck.pt")
+    finally:
+        os.umask(old)
+    assert path is not None and (path.stat().st_mode & 0o777) == 0o644
+
+
+@pytest.mark.parametrize("epochs", [-1, 1.5, True])
+def test_epochs_must_be_a_count(epochs) -> None:
+    model = mlp()
+    trainer = train.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), progress=False)
+    with pytest.raises(ValueError, match=r"epochs=.* must be an int >= 0"):
+        trainer.fit([], epochs=epochs)
+
+
+def test_an_optimizer_over_another_model_is_refused() -> None:
+    model, other = mlp(0), mlp(1)
+    with pytest.raises(ValueError, match="does not hold 4 of the model's 4 trainable parameters"):
+        train.Trainer(model, torch.optim.SGD(other.parameters(), lr=0.1))
+    model[0].requires_grad_(False)  # frozen parameters need not be in the optimizer
+    train.Trainer(model, torch.optim.SGD(model[3].parameters(), lr=0.1), progress=False)
+
+
+def test_fit_returns_the_validation_and_prints_each_epoch_without_a_terminal(capsys) -> None:
+    model = mlp()
+    trainer = train.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), precision="fp32")
+    loader = DataLoader(data(), batch_size=16)
+    stats = trainer.fit(loader, epochs=2, val_loader=loader)
+    assert [s.val is not None and 0 <= s.val["accuracy"] <= 1 for s in stats] == [True, True]
+    assert trainer.history[-1].val == stats[-1].val
+    printed = capsys.readouterr().err.splitlines()  # stderr is not a terminal here
+    assert [line.split(":")[0] for line in printed] == [
+        "epoch 0",
+        "epoch 0 val",
+        "epoch 1",
+        "epoch 1 val",
+    ]
+
+
+def test_steps_per_epoch_counts_the_leftover_group() -> None:
+    model = mlp()
+    trainer = train.Trainer(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        precision="fp32",
+        accumulate=4,
+        progress=False,
+    )
+    loader = DataLoader(data(), batch_size=10)  # 10 micro-batches: 4 + 4 + 2
+    assert trainer.steps_per_epoch(loader) == train.steps_per_epoch(10, 4) == 3
+    trainer.train_epoch(loader)
+    assert trainer.step == 3
+
+
+def test_the_lr_plot_of_a_single_rate_and_of_a_divergence(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from fastload.train import finders
+
+    one = finders._plot([1e-3], [0.5], 1e-3, tmp_path / "one.png")  # a single LR: no crash
+    wild = finders._plot([1e-4, 1e-3, 1e-2], [1.0, 0.5, 40.0], 1e-3, tmp_path / "wild.png")
+    for path in (one, wild):
+        with Image.open(path) as image:
+            assert image.size == (720, 420)
