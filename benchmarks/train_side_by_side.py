@@ -133,7 +133,8 @@ def main() -> None:
     a, b = statistics.median(rates["stock"]), statistics.median(rates["fastload"])
     print(
         f"{args.arch} on {device}, batch {args.batch_size}, {args.workers} workers, images "
-        f"{size}px, fastload precision {trainer.precision.name}; medians of {args.rounds} "
+        f"{size}px, fastload precision {trainer.precision.name} ({trainer.precision.reason}); "
+        f"medians of {args.rounds} "
         f"rounds of {args.steps} steps"
     )
     print(f"  stock torchvision loader + fp32 loop   {a:8.1f} images/s")
