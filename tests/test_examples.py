@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from fastload import train
 from fastload.synthetic import make_image_folder
 
 ROOT = Path(__file__).resolve().parents[1]
+LR = 1e-3  # the example's default --lr
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -32,6 +37,9 @@ def test_train_imagenet_trains_then_resumes(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert "resnet18: 24 training images, 3 classes; 1 process(es) on cpu" in first.stdout
     assert "done: val accuracy" in first.stdout and "images/s" in first.stdout
+    # the peak of the schedule, not its first warm-up step's LR
+    peak = float(re.search(r"peak lr ([0-9.e+-]+)", first.stdout).group(1))
+    assert peak == pytest.approx(train.scale_lr(LR, 8), rel=1e-2)
     assert (tmp_path / "ck.pt").exists()
     again = run(*args)  # all epochs done: it resumes, trains nothing, evaluates
     assert again.returncode == 0, again.stderr

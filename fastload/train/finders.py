@@ -134,6 +134,12 @@ def _steepest(lrs: list[float], losses: list[float]) -> float:
     return lrs[1 + min(range(len(slopes)), key=slopes.__getitem__)]
 
 
+def _log_range(lrs: list[float]) -> tuple[float, float]:
+    """The plot's x range in log10 units: the LRs tried, or one decade from a single one."""
+    lo = math.log10(lrs[0])
+    return lo, math.log10(lrs[-1]) if len(lrs) > 1 else lo + 1
+
+
 def _plot(lrs: list[float], losses: list[float], suggestion: float, path: str | Path) -> Path:
     from PIL import Image, ImageDraw
 
@@ -141,8 +147,7 @@ def _plot(lrs: list[float], losses: list[float], suggestion: float, path: str | 
     width, height, margin = 720, 420, 60
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
-    lo_x = math.log10(lrs[0])
-    hi_x = math.log10(lrs[-1]) if len(lrs) > 1 else lo_x + 1
+    lo_x, hi_x = _log_range(lrs)
     top = min(max(losses), 4 * min(losses))
     lo_y, hi_y = min(losses), top if top > min(losses) else min(losses) + 1
 

@@ -475,7 +475,9 @@ def test_the_lr_plot_of_a_single_rate_and_of_a_divergence(tmp_path: Path) -> Non
 
     from fastload.train import finders
 
-    one = finders._plot([1e-3], [0.5], 1e-3, tmp_path / "one.png")  # a single LR: no crash
+    assert finders._log_range([1e-3]) == pytest.approx((-3.0, -2.0))  # one decade, in log units
+    assert finders._log_range([1e-4, 1e-1]) == pytest.approx((-4.0, -1.0))
+    one = finders._plot([1e-3], [0.5], 1e-3, tmp_path / "one.png")
     wild = finders._plot([1e-4, 1e-3, 1e-2], [1.0, 0.5, 40.0], 1e-3, tmp_path / "wild.png")
     for path in (one, wild):
         with Image.open(path) as image:
