@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Requirement, require
+from fastload.system import cpu_cores
 
 __all__ = ["NVIMGCODEC", "make_decoder", "params"]
 
@@ -24,6 +25,9 @@ def make_decoder(device_index: int | None, threads: int) -> Any:
     """An nvImageCodec decoder: CPU-only when ``device_index`` is ``None``, else on that GPU
     (nvJPEG, the hardware JPEG engine where the GPU has one)."""
     codec = require(NVIMGCODEC, backend="nvimgcodec")
+    # nvImageCodec keeps a core free for the caller, and says so on the terminal when asked for
+    # more: ask for what it would use
+    threads = max(1, min(threads, cpu_cores() - 1))
     if device_index is None:
         return codec.Decoder(
             device_id=codec.NVIMGCODEC_DEVICE_CPU_ONLY,
