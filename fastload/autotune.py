@@ -543,5 +543,6 @@ def autotune(
     result = AutotuneResult(choice, rate, table, reason, False, key)
     if cache:
         _to_cache(file, result)
-    log.info("autotune chose num_workers=%d (%.0f images/s): %s", choice, rate, reason)
+    # DEBUG: num_workers="auto" logs the choice itself, once, at INFO
+    log.debug("autotune chose num_workers=%d (%.0f images/s): %s", choice, rate, reason)
     return result

@@ -33,9 +33,11 @@ from fastload.loader import DataLoader
 from fastload.synthetic import make_image_folder
 
 __all__ = [
+    "DEFAULT_IMAGES",
     "PIPELINES",
     "BenchRow",
     "default_data",
+    "default_root",
     "fastload_dataset",
     "format_table",
     "run",
@@ -65,9 +67,14 @@ class BenchRow:
         return asdict(self)
 
 
+def default_root() -> Path:
+    """Where the default set is made (in the cache folder)."""
+    return cache_dir() / "imagenet-like-v1"
+
+
 def default_data(progress: Callable[[int, int], None] | None = None) -> Path:
     """The embedded default set: ImageNet-like JPEGs made once and kept in the cache folder."""
-    root = cache_dir() / "imagenet-like-v1"
+    root = default_root()
     done = root / ".complete"
     if not done.exists():
         root.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -83,6 +84,13 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     finally:
         progress.close()
+    if report.files == 0:
+        print(
+            f"fastload scan: no image files found under {args.dir} (looked for the extensions "
+            "torchvision's ImageFolder reads: .jpg, .jpeg, .png, .webp, ...)",
+            file=sys.stderr,
+        )
+        return 1
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 1 if report.findings else 0
@@ -120,6 +128,26 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _add_data(command: argparse.ArgumentParser) -> None:
+    """The image folder, positional (like scan's) or as --data."""
+    from fastload.bench import DEFAULT_IMAGES, default_root
+
+    where = (
+        f"default: {DEFAULT_IMAGES} ImageNet-like JPEGs made once in {default_root()} "
+        "(FASTLOAD_CACHE_DIR moves it)"
+    )
+    command.add_argument(
+        "dir", metavar="DIR", nargs="?", help=f"a class-folder image set ({where})"
+    )
+    command.add_argument("--data", metavar="DIR", help="the same as DIR")
+
+
+def _data_argument(args: argparse.Namespace) -> str | None:
+    if args.dir is not None and args.data is not None and args.dir != args.data:
+        raise CLIError(f"two folders given: DIR {args.dir!r} and --data {args.data!r}; give one")
+    return args.dir if args.dir is not None else args.data
+
+
 def _data_folder(path: str | None, progress_label: str) -> str:
     from fastload._progress import Progress
     from fastload.bench import default_data
@@ -140,7 +168,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from fastload.backends import names as registered
     from fastload.bench import format_table, run, write_plot
 
-    data = _data_folder(args.data, "making the default image set")
+    data = _data_folder(_data_argument(args), "making the default image set")
     names = tuple(registered()) if args.backend == "all" else (args.backend,)
     progress = Progress("bench")
     try:
@@ -177,27 +205,31 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     from fastload.loader import DataLoader
     from fastload.transforms import RandomResizedCrop
 
-    data = _data_folder(args.data, "making the default image set")
+    data = _data_folder(_data_argument(args), "making the default image set")
     try:
         dataset = ImageFolder(data, transform=RandomResizedCrop(224), backend=args.backend)
     except (ValueError, ImportError) as exc:
         raise CLIError(str(exc)) from None
     progress = Progress("autotune")
     try:
-        result = autotune(
-            dataset,
-            batch_size=args.batch_size,
-            budget=args.budget,
-            cache=not args.no_cache,
-            progress=progress,
-            loader=DataLoader,
-        )
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", UserWarning)
+            result = autotune(
+                dataset,
+                batch_size=args.batch_size,
+                budget=args.budget,
+                cache=not args.no_cache,
+                progress=progress,
+                loader=DataLoader,
+            )
     finally:
         progress.close()
+    for note in notes:  # a note about the measurement, not a Python warning with a source line
+        print(f"fastload autotune: note: {note.message}", file=sys.stderr)
     if args.json:
         print(json.dumps({**result.to_dict(), "backend": dataset.backend, "data": data}, indent=2))
         return 0
-    source = "from the cache" if result.cached else "measured now"
+    source = "from the cache; --no-cache measures again" if result.cached else "measured now"
     print(f"{dataset.backend} backend, batch {args.batch_size}, {data} ({source})")
     print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8}")
     for m in sorted(result.table, key=lambda m: m.num_workers):
@@ -252,14 +284,16 @@ def _add_scan(sub: Any) -> None:
         help="check a dataset folder for files that will not decode, or decode oddly",
         description="Check every image file under DIR, in parallel: unreadable, truncated, "
         "oversized, wrongly named, CMYK and grayscale files. Exit status: 0 when nothing was "
-        "found, 1 when something was, 2 for a usage error.",
+        "found, 1 when something was (or no image file at all), 2 for a usage error.",
     )
     scan.add_argument("dir", metavar="DIR", help="the dataset folder")
     scan.add_argument("--json", action="store_true", help="print one JSON object")
     scan.add_argument(
         "--workers", type=_positive_int, default=None, help="processes (default: one per core)"
     )
-    scan.add_argument("--backend", default="auto", help="decoder to try files with (default: auto)")
+    scan.add_argument(
+        "--backend", default="auto", help="the backend to try files with (default: auto)"
+    )
     scan.add_argument(
         "--max-pixels",
         type=_positive_int,
@@ -280,16 +314,38 @@ def _add_bench(sub: Any) -> None:
         "torchvision pipeline, in the same run. Without --data, a set of ImageNet-like JPEGs is "
         "made once and cached.",
     )
+    _add_data(bench)
     bench.add_argument(
-        "--data", metavar="DIR", help="a class-folder image set (default: made here)"
+        "--backend",
+        choices=[*registered(), "all"],
+        default="all",
+        help="the backend to measure beside the stock pipeline (default: all)",
     )
-    bench.add_argument("--backend", choices=[*registered(), "all"], default="all")
-    bench.add_argument("--pipeline", choices=PIPELINES, default="train")
-    bench.add_argument("--batch-size", type=_positive_int, default=64)
-    bench.add_argument("--num-workers", type=_workers, default=2, metavar="N|auto")
-    bench.add_argument("--device", default="cpu", help="where batches go: cpu or cuda[:N]")
     bench.add_argument(
-        "--seconds", type=_positive_float, default=20.0, help="measuring time in all"
+        "--pipeline",
+        choices=PIPELINES,
+        default="train",
+        help="train: RandomResizedCrop 224; val: Resize 256 + CenterCrop 224; decode: decoding "
+        "only (default: train)",
+    )
+    bench.add_argument(
+        "--batch-size", type=_positive_int, default=64, help="images per batch (default: 64)"
+    )
+    bench.add_argument(
+        "--num-workers",
+        type=_workers,
+        default=2,
+        metavar="N|auto",
+        help="worker processes per loader, or auto to tune each (default: 2)",
+    )
+    bench.add_argument(
+        "--device", default="cpu", help="where batches go: cpu or cuda[:N] (default: cpu)"
+    )
+    bench.add_argument(
+        "--seconds",
+        type=_positive_float,
+        default=20.0,
+        help="measuring time in all, shared by the loaders and rounds (default: 20)",
     )
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--plot", metavar="FILE.png", help="also write a bar chart")
@@ -301,13 +357,20 @@ def _add_autotune(sub: Any) -> None:
         "autotune",
         help="measure which num_workers gives the most images/s here",
         description="Measure the training pipeline (RandomResizedCrop 224) with several worker "
-        "counts, within a time budget, and choose the fewest workers within 3%% of the best. "
+        "counts, within a time budget, and choose the fewest workers within 3% of the best. "
         "The answer is cached; the next call for the same data returns at once.",
     )
-    tune.add_argument("--data", metavar="DIR", help="a class-folder image set (default: made here)")
+    _add_data(tune)
     tune.add_argument("--backend", default="auto", help="decoding backend (default: auto)")
-    tune.add_argument("--batch-size", type=_positive_int, default=64)
-    tune.add_argument("--budget", type=_positive_float, default=30.0, help="seconds of measuring")
+    tune.add_argument(
+        "--batch-size", type=_positive_int, default=64, help="images per batch (default: 64)"
+    )
+    tune.add_argument(
+        "--budget",
+        type=_positive_float,
+        default=30.0,
+        help="seconds of measuring at most (default: 30)",
+    )
     tune.add_argument("--no-cache", action="store_true", help="measure even if an answer is cached")
     tune.add_argument("--json", action="store_true", help="print one JSON object")
     tune.set_defaults(run=_cmd_autotune)

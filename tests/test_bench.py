@@ -182,3 +182,76 @@ def test_default_data_is_made_once_and_cached(
     assert len(list(root.rglob("*.jpg"))) == 100 and calls[-1] == (100, 100)
     before = (root / ".complete").stat().st_mtime
     assert bench.default_data() == root and (root / ".complete").stat().st_mtime == before
+
+
+# ---------------------------------------------------------------- the first hour of a new user
+
+
+def test_the_folder_is_positional_too(data: Path, tmp_path: Path) -> None:
+    proc = fastload(
+        "bench", str(data), "--backend", "opencv", "--seconds", "1", "--num-workers", "0",
+        "--batch-size", "8", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["data"] == str(data)
+    env = {"FASTLOAD_CACHE_DIR": str(tmp_path)}
+    tuned = fastload("autotune", str(data), "--batch-size", "8", "--budget", "2", "--json", env=env)
+    assert tuned.returncode == 0, tuned.stderr and json.loads(tuned.stdout)["data"] == str(data)
+    both = fastload("bench", str(data), "--data", str(tmp_path))
+    assert both.returncode == 2
+    assert both.stderr.strip() == (
+        f"fastload bench: error: two folders given: DIR {str(data)!r} and --data "
+        f"{str(tmp_path)!r}; give one"
+    )
+
+
+@pytest.mark.parametrize("command", ["bench", "autotune"])
+def test_help_explains_every_option_and_its_default(command: str) -> None:
+    import argparse
+
+    from fastload import cli
+
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices[command]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = action.option_strings[0] if action.option_strings else action.metavar
+        assert action.help, f"{command} {name} has no help line"
+        if action.default not in (None, False):
+            assert (
+                f"(default: {action.default:g}" in action.help
+                if isinstance(action.default, float)
+                else f"(default: {action.default}" in action.help
+            ), (name, action.help)
+    text = " ".join(parser.format_help().split())  # unwrapped
+    assert "%%" not in text and "ImageNet-like JPEGs made once in" in text
+
+
+def test_small_data_is_a_note_not_a_python_warning(data: Path, tmp_path: Path) -> None:
+    env = {"FASTLOAD_CACHE_DIR": str(tmp_path)}
+    args = ("autotune", str(data), "--batch-size", "32", "--budget", "2")
+    proc = fastload(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("fastload autotune")]
+    assert notes == [
+        "fastload autotune: note: the dataset has 60 samples, fewer than 4 batches of 32: "
+        "measuring over repeated epochs, so the figures include epoch starts"
+    ]
+    assert "UserWarning" not in proc.stderr and ".py:" not in proc.stderr
+    again = fastload(*args, env=env)
+    assert "(from the cache; --no-cache measures again)" in again.stdout
+
+
+def test_num_workers_auto_logs_one_line(data: Path, tmp_path: Path, monkeypatch, caplog) -> None:
+    import logging
+
+    import fastload as fl
+    from fastload import transforms as T
+
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
+    ds = fl.ImageFolder(data, transform=T.RandomResizedCrop(32))
+    with caplog.at_level(logging.INFO, logger="fastload"):
+        fl.DataLoader(ds, batch_size=8, num_workers="auto")
+    lines = [r.getMessage() for r in caplog.records if r.name == "fastload"]
+    assert len(lines) == 1 and lines[0].startswith("num_workers='auto': "), lines

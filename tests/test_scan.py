@@ -109,6 +109,16 @@ def test_command_clean_folder_exits_0(tmp_path: Path) -> None:
     )
 
 
+def test_command_on_a_folder_without_images_says_so_and_exits_1(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("no images here")
+    proc = run(str(tmp_path))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == (
+        f"fastload scan: no image files found under {tmp_path} (looked for the extensions "
+        "torchvision's ImageFolder reads: .jpg, .jpeg, .png, .webp, ...)"
+    )
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
