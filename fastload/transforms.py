@@ -42,6 +42,7 @@ __all__ = [
     "resample",
     "split_transform",
     "visible_part",
+    "whole_pixels",
 ]
 
 _INTERPOLATION = {
@@ -157,13 +158,13 @@ def resample(
     if x0 < -eps or y0 < -eps or x1 > cols + eps or y1 > rows + eps:
         return _resample_padded(array, (x0, y0, x1, y1), width, height, interpolation, antialias)
     x0, y0, x1, y1 = max(x0, 0.0), max(y0, 0.0), min(x1, float(cols)), min(y1, float(rows))
-    if _whole(x0, y0, x1, y1):
+    if whole_pixels(x0, y0, x1, y1):
         region = array[round(y0) : round(y1), round(x0) : round(x1)]
         return _resize(region, width, height, interpolation, antialias)
     # the whole image at the size that makes this box whole pixels: resize, then slice
     fx, fy = width / (x1 - x0), height / (y1 - y0)
     full_w, full_h, left, top = cols * fx, rows * fy, x0 * fx, y0 * fy
-    if _whole(full_w, full_h, left, top):
+    if whole_pixels(full_w, full_h, left, top):
         full = _resize(array, round(full_w), round(full_h), interpolation, antialias)
         return full[round(top) : round(top) + height, round(left) : round(left) + width]
     sx, sy = 1.0 / fx, 1.0 / fy
@@ -178,7 +179,8 @@ def resample(
     return _keep_channels(out)
 
 
-def _whole(*values: float) -> bool:
+def whole_pixels(*values: float) -> bool:
+    """Whether every value lies on a whole pixel (within rounding)."""
     return all(abs(v - round(v)) < 1e-6 for v in values)
 
 

@@ -31,7 +31,7 @@ from fastload.backends.executor import (
 )
 from fastload.backends.nvimgcodec.decoder import NVIMGCODEC, code_stream, make_decoder, params
 from fastload.image import ImageInfo, orient
-from fastload.transforms import View, resample
+from fastload.transforms import View, resample, whole_pixels
 
 __all__ = ["NvImageCodecBatches", "NvImageCodecEngine", "Sample", "render_array", "render_tensor"]
 
@@ -59,16 +59,12 @@ def plan_sample(view: View, info: ImageInfo, size: tuple[int, int]) -> Sample:
     stored = to_stored(view, info.orientation, shown_w, shown_h)
     cols, rows = (shown_h, shown_w) if stored.transpose else (shown_w, shown_h)
     x0, y0, x1, y1 = stored.box
-    whole = _whole(*stored.box)
+    whole = whole_pixels(*stored.box)
     inside = x0 >= 0 and y0 >= 0 and x1 <= cols and y1 <= rows
     jpeg = info.format == "jpeg" and info.components in (1, 3)
     if not (whole and inside and jpeg) or (round(x1 - x0), round(y1 - y0)) == (cols, rows):
         return Sample(stored, None)
     return Sample(stored, (round(x0), round(y0), round(x1), round(y1)))
-
-
-def _whole(*values: float) -> bool:
-    return all(abs(v - round(v)) < 1e-6 for v in values)
 
 
 def _relative(sample: Sample) -> tuple[float, float, float, float]:
@@ -103,10 +99,10 @@ def render_tensor(image: torch.Tensor, sample: Sample, options: dict[str, Any]) 
     # the whole image at the size that makes this box whole pixels (Resize, then CenterCrop)
     fx, fy = width / (x1 - x0), height / (y1 - y0)
     full_w, full_h, left, top = cols * fx, rows * fy, x0 * fx, y0 * fy
-    if inside and _whole(x0, y0, x1, y1):  # a crop, then a resize
+    if inside and whole_pixels(x0, y0, x1, y1):  # a crop, then a resize
         region = chw[:, :, round(y0) : round(y1), round(x0) : round(x1)]
         out = _resize(region, height, width, mode, antialias)
-    elif inside and _whole(full_w, full_h, left, top):  # a resize, then a crop
+    elif inside and whole_pixels(full_w, full_h, left, top):  # a resize, then a crop
         full = _resize(chw, round(full_h), round(full_w), mode, antialias)
         out = full[:, :, round(top) : round(top) + height, round(left) : round(left) + width]
     else:
@@ -214,12 +210,15 @@ class NvImageCodecEngine(Engine):
         if not self._cuda:
             images = self._decoder.decode(streams, params=self._params)
             _raise_for_missing(images)
-            arrays = [
-                render_array(np.asarray(image), s, self.render)
-                for image, s in zip(images, samples, strict=True)
-            ]
-            out = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
-            return (out.pin_memory() if self.options.pin_memory else out), None
+            out: torch.Tensor | None = None
+            for k, (image, sample) in enumerate(zip(images, samples, strict=True)):
+                rendered = torch.from_numpy(render_array(np.asarray(image), sample, self.render))
+                if out is None:  # one copy per sample, straight into the (pinned) batch
+                    shape = (len(images), 3, *rendered.shape[:2])
+                    out = torch.empty(shape, dtype=torch.uint8, pin_memory=self.options.pin_memory)
+                out[k] = rendered.permute(2, 0, 1)
+            assert out is not None
+            return out, None
         assert self._stream is not None
         with torch.cuda.stream(self._stream):
             images = self._decoder.decode(
