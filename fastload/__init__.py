@@ -2,6 +2,7 @@
 
 from fastload import backends, gpu, transforms
 from fastload._optional import MissingDependencyError
+from fastload.accelerate import explain
 from fastload.datasets import ImageFolder, ImageList
 from fastload.errors import ImageDecodeError, UnreadableImageWarning
 from fastload.loader import DataLoader
@@ -21,6 +22,7 @@ __all__ = [
     "UnreadableImageWarning",
     "__version__",
     "backends",
+    "explain",
     "gpu",
     "map_tensors",
     "transforms",

@@ -5,7 +5,9 @@ Each pipeline is measured up to what it hands to the device:
 * stock torchvision: ``torchvision.datasets.ImageFolder`` + transforms + ``ToTensor`` +
   ``Normalize`` through ``torch.utils.data.DataLoader`` (float32 batches);
 * fastload: ``fastload.ImageFolder`` with the same geometry, fused with decoding, through
-  ``fastload.DataLoader`` (uint8 batches; flip and normalize belong on the device).
+  ``fastload.DataLoader`` (uint8 batches; flip and normalize belong on the device);
+* with ``accelerated=True``, also the stock dataset itself, unchanged, through
+  ``fastload.DataLoader(..., accelerate=True)``: the same float32 batches as stock.
 
 Pipelines: ``train`` (RandomResizedCrop 224; stock adds RandomHorizontalFlip), ``val`` (Resize
 256 + CenterCrop 224) and ``decode`` (decoding only: images are counted, not collated). Every
@@ -33,6 +35,7 @@ from fastload.loader import DataLoader
 from fastload.synthetic import make_image_folder
 
 __all__ = [
+    "ACCELERATED",
     "DEFAULT_IMAGES",
     "PIPELINES",
     "BenchRow",
@@ -47,6 +50,7 @@ __all__ = [
 
 PIPELINES = ("train", "val", "decode")
 STOCK = "stock torchvision"
+ACCELERATED = "torchvision, accelerated"
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 DEFAULT_IMAGES = 600
 
@@ -137,6 +141,7 @@ def run(
     device: str = "cpu",
     seconds: float = 20.0,
     rounds: int = 3,
+    accelerated: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[BenchRow]:
     """Measure the stock pipeline and each backend in ``names`` on the images under ``data``.
@@ -151,10 +156,12 @@ def run(
         device: Where batches are delivered (``"cpu"`` or a CUDA device).
         seconds: Measuring time in all, shared by the configurations and rounds.
         rounds: Interleaved rounds per configuration (the median is reported).
+        accelerated: Also measure the stock dataset, unchanged, through
+            ``fastload.DataLoader(..., accelerate=True)`` (the row after stock).
         progress: Called as ``progress(done, total)``.
 
     Returns:
-        The stock row first, then one row per backend.
+        The stock row first, then the accelerated one if asked, then one row per backend.
 
     Raises:
         ValueError: A bad pipeline, batch size, worker count or time.
@@ -169,6 +176,10 @@ def run(
     root = Path(data)
     target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
     datasets, rows = _datasets(root, pipeline, names, batch_size)
+    if accelerated:
+        if pipeline == "decode":
+            raise ValueError("accelerated=True measures train or val: decode has no transform")
+        datasets = {STOCK: datasets[STOCK], ACCELERATED: datasets[STOCK], **datasets}
     workers: dict[str, int] = {}
     streams: dict[str, Generator[Any, None, None]] = {}
     for label, ds in datasets.items():
@@ -181,6 +192,11 @@ def run(
             batches.close()  # shuts the workers down
     base = statistics.median(rates[STOCK])
     out = [BenchRow(STOCK, pipeline, base, 1.0, workers[STOCK], batch_size)]
+    if accelerated:
+        rate = statistics.median(rates[ACCELERATED])
+        out.append(
+            BenchRow(ACCELERATED, pipeline, rate, rate / base, workers[ACCELERATED], batch_size)
+        )
     for name in names:
         if name in rows:
             out.append(rows[name])
@@ -229,7 +245,9 @@ def _workers(
 ) -> int:
     if num_workers != "auto":
         return int(num_workers)
-    extra = {"device": device} if label != STOCK else {}
+    extra: dict[str, Any] = {"device": device} if label != STOCK else {}
+    if label == ACCELERATED:
+        extra["accelerate"] = True
     return autotune(
         ds,
         batch_size=batch_size,
@@ -258,6 +276,8 @@ def _stream(
     if label == STOCK:
         loader = torch.utils.data.DataLoader(ds, pin_memory=target.type == "cuda", **common)
         stream = _to_device(endless(loader), target)
+    elif label == ACCELERATED:
+        stream = endless(DataLoader(ds, device=target, accelerate=True, **common))
     else:
         stream = endless(DataLoader(ds, device=target, **common))
     for _ in range(max(2, workers)):  # warm-up: every worker started and delivered once
@@ -316,13 +336,13 @@ def _measure(batches: Iterator[Any], seconds: float, device: torch.device) -> fl
 
 def format_table(rows: list[BenchRow]) -> list[str]:
     """The rows as the lines of a text table: images/s, ratio to stock and workers."""
-    lines = [f"  {'loader':<20} {'images/s':>9} {'x stock':>8} {'workers':>8}"]
+    lines = [f"  {'loader':<24} {'images/s':>9} {'x stock':>8} {'workers':>8}"]
     for r in rows:
         if r.images_per_sec is None:
-            lines.append(f"  {r.backend:<20} {'-':>9} {'-':>8} {'-':>8}  not run: {r.error}")
+            lines.append(f"  {r.backend:<24} {'-':>9} {'-':>8} {'-':>8}  not run: {r.error}")
         else:
             rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
-            lines.append(f"  {r.backend:<20} {rate:>9} {ratio:>8} {r.num_workers:>8}")
+            lines.append(f"  {r.backend:<24} {rate:>9} {ratio:>8} {r.num_workers:>8}")
     return lines
 
 

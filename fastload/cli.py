@@ -180,6 +180,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             num_workers=args.num_workers,
             device=args.device,
             seconds=args.seconds,
+            accelerated=args.accelerated,
             progress=progress,
         )
     except (ValueError, RuntimeError) as exc:  # e.g. a CUDA device on a machine without one
@@ -346,6 +347,12 @@ def _add_bench(sub: Any) -> None:
         type=_positive_float,
         default=20.0,
         help="measuring time in all, shared by the loaders and rounds (default: 20)",
+    )
+    bench.add_argument(
+        "--accelerated",
+        action="store_true",
+        help="also measure the stock torchvision dataset, unchanged, through "
+        "fastload.DataLoader(accelerate=True) (train and val)",
     )
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--plot", metavar="FILE.png", help="also write a bar chart")

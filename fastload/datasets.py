@@ -83,6 +83,8 @@ class ImageList(Dataset):
             ``fastload.DataLoader``, which warns once per epoch with the count and records the
             file in :attr:`bad_files`.
         max_pixels: Refuse (as unreadable) images whose header claims more pixels.
+        exif_orientation: Apply each file's EXIF orientation (the default); ``False`` keeps
+            the stored pixels, as ``torchvision.datasets.ImageFolder``'s loader does.
 
     Raises:
         ValueError: A bad ``backend``, ``on_error`` or ``max_pixels``, or paths and labels of
@@ -101,6 +103,7 @@ class ImageList(Dataset):
         backend: str = "auto",
         on_error: OnError = "raise",
         max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+        exif_orientation: bool = True,
     ) -> None:
         if len(paths) != len(labels):
             raise ValueError(f"got {len(paths)} paths but {len(labels)} labels")
@@ -108,7 +111,7 @@ class ImageList(Dataset):
         self._init_samples([os.fspath(p) for p in paths], labels, root="")
         self.classes = list(classes) if classes is not None else []
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
-        self._setup(transform, target_transform, backend, on_error, max_pixels)
+        self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
 
     # ------------------------------------------------------------ construction
 
@@ -124,7 +127,11 @@ class ImageList(Dataset):
         backend: str,
         on_error: OnError,
         max_pixels: int,
+        exif_orientation: bool,
     ) -> None:
+        if not isinstance(exif_orientation, bool):
+            raise ValueError(f"exif_orientation={exif_orientation!r} must be True or False")
+        self.exif_orientation = exif_orientation
         self.transform = transform
         self.target_transform = target_transform
         self.on_error = on_error
@@ -161,6 +168,17 @@ class ImageList(Dataset):
         other = copy.copy(self)
         other.backend = backends.resolve(backend)
         other._decoder, other._decoder_pid = backends.create(other.backend), os.getpid()
+        return other
+
+    def with_transform(self, transform: Callable[[Any], Any] | None) -> ImageList:
+        """A copy of this dataset with another ``transform``.
+
+        The copy shares the samples, the backend and :attr:`bad_files` with this dataset.
+        """
+        other = copy.copy(self)
+        other.transform = transform
+        other._split = split_transform(transform)
+        other._plan = other._split.plan
         return other
 
     # ------------------------------------------------------------ torchvision's attributes
@@ -234,7 +252,11 @@ class ImageList(Dataset):
         with open(path, "rb") as f:
             data = f.read()
         array = self._backend().decode(
-            data, plan=self._plan, render=self._split.render, max_pixels=self.max_pixels
+            data,
+            plan=self._plan,
+            render=self._split.render,
+            max_pixels=self.max_pixels,
+            exif_orientation=self.exif_orientation,
         )
         if self._split.pil is not None:
             return array  # the caller makes the PIL image for the user's transform
@@ -266,6 +288,7 @@ class ImageFolder(ImageList):
         backend: ``"auto"``, ``"turbojpeg"``, ``"opencv"`` or ``"pillow"``.
         on_error: ``"raise"`` or ``"skip"`` (see :class:`ImageList`).
         max_pixels: Refuse images whose header claims more pixels.
+        exif_orientation: Apply each file's EXIF orientation (see :class:`ImageList`).
         is_valid_file: Decides which files count, instead of the extension list (torchvision's
             option of the same name).
 
@@ -282,6 +305,7 @@ class ImageFolder(ImageList):
         backend: str = "auto",
         on_error: OnError = "raise",
         max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+        exif_orientation: bool = True,
         is_valid_file: Callable[[str], bool] | None = None,
     ) -> None:
         from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
@@ -296,4 +320,4 @@ class ImageFolder(ImageList):
         self._init_samples(relative, [label for _, label in found], root=root)
         self.classes = classes
         self.class_to_idx = class_to_idx
-        self._setup(transform, target_transform, backend, on_error, max_pixels)
+        self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)

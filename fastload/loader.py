@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 # torch's worker loop seeds numpy.random in every worker. numpy >= 2 imports that submodule
@@ -15,10 +15,12 @@ import numpy.random  # noqa: F401
 import torch.utils.data
 
 from fastload import backends, system
+from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
 from fastload.autotune import autotune
 from fastload.backends.executor import ExecutorOptions
 from fastload.devices import DeviceLike, resolve_device
 from fastload.gpu.stage import BatchStage, CollateThenStage
+from fastload.gpu.transforms import Compose as GpuCompose
 from fastload.prefetch import CUDAPrefetcher
 from fastload.skipping import SkipCollate, SkipReport
 
@@ -46,6 +48,8 @@ class LoaderPlan:
         threads: The executor's thread count (the ``num_workers`` asked for).
         prefetch: The executor's read-ahead (``prefetch_factor``), if given.
         auto_shard: A ``DistributedSampler`` was added for the executor (its epoch is set).
+        acceleration: What ``accelerate`` did to the dataset's pipeline.
+        batch_ops: The batch ops: the translated pipeline's, then ``gpu_transforms``.
     """
 
     args: tuple[Any, ...]
@@ -57,6 +61,8 @@ class LoaderPlan:
     threads: int = 0
     prefetch: int | None = None
     auto_shard: bool = False
+    acceleration: Acceleration = field(default_factory=lambda: Acceleration(False, "not asked"))
+    batch_ops: Callable[..., Any] | None = None
 
 
 def plan_loader(
@@ -68,6 +74,7 @@ def plan_loader(
     gpu_transforms: Callable[..., Any] | None,
     channels_last: bool,
     backend: str | None,
+    accelerate: bool | None = None,
     loader_class: Callable[..., Any],
 ) -> LoaderPlan:
     """Check fastload's options and settle what the loader does (see :class:`LoaderPlan`).
@@ -80,6 +87,7 @@ def plan_loader(
         gpu_transforms: The ``gpu_transforms`` option.
         channels_last: The ``channels_last`` option.
         backend: The ``backend`` option.
+        accelerate: The ``accelerate`` option.
         loader_class: What ``num_workers="auto"`` measures with (the loader's own class).
 
     Raises:
@@ -96,23 +104,30 @@ def plan_loader(
         raise ValueError(f"device_prefetch={device_prefetch!r} must be an int >= 1")
     if not isinstance(channels_last, bool):
         raise ValueError(f"channels_last={channels_last!r} must be True or False")
-    stage = None
-    if gpu_transforms is not None or channels_last:
-        stage = BatchStage(gpu_transforms, channels_last=channels_last)
+    if accelerate is not None and not isinstance(accelerate, bool):
+        raise ValueError(f"accelerate={accelerate!r} must be True, False or None")
     try:
         given: dict[str, Any] = dict(_TORCH_INIT.bind(None, *args, **kwargs).arguments)
     except TypeError:  # torch raises its own error for these arguments
-        return LoaderPlan(args, kwargs, target, stage)
+        return LoaderPlan(args, kwargs, target, _stage(gpu_transforms, channels_last))
     given.pop("self")
+    wanted = accelerate if accelerate is not None else target is not None and target.type == "cuda"
+    acceleration, batch_ops = Acceleration(False, "not asked"), gpu_transforms
+    if wanted:
+        acceleration, batch_ops = _accelerate(given, target, gpu_transforms, backend)
+    elif accelerate is False:
+        acceleration = Acceleration(False, "accelerate=False")
+    stage = _stage(batch_ops, channels_last)
     if given.get("num_workers") == "auto":
         # fastload's own value for a torch parameter: measure, then hand torch an int
         given["num_workers"] = _autotuned_workers(
             given,
             loader_class,
             device=device,
-            gpu_transforms=gpu_transforms,
+            gpu_transforms=batch_ops,
             channels_last=channels_last,
             backend=backend,
+            accelerate=False,  # the dataset is translated already
         )
     dataset = given.get("dataset")
     name = backend if backend is not None else getattr(dataset, "backend", None)
@@ -125,14 +140,96 @@ def plan_loader(
         for option in _WORKER_ONLY:
             given.pop(option, None)
         given["num_workers"] = 0
-        return LoaderPlan((), given, target, stage, name, None, threads, prefetch, auto_shard)
+        return LoaderPlan(
+            (),
+            given,
+            target,
+            stage,
+            name,
+            None,
+            threads,
+            prefetch,
+            auto_shard,
+            acceleration=acceleration,
+            batch_ops=batch_ops,
+        )
     decoder = None
     if backend is not None:
         decoder = backend
         given["dataset"] = _decoding_with(dataset, backend)
     if target is not None and target.type == "cuda" and "pin_memory" not in given:
         given["pin_memory"] = True
-    return LoaderPlan((), given, target, stage, decoder=decoder)
+    return LoaderPlan(
+        (), given, target, stage, decoder=decoder, acceleration=acceleration, batch_ops=batch_ops
+    )
+
+
+def _stage(batch_ops: Callable[..., Any] | None, channels_last: bool) -> BatchStage | None:
+    if batch_ops is None and not channels_last:
+        return None
+    return BatchStage(batch_ops, channels_last=channels_last)
+
+
+_LOGGED: set[str] = set()  # what accelerate said already, in this process
+
+
+def _accelerate(
+    given: dict[str, Any],
+    target: torch.device | None,
+    gpu_transforms: Callable[..., Any] | None,
+    backend: str | None,
+) -> tuple[Acceleration, Callable[..., Any] | None]:
+    """Translate the dataset's pipeline in ``given`` when fastload can run it (see
+    :mod:`fastload.accelerate`); say once, on the ``fastload`` logger, why not when it cannot.
+
+    Returns:
+        What was done, and the batch ops: the translation's, then ``gpu_transforms``.
+    """
+    dataset = given.get("dataset")
+    kind = type(dataset).__name__
+    try:
+        if given.get("collate_fn") is not None:
+            raise NotAccelerated(
+                f"collate_fn={given['collate_fn']!r}", "the batch ops need torch's default collate"
+            )
+        if given.get("batch_size", 1) is None and given.get("batch_sampler") is None:
+            raise NotAccelerated("batch_size=None", "no batches for the batch ops")
+        fast, translated = accelerate_dataset(dataset)
+    except NotAccelerated as why:
+        acceleration = Acceleration(False, str(why), kind)
+        message = f"accelerate: {acceleration}"
+        if message not in _LOGGED:
+            _LOGGED.add(message)
+            log.info(message)
+        return acceleration, gpu_transforms
+    given["dataset"] = fast
+    ops = translated.batch_ops
+    if gpu_transforms is not None:
+        ops = gpu_transforms if ops is None else GpuCompose([ops, gpu_transforms])
+    decoding = "in the worker processes" if given.get("num_workers", 0) else "in this process"
+    where = f"{decoding}, after collating"
+    if target is not None and target.type == "cuda":
+        where = f"on {target}, on the prefetcher's side stream"
+    name = backend if backend is not None else fast.backend
+    if name in backends.names("executor"):
+        decoding = where = f"by the {name} executor"
+    acceleration = Acceleration(
+        True,
+        dataset=kind,
+        decoder=name,
+        decoding=decoding,
+        fused=translated.fused_from,
+        batch=translated.batch_from,
+        where=where,
+        dtype=str(translated.dtype).replace("torch.", ""),
+    )
+    log.info(
+        "accelerate: %s: %d ops fused with decoding, %d on whole batches",
+        kind,
+        len(translated.fused_from),
+        len(translated.batch_from),
+    )
+    return acceleration, ops
 
 
 def _decoding_with(dataset: Any, backend: str) -> Any:
@@ -185,6 +282,17 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             (``max(1, num_workers)``) and ``prefetch_factor`` how many batches it decodes
             ahead (default 2). Under ``torch.distributed`` with no ``sampler`` given, each rank
             reads its own shard (a ``DistributedSampler``, reshuffled every epoch).
+        accelerate: Run the dataset's unchanged torchvision pipeline fastload's way
+            (:mod:`fastload.accelerate`): for a ``torchvision.datasets.ImageFolder`` (or a
+            fastload dataset) whose ``transform`` is made of ops fastload reproduces, the
+            geometry is fused with decoding, with torchvision's own draws, and the conversion
+            and ``Normalize`` run on whole uint8 batches (on the device's side stream with a
+            CUDA ``device``, else after collating). The batches have the dtype, range and
+            shape the transform gives. ``loader.dataset`` is then fastload's copy of the dataset
+            (same samples, classes and ``target_transform``). Anything fastload cannot
+            reproduce keeps the pipeline unchanged and is named once on the ``fastload``
+            logger; :func:`fastload.explain` says what runs where. ``None`` (default): on with
+            a CUDA ``device``, off otherwise. ``False``: never; the loader is torch's.
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 
     Raises:
@@ -201,6 +309,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         gpu_transforms: Callable[..., Any] | None = None,
         channels_last: bool = False,
         backend: str | None = None,
+        accelerate: bool | None = None,
         **kwargs: Any,
     ) -> None:
         plan = plan_loader(
@@ -211,6 +320,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             gpu_transforms=gpu_transforms,
             channels_last=channels_last,
             backend=backend,
+            accelerate=accelerate,
             loader_class=type(self),
         )
         super().__init__(*plan.args, **plan.kwargs)
@@ -219,6 +329,8 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         self.gpu_transforms = gpu_transforms
         self.channels_last = channels_last
         self.backend = plan.executor or plan.decoder
+        self.acceleration = plan.acceleration
+        self._batch_ops = plan.batch_ops
         self.executor: Any = None
         self._epoch = 0
         self._auto_shard = plan.auto_shard
@@ -249,7 +361,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             pin_memory=self.pin_memory and torch.cuda.is_available(),
         )
         self.executor = backends.get(plan.executor).executor(
-            self.dataset, options, batch_ops=self.gpu_transforms
+            self.dataset, options, batch_ops=self._batch_ops
         )
         # what the executor does not run of the batch ops, in this process, on its batches
         remaining = self.executor.remaining_ops
@@ -300,6 +412,12 @@ def _check_executor_arguments(given: dict[str, Any], name: str) -> bool:
         )
     if given.get("batch_size", 1) is None and given.get("batch_sampler") is None:
         raise ValueError(f"backend={name!r} makes whole batches: batch_size=None is not supported")
+    if getattr(dataset, "exif_orientation", True) is False:
+        raise ValueError(
+            f"backend={name!r} always applies EXIF orientation, and this dataset keeps the stored "
+            "pixels (exif_orientation=False, as torchvision's ImageFolder does): use a per-sample "
+            "backend, or a fastload.ImageFolder"
+        )
     workers, prefetch = given.get("num_workers", 0), given.get("prefetch_factor")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"num_workers={workers!r} must be an int >= 0 (the {name} thread count)")

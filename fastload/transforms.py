@@ -32,6 +32,7 @@ import torch
 __all__ = [
     "CenterCrop",
     "Compose",
+    "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
@@ -443,6 +444,39 @@ class CenterCrop(Transform):
         top = -((ch - view.height) // 2) if ch > view.height else round((view.height - ch) / 2)
         left = -((cw - view.width) // 2) if cw > view.width else round((view.width - cw) / 2)
         return view.crop(top, left, ch, cw)
+
+
+class RandomCrop(Transform):
+    """Crop a random ``size`` region: torchvision's ``RandomCrop`` without padding, same draws.
+
+    Args:
+        size: An int for a square, or (height, width).
+
+    Raises:
+        ValueError: (when planning) The image is smaller than the crop, as in torchvision.
+    """
+
+    def __init__(self, size: int | Sequence[int]) -> None:
+        self.size = _size_pair(size)
+
+    def params(self, height: int, width: int) -> tuple[int, int]:
+        """Draw the crop's (top, left) for an image of this size: torchvision's draws (none
+        when the image is the crop's size, else one per axis)."""
+        ch, cw = self.size
+        if height < ch or width < cw:
+            raise ValueError(
+                f"RandomCrop of {ch} x {cw} (height x width) is larger than the {height} x "
+                f"{width} image"
+            )
+        if (height, width) == (ch, cw):
+            return 0, 0
+        top = int(torch.randint(0, height - ch + 1, size=(1,)).item())
+        left = int(torch.randint(0, width - cw + 1, size=(1,)).item())
+        return top, left
+
+    def plan(self, view: View) -> View:
+        top, left = self.params(view.height, view.width)
+        return view.crop(top, left, *self.size)
 
 
 class RandomHorizontalFlip(Transform):

@@ -86,6 +86,7 @@ def parts(python: str) -> list[Part]:
         n,
         "--seconds",
         "40",
+        "--accelerated",
         "--json",
     ]
     return [

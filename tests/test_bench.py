@@ -50,6 +50,23 @@ def test_other_pipelines(data: Path, pipeline: str, require_backend) -> None:
         assert dali.images_per_sec > 0 and dali.error is None
 
 
+def test_accelerated_row_runs_the_stock_dataset_through_fastload(data: Path) -> None:
+    rows = bench.run(
+        data,
+        names=("opencv",),
+        pipeline="val",
+        batch_size=8,
+        num_workers=1,
+        seconds=1.0,
+        rounds=1,
+        accelerated=True,
+    )
+    assert [r.backend for r in rows] == [bench.STOCK, bench.ACCELERATED, "opencv"]
+    assert rows[1].images_per_sec > 0 and rows[1].error is None and rows[1].num_workers == 1
+    with pytest.raises(ValueError, match="accelerated=True measures train or val"):
+        bench.run(data, pipeline="decode", batch_size=8, accelerated=True)
+
+
 def test_bad_arguments(data: Path) -> None:
     with pytest.raises(ValueError, match="pipeline='fast' is not valid; valid: train, val, decode"):
         bench.run(data, pipeline="fast")
@@ -122,11 +139,12 @@ def test_bench_command_dali_measures_the_dali_backend(data: Path, require_backen
 
 
 def test_bench_command_text_table(data: Path) -> None:
-    proc = bench_quickly(data, "opencv")
+    proc = bench_quickly(data, "opencv", "--accelerated")
     assert proc.returncode == 0, proc.stderr
     assert (
         "stock torchvision" in proc.stdout and "opencv" in proc.stdout and "x stock" in proc.stdout
     )
+    assert bench.ACCELERATED in proc.stdout
 
 
 @pytest.mark.parametrize(

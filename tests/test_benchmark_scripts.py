@@ -28,3 +28,16 @@ def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
     assert shares is not None
     rows, area = float(shares[1]), float(shares[2])
     assert 0 < area <= rows <= 100  # a crop covers no more area than the rows down to it
+
+
+def test_accelerate_torchvision_measures_the_three_loaders(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=24, classes=2)
+    script = ROOT / "benchmarks" / "accelerate_torchvision.py"
+    args = ["--data", str(data), "--workers", "0", "--batch-size", "8", "--seconds", "1"]
+    args += ["--rounds", "1", "--backend", "opencv", "--pipelines", "val"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "torchvision, accelerated" in done.stdout and "opencv" in done.stdout
+    assert re.search(r"accelerated / hand-written fastload: \d+\.\d\d", done.stdout)

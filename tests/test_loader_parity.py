@@ -233,6 +233,7 @@ def test_signature_is_torchs_then_keyword_only_options() -> None:
         "gpu_transforms",
         "channels_last",
         "backend",
+        "accelerate",
     ]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extra)
 

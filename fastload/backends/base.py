@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -122,6 +122,7 @@ class Backend(ABC):
         plan: Plan | None = None,
         render: dict[str, Any] | None = None,
         max_pixels: int = DEFAULT_MAX_PIXELS,
+        exif_orientation: bool = True,
     ) -> np.ndarray:
         """Decode an image file's bytes to display-oriented RGB, running a planned crop/resize.
 
@@ -131,6 +132,8 @@ class Backend(ABC):
                 one (e.g. ``RandomResizedCrop(224).plan``); ``None`` keeps the whole image.
             render: Resampling options (``interpolation``, ``antialias``).
             max_pixels: Refuse images whose header claims more pixels than this.
+            exif_orientation: Apply the file's EXIF orientation; ``False`` keeps the stored
+                pixels, as torchvision's own image loader does.
 
         Returns:
             H x W x 3 uint8 RGB array.
@@ -139,11 +142,15 @@ class Backend(ABC):
             ValueError: The data is not a readable image, or is too large.
         """
         info = check_header(data, max_pixels=max_pixels)
+        if not exif_orientation:
+            info = replace(info, orientation=1)
         render = render or {}
         if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
             out = self._decode_jpeg_planned(data, info, plan, render)
         else:
-            array = decode_with_pillow(data, max_pixels=max_pixels)
+            array = decode_with_pillow(
+                data, max_pixels=max_pixels, exif_orientation=exif_orientation
+            )
             view = View.full(array.shape[1], array.shape[0])
             if plan is not None:
                 view = plan(view)
@@ -255,11 +262,14 @@ def _too_large(width: int | None, height: int | None, max_pixels: int) -> str:
     )
 
 
-def decode_with_pillow(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+def decode_with_pillow(
+    data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, exif_orientation: bool = True
+) -> np.ndarray:
     """Decode any format Pillow reads to display-oriented 8-bit RGB (H x W x 3 uint8).
 
     Grey, palette, alpha (dropped, as ``Image.convert("RGB")`` does), CMYK and YCCK become RGB;
-    16-bit images are scaled to 8 bits (65535 -> 255), not saturated.
+    16-bit images are scaled to 8 bits (65535 -> 255), not saturated. With
+    ``exif_orientation=False`` the stored pixels are kept, unrotated.
     """
     from PIL import Image, ImageOps
 
@@ -267,7 +277,8 @@ def decode_with_pillow(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> 
         if image.width * image.height > max_pixels:
             raise ValueError(_too_large(image.width, image.height, max_pixels))
         image.load()  # raises on truncated data
-        image = ImageOps.exif_transpose(image)
+        if exif_orientation:
+            image = ImageOps.exif_transpose(image)
         return _to_rgb(image)
 
 

@@ -1,0 +1,393 @@
+"""Run a user's unchanged torchvision pipeline fastload's way.
+
+``fastload.DataLoader(..., accelerate=True)`` (or ``device="cuda"``) hands the dataset to
+:func:`accelerate_dataset`. When the dataset is a ``torchvision.datasets.ImageFolder`` /
+``DatasetFolder`` with torchvision's own image loader, or a fastload dataset, and every op of
+its ``transform`` is one fastload can run with the same meaning, the pipeline is split:
+
+* the per-sample geometry (``RandomResizedCrop``, ``Resize``, ``CenterCrop``, ``RandomCrop``
+  without padding, ``RandomHorizontalFlip``; v1 and v2) becomes ``fastload.transforms`` ops,
+  planned before decoding with torchvision's own draws and run fused with it;
+* the conversion to a tensor and what follows it (``ToTensor``, ``PILToTensor``, ``ToImage``,
+  ``ToDtype(..., scale=True)``, ``ConvertImageDtype``, ``Normalize``) becomes one batch op,
+  so uint8 crosses the process boundary and the PCIe bus.
+
+Anything else (a lambda, an unknown class, a custom loader, an op whose result fastload cannot
+reproduce) raises :class:`NotAccelerated`, naming the op, and the loader runs the pipeline
+unchanged. Differences that remain are those of resampling (documented in the README), never
+a different op.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fastload import transforms as ft
+from fastload.datasets import ImageList
+from fastload.gpu.transforms import Normalize
+
+__all__ = [
+    "Acceleration",
+    "NotAccelerated",
+    "Translated",
+    "accelerate_dataset",
+    "explain",
+    "translate_transform",
+]
+
+log = logging.getLogger("fastload")
+
+_RESAMPLING = ("bilinear", "bicubic")  # PIL's nearest picks other pixels than fastload's
+
+
+class NotAccelerated(Exception):
+    """A pipeline fastload cannot run its own way.
+
+    Attributes:
+        what: The op or object in the way.
+        why: Why it keeps the pipeline on torch's path.
+    """
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+        self.what, self.why = what, why
+
+
+@dataclass(frozen=True)
+class Translated:
+    """A torchvision transform, translated.
+
+    Attributes:
+        fused: fastload ops planned before decoding and run fused with it.
+        batch: Batch ops (``fastload.gpu``) run on whole uint8 batches, in order.
+        fused_from: The user's ops that became ``fused``.
+        batch_from: The user's ops that became ``batch``.
+        dtype: The dtype of the images delivered (the user's transform's).
+    """
+
+    fused: tuple[ft.Transform, ...]
+    batch: tuple[Normalize, ...]
+    fused_from: tuple[str, ...]
+    batch_from: tuple[str, ...]
+    dtype: torch.dtype
+
+    @property
+    def transform(self) -> ft.Compose | None:
+        """The fused ops as the translated dataset's ``transform``."""
+        return ft.Compose(list(self.fused)) if self.fused else None
+
+    @property
+    def batch_ops(self) -> Callable[..., Any] | None:
+        """The batch ops as one callable (``fastload.gpu.Compose``), or ``None``."""
+        if not self.batch:
+            return None
+        if len(self.batch) == 1:
+            return self.batch[0]
+        from fastload.gpu.transforms import Compose
+
+        return Compose(list(self.batch))
+
+
+class _RandomCropV2(ft.RandomCrop):
+    """torchvision v2's RandomCrop: it draws only along an axis the crop is shorter on."""
+
+    def params(self, height: int, width: int) -> tuple[int, int]:
+        ch, cw = self.size
+        if height < ch or width < cw:
+            return super().params(height, width)  # raises
+        top = int(torch.randint(0, height - ch + 1, size=()).item()) if height > ch else 0
+        left = int(torch.randint(0, width - cw + 1, size=()).item()) if width > cw else 0
+        return top, left
+
+
+def _flatten(transform: Any) -> Iterator[Any]:
+    import torchvision.transforms as v1
+    import torchvision.transforms.v2 as v2
+
+    if isinstance(transform, list):
+        for t in transform:
+            yield from _flatten(t)
+    elif type(transform) in (v1.Compose, v2.Compose):
+        for t in transform.transforms:
+            yield from _flatten(t)
+    else:
+        yield transform
+
+
+def _interpolation(op: Any) -> str:
+    mode = op.interpolation
+    name = str(getattr(mode, "value", mode)).lower()
+    if name not in _RESAMPLING:
+        raise NotAccelerated(
+            repr(op), f"interpolation {name!r} (fastload matches {', '.join(_RESAMPLING)})"
+        )
+    return name
+
+
+@dataclass
+class _Walk:
+    """The translation so far: geometry until the image becomes a tensor, then its dtype."""
+
+    fused: list[ft.Transform]
+    fused_from: list[str]
+    batch_from: list[str]
+    tensor: bool = False
+    dtype: torch.dtype = torch.uint8
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    resizes: int = 0
+
+    def geometry(self, op: Any, fused: ft.Transform, *, resizes: bool = False) -> None:
+        if self.tensor:
+            raise NotAccelerated(
+                repr(op),
+                "geometry on a tensor (after the conversion) resamples unlike the PIL image "
+                "fastload reproduces",
+            )
+        if resizes:
+            self.resizes += 1
+            if self.resizes > 1:
+                raise NotAccelerated(
+                    repr(op), "a second resize (fastload resamples once; two would be approximated)"
+                )
+        self.fused.append(fused)
+        self.fused_from.append(repr(op))
+
+    def convert(self, op: Any, dtype: torch.dtype) -> None:
+        if self.tensor and (self.dtype != torch.uint8 or not dtype.is_floating_point):
+            raise NotAccelerated(repr(op), f"a conversion of a {self.dtype} tensor")
+        if not self.tensor and dtype != torch.uint8 and not dtype.is_floating_point:
+            raise NotAccelerated(repr(op), f"a conversion to {dtype}")
+        self.tensor, self.dtype = True, dtype
+        self.batch_from.append(repr(op))
+
+
+def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
+    """Translate a torchvision transform into fastload's ops.
+
+    Args:
+        transform: A torchvision op or ``Compose`` (v1 or v2) of them.
+        given: What the transform gets: ``"pil"`` (a PIL image, as from torchvision's
+            ``ImageFolder``) or ``"uint8"`` (a C x H x W uint8 tensor, after fastload's fused ops).
+
+    Returns:
+        The fused ops, the batch ops and what each came from.
+
+    Raises:
+        NotAccelerated: An op fastload cannot run with the same meaning; names it.
+    """
+    import torchvision.transforms as v1
+    import torchvision.transforms.v2 as v2
+
+    if transform is None:
+        raise NotAccelerated("transform=None", "the dataset yields PIL images, nothing to batch")
+    if given not in ("pil", "uint8"):
+        raise ValueError(f"given={given!r} is not valid; valid: 'pil', 'uint8'")
+    walk = _Walk([], [], [], tensor=given == "uint8")
+    for op in _flatten(transform):
+        kind = type(op)
+        if kind in (v1.RandomResizedCrop, v2.RandomResizedCrop):
+            fused: ft.Transform = ft.RandomResizedCrop(
+                tuple(op.size), op.scale, op.ratio, interpolation=_interpolation(op)
+            )
+            walk.geometry(op, fused, resizes=True)
+        elif kind in (v1.Resize, v2.Resize):
+            if op.size is None:
+                raise NotAccelerated(repr(op), "size=None (max_size alone)")
+            walk.geometry(
+                op,
+                ft.Resize(op.size, _interpolation(op), max_size=op.max_size),
+                resizes=True,
+            )
+        elif kind in (v1.CenterCrop, v2.CenterCrop):
+            walk.geometry(op, ft.CenterCrop(tuple(op.size)))
+        elif kind in (v1.RandomCrop, v2.RandomCrop):
+            if op.padding is not None or op.pad_if_needed:
+                raise NotAccelerated(repr(op), "padding (fastload crops without it)")
+            crop = (
+                ft.RandomCrop(tuple(op.size))
+                if kind is v1.RandomCrop
+                else _RandomCropV2(tuple(op.size))
+            )
+            walk.geometry(op, crop)
+        elif kind in (v1.RandomHorizontalFlip, v2.RandomHorizontalFlip):
+            # a flip commutes with the per-pixel conversions, so it fuses wherever it stands;
+            # its one draw keeps its place among the others
+            walk.fused.append(ft.RandomHorizontalFlip(op.p))
+            walk.fused_from.append(repr(op))
+        elif kind in (v1.ToTensor, v2.ToTensor):
+            walk.convert(op, torch.get_default_dtype())
+        elif kind in (v1.PILToTensor, v2.PILToTensor, v2.ToImage):
+            walk.convert(op, torch.uint8)
+        elif kind in (v1.ConvertImageDtype, v2.ConvertImageDtype):
+            _need_tensor(walk, op)
+            walk.convert(op, op.dtype)
+        elif kind is v2.ToDtype:
+            _need_tensor(walk, op)
+            if not isinstance(op.dtype, torch.dtype):
+                raise NotAccelerated(repr(op), "a dtype per input type")
+            if op.dtype.is_floating_point and not op.scale:
+                raise NotAccelerated(repr(op), "scale=False (values 0..255 as floats)")
+            walk.convert(op, op.dtype)
+        elif kind in (v1.Normalize, v2.Normalize):
+            if not walk.tensor or not walk.dtype.is_floating_point or walk.mean is not None:
+                raise NotAccelerated(
+                    repr(op), "Normalize where it does not follow a float conversion"
+                )
+            walk.mean, walk.std = tuple(op.mean), tuple(op.std)
+            walk.batch_from.append(repr(op))
+        elif kind is v2.ToPureTensor and walk.tensor:
+            walk.batch_from.append(repr(op))
+        else:
+            raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
+    if not walk.tensor:
+        raise NotAccelerated(repr(transform), "it yields PIL images, which batches cannot hold")
+    batch: tuple[Normalize, ...] = ()
+    if walk.dtype.is_floating_point:
+        if walk.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            raise NotAccelerated(repr(transform), f"images of {walk.dtype}")
+        mean, std = walk.mean or (0.0,), walk.std or (1.0,)
+        batch = (Normalize(mean, std, dtype=walk.dtype),)
+    return Translated(
+        tuple(walk.fused), batch, tuple(walk.fused_from), tuple(walk.batch_from), walk.dtype
+    )
+
+
+def _need_tensor(walk: _Walk, op: Any) -> None:
+    if not walk.tensor:
+        raise NotAccelerated(repr(op), "a dtype conversion of a PIL image")
+
+
+def _name(op: Any) -> str:
+    if isinstance(op, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return f"{op.__qualname__} (a function)"
+    kind = type(op)
+    if kind.__module__.startswith("torchvision."):
+        return repr(op)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def accelerate_dataset(dataset: Any) -> tuple[ImageList, Translated]:
+    """A fastload dataset that runs ``dataset``'s pipeline fused with decoding.
+
+    Args:
+        dataset: A ``torchvision.datasets.ImageFolder`` / ``DatasetFolder`` with torchvision's
+            image loader, or a ``fastload.ImageFolder`` / ``ImageList`` whose ``transform`` is
+            torchvision's.
+
+    Returns:
+        The dataset to load from (same samples, labels, classes and ``target_transform``;
+        EXIF orientation as the original applies it), and the translation, whose ``batch_ops``
+        complete the pipeline on whole batches.
+
+    Raises:
+        NotAccelerated: The dataset or an op of its transform cannot be run fastload's way.
+    """
+    if isinstance(dataset, ImageList):
+        split = dataset.transform_split
+        if split.pil is not None:
+            translated = translate_transform(split.pil)
+            return dataset.with_transform(translated.transform), translated
+        if not split.after:
+            raise NotAccelerated(
+                type(dataset).__name__, "its transform is fastload's own already (nothing to do)"
+            )
+        # fastload's ops, then torchvision's on the uint8 tensor: those move to the batch
+        rest = translate_transform(list(split.after), given="uint8")
+        translated = Translated(
+            split.fused + rest.fused,
+            rest.batch,
+            tuple(repr(op) for op in split.fused) + rest.fused_from,
+            rest.batch_from,
+            rest.dtype,
+        )
+        return dataset.with_transform(translated.transform), translated
+    from torchvision.datasets import DatasetFolder
+    from torchvision.datasets.folder import default_loader, pil_loader
+
+    name = type(dataset).__name__
+    if not isinstance(dataset, DatasetFolder):
+        raise NotAccelerated(
+            name, "not a torchvision ImageFolder / DatasetFolder or a fastload dataset"
+        )
+    if type(dataset).__getitem__ is not DatasetFolder.__getitem__:
+        raise NotAccelerated(name, "it overrides __getitem__")
+    if dataset.loader is not pil_loader and dataset.loader is not default_loader:
+        raise NotAccelerated(f"loader={_name(dataset.loader)}", "a custom image loader")
+    import torchvision
+
+    if dataset.loader is default_loader and torchvision.get_image_backend() != "PIL":
+        raise NotAccelerated("loader", f"torchvision's {torchvision.get_image_backend()} backend")
+    translated = translate_transform(dataset.transform)
+    paths = [path for path, _ in dataset.samples]
+    fast = ImageList(
+        paths,
+        [label for _, label in dataset.samples],
+        translated.transform,
+        dataset.target_transform,
+        classes=dataset.classes,
+        exif_orientation=False,  # torchvision's loader keeps the stored pixels
+    )
+    fast.class_to_idx = dict(dataset.class_to_idx)
+    return fast, translated
+
+
+@dataclass(frozen=True)
+class Acceleration:
+    """What ``accelerate`` did to a loader's pipeline (``str()`` describes it).
+
+    Attributes:
+        accelerated: Whether fastload runs the pipeline its own way.
+        reason: Why not (the op in the way), when it does not; else empty.
+        dataset: The user's dataset's class.
+        decoder: The per-sample decoder, when accelerated.
+        decoding: Where decoding runs.
+        fused: The user's ops run fused with decoding.
+        batch: The user's ops run on whole batches.
+        where: Where the batch ops run.
+        dtype: The dtype of the images delivered.
+    """
+
+    accelerated: bool
+    reason: str = ""
+    dataset: str = ""
+    decoder: str | None = None
+    decoding: str = ""
+    fused: tuple[str, ...] = ()
+    batch: tuple[str, ...] = ()
+    where: str = ""
+    dtype: str = ""
+
+    def __str__(self) -> str:
+        if not self.accelerated:
+            return f"{self.dataset}: runs unchanged, as torch runs it ({self.reason})"
+        lines = [f"{self.dataset}: accelerated (images delivered as {self.dtype})"]
+        lines.append(f"  fused with decoding ({self.decoder}, {self.decoding}):")
+        lines += [f"    {op}" for op in self.fused] or ["    (nothing: whole images)"]
+        lines.append(f"  on whole uint8 batches ({self.where}):")
+        lines += [f"    {op}" for op in self.batch] or ["    (nothing: uint8 batches)"]
+        return "\n".join(lines)
+
+
+def explain(loader: Any) -> str:
+    """Say what a ``fastload.DataLoader`` runs where: decoding, fused ops, batch ops, device.
+
+    Args:
+        loader: A ``fastload.DataLoader``.
+    """
+    acceleration = getattr(loader, "acceleration", None)
+    if acceleration is None:
+        raise ValueError(f"explain takes a fastload.DataLoader, got {type(loader).__name__}")
+    device = getattr(loader, "device", None)
+    head = (
+        f"fastload.DataLoader: batch_size={loader.batch_size}, num_workers={loader.num_workers}, "
+        f"device={str(device) if device is not None else 'as torch yields'}, "
+        f"backend={getattr(loader, 'backend', None) or getattr(loader.dataset, 'backend', 'n/a')}"
+    )
+    return f"{head}\n{acceleration}"

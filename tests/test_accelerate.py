@@ -1,0 +1,348 @@
+"""``accelerate=True``: an unchanged torchvision pipeline, run fastload's way.
+
+Each test builds the user's objects exactly as torchvision's documentation does, loads them with
+torch's DataLoader (the oracle) and with ``fastload.DataLoader(..., accelerate=True)``, and
+compares what a model would see. Resampling differs slightly (fastload decodes at a reduced DCT
+scale and resamples once); the tolerance is stated in ``MEAN_TOLERANCE``, in 0..255 units.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+import torchvision.transforms as v1
+import torchvision.transforms.v2 as v2
+from PIL import Image
+
+import fastload
+from fastload import transforms as ft
+from fastload.accelerate import NotAccelerated, accelerate_dataset, translate_transform
+from tests.images import jpeg_bytes, photo, with_orientation
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+# The README's promise: the mean absolute difference from stock torchvision, in 0..255 units.
+MEAN_TOLERANCE = 1.0
+
+RECIPES = {
+    "train-v1": lambda: v1.Compose(
+        [
+            v1.RandomResizedCrop(96),
+            v1.RandomHorizontalFlip(),
+            v1.ToTensor(),
+            v1.Normalize(MEAN, STD),
+        ]
+    ),
+    "train-v2": lambda: v2.Compose(
+        [
+            v2.RandomResizedCrop(96),
+            v2.RandomHorizontalFlip(),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    ),
+    "val-v1": lambda: v1.Compose(
+        [v1.Resize(110), v1.CenterCrop(96), v1.ToTensor(), v1.Normalize(MEAN, STD)]
+    ),
+    "val-v2": lambda: v2.Compose(
+        [
+            v2.Resize(110),
+            v2.CenterCrop(96),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three classes of real JPEGs, of sizes that need a reduced DCT scale and not, plus a PNG."""
+    root = tmp_path_factory.mktemp("photos")
+    sizes = [(320, 240), (240, 320), (640, 480), (200, 150), (500, 500), (160, 120)]
+    for c in range(3):
+        (root / f"class_{c}").mkdir()
+        for k, (w, h) in enumerate(sizes):
+            (root / f"class_{c}" / f"img_{k}.jpg").write_bytes(
+                jpeg_bytes(photo(w, h, seed=10 * c + k))
+            )
+    Image.fromarray(photo(300, 200, seed=99)).save(root / "class_1" / "img_png.png")
+    return root
+
+
+def _loader(dataset, *, fast: bool, seed: int, workers: int = 0, **options):
+    kwargs = dict(
+        batch_size=5,
+        shuffle=True,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    if fast:
+        return fastload.DataLoader(dataset, **{"accelerate": True, **kwargs, **options})
+    return torch.utils.data.DataLoader(dataset, **kwargs)
+
+
+def _epoch(loader, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(seed)  # num_workers=0 draws from the main process's stream
+    batches = list(loader)
+    return torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+
+
+def _pixels(normalized: torch.Tensor) -> torch.Tensor:
+    """Normalized images back in 0..255 units."""
+    return (
+        normalized * torch.tensor(STD).view(1, 3, 1, 1) * 255
+        + torch.tensor(MEAN).view(1, 3, 1, 1) * 255
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_recipe_matches_stock_torchvision(folder: Path, recipe: str, workers: int) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES[recipe]())
+    stock = _loader(dataset, fast=False, seed=3, workers=workers)
+    fast = _loader(dataset, fast=True, seed=3, workers=workers)
+    assert fast.acceleration.accelerated, fast.acceleration.reason
+    want, want_labels = _epoch(stock, seed=7)
+    got, got_labels = _epoch(fast, seed=7)
+    assert got.dtype == want.dtype == torch.float32
+    assert got.shape == want.shape
+    assert torch.equal(got_labels, want_labels)
+    diff = (_pixels(got) - _pixels(want)).abs()
+    # the same crop boxes and flips: a different box would differ by tens of units
+    per_image = diff.mean(dim=(1, 2, 3))
+    assert per_image.max() < 2.5, per_image
+    assert diff.mean() < MEAN_TOLERANCE
+    print(f"{recipe}: mean {diff.mean():.3f}, worst image {per_image.max():.3f}")
+    assert [got.amin().item(), got.amax().item()] == pytest.approx(
+        [want.amin().item(), want.amax().item()], abs=0.1
+    )
+
+
+def test_another_seed_gives_other_crops(folder: Path) -> None:
+    """The control for the test above: its tolerance does tell crops apart."""
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["train-v1"]())
+    want, _ = _epoch(_loader(dataset, fast=False, seed=3), seed=7)
+    got, _ = _epoch(_loader(dataset, fast=True, seed=3), seed=8)
+    assert (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3)).max() > 5
+
+
+def test_labels_classes_and_target_transform_are_kept(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(
+        folder, RECIPES["val-v1"](), target_transform=lambda y: y + 100
+    )
+    fast = fastload.DataLoader(dataset, batch_size=4, accelerate=True)
+    assert fast.dataset.classes == dataset.classes
+    assert fast.dataset.class_to_idx == dataset.class_to_idx
+    assert fast.dataset.targets == dataset.targets
+    assert [p for p, _ in fast.dataset.samples] == [p for p, _ in dataset.samples]
+    labels = torch.cat([y for _, y in fast])
+    assert labels.tolist() == [t + 100 for t in dataset.targets]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_random_crop_draws_as_torchvision(folder: Path, version: str) -> None:
+    T = v1 if version == "v1" else v2
+    # 120 rows: some images are exactly as tall as the crop, where v1 and v2 draw differently
+    crop = T.RandomCrop((120, 100))
+    to_tensor = [T.PILToTensor()] if version == "v1" else [v2.ToImage()]
+    dataset = torchvision.datasets.ImageFolder(folder, T.Compose([crop, *to_tensor]))
+    want, _ = _epoch(_loader(dataset, fast=False, seed=1), seed=5)
+    got, _ = _epoch(_loader(dataset, fast=True, seed=1), seed=5)
+    assert got.dtype == want.dtype == torch.uint8
+    assert (got.float() - want.float()).abs().mean(dim=(1, 2, 3)).max() < 1.0
+
+
+def test_exif_orientation_is_ignored_as_torchvision_does(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "rotated.jpg").write_bytes(with_orientation(photo(160, 90, seed=2), 6))
+    pipeline = v1.Compose([v1.Resize((45, 80)), v1.PILToTensor()])
+    dataset = torchvision.datasets.ImageFolder(tmp_path, pipeline)
+    want = dataset[0][0]
+    got = next(iter(fastload.DataLoader(dataset, batch_size=1, accelerate=True)))[0][0]
+    assert (got.float() - want.float()).abs().mean() < MEAN_TOLERANCE
+
+
+def test_fastload_dataset_with_torchvision_transform(folder: Path) -> None:
+    dataset = fastload.ImageFolder(folder, transform=RECIPES["val-v2"]())
+    assert dataset.transform_split.pil is not None  # torchvision's ops get PIL images
+    plain = torch.utils.data.DataLoader(dataset, batch_size=6)
+    fast = fastload.DataLoader(dataset, batch_size=6, accelerate=True)
+    assert fast.acceleration.accelerated
+    want, got = torch.cat([x for x, _ in plain]), torch.cat([x for x, _ in fast])
+    assert (_pixels(got) - _pixels(want)).abs().mean() < MEAN_TOLERANCE
+
+
+def test_torchvision_ops_after_fastload_ops_move_to_the_batch(folder: Path) -> None:
+    transform = ft.Compose(
+        [
+            ft.Resize(110),
+            ft.CenterCrop(96),
+            v1.ConvertImageDtype(torch.float32),
+            v1.Normalize(MEAN, STD),
+        ]
+    )
+    dataset = fastload.ImageFolder(folder, transform=transform)
+    plain = torch.utils.data.DataLoader(dataset, batch_size=6)
+    fast = fastload.DataLoader(dataset, batch_size=6, accelerate=True)
+    assert fast.acceleration.batch == ("ConvertImageDtype()", repr(v1.Normalize(MEAN, STD)))
+    assert fast.dataset.transform_split.after == ()  # nothing left per sample
+    want, got = torch.cat([x for x, _ in plain]), torch.cat([x for x, _ in fast])
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def _blocked(transform) -> str:
+    with pytest.raises(NotAccelerated) as info:
+        translate_transform(transform)
+    return str(info.value)
+
+
+def test_ops_that_keep_the_pipeline_unchanged_are_named() -> None:
+    assert "ColorJitter" in _blocked(v1.Compose([v1.ColorJitter(0.4), v1.ToTensor()]))
+    assert "(a function)" in _blocked(v1.Compose([lambda x: x, v1.ToTensor()]))
+    assert "Lambda()" in _blocked(v1.Compose([v1.Lambda(lambda x: x), v1.ToTensor()]))
+    assert "interpolation 'nearest'" in _blocked(
+        v1.Compose([v1.Resize(64, interpolation=v1.InterpolationMode.NEAREST), v1.ToTensor()])
+    )
+    assert "second resize" in _blocked(
+        v1.Compose([v1.Resize(128), v1.RandomResizedCrop(64), v1.ToTensor()])
+    )
+    assert "padding" in _blocked(v1.Compose([v1.RandomCrop(32, padding=4), v1.ToTensor()]))
+    assert "PIL images" in _blocked(v1.Compose([v1.Resize(64)]))
+    assert "geometry on a tensor" in _blocked(v1.Compose([v1.ToTensor(), v1.Resize(64)]))
+    assert "scale=False" in _blocked(v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32)]))
+    assert "Normalize" in _blocked(v2.Compose([v2.ToImage(), v2.Normalize(MEAN, STD)]))
+
+
+def test_translation_of_the_standard_recipes() -> None:
+    translated = translate_transform(RECIPES["train-v2"]())
+    assert [type(op) for op in translated.fused] == [ft.RandomResizedCrop, ft.RandomHorizontalFlip]
+    (normalize,) = translated.batch
+    assert (normalize.mean, normalize.std, normalize.dtype) == (MEAN, STD, torch.float32)
+    val = translate_transform(RECIPES["val-v1"]())
+    assert [type(op) for op in val.fused] == [ft.Resize, ft.CenterCrop]
+    uint8 = translate_transform(v2.Compose([v2.CenterCrop(50), v2.PILToTensor()]))
+    assert uint8.batch == () and uint8.dtype == torch.uint8
+
+
+def test_fallback_is_torchs_loader_and_names_the_op(
+    folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pipeline = v1.Compose(
+        [v1.RandomResizedCrop(64), v1.ColorJitter(0.3, 0.3), v1.ToTensor(), v1.Normalize(MEAN, STD)]
+    )
+    dataset = torchvision.datasets.ImageFolder(folder, pipeline)
+    with caplog.at_level(logging.INFO, logger="fastload"):
+        fast = _loader(dataset, fast=True, seed=2)
+    assert not fast.acceleration.accelerated
+    assert fast.dataset is dataset
+    assert any("ColorJitter" in r.getMessage() for r in caplog.records)
+    want, want_labels = _epoch(_loader(dataset, fast=False, seed=2), seed=4)
+    got, got_labels = _epoch(fast, seed=4)
+    assert torch.equal(got, want) and torch.equal(got_labels, want_labels)
+
+
+def test_custom_loader_is_not_accelerated(folder: Path) -> None:
+    def my_loader(path: str) -> Image.Image:
+        return Image.open(path).convert("RGB")
+
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"](), loader=my_loader)
+    with pytest.raises(NotAccelerated, match="custom image loader"):
+        accelerate_dataset(dataset)
+
+
+def test_custom_collate_is_not_accelerated(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
+    fast = fastload.DataLoader(
+        dataset, batch_size=4, accelerate=True, collate_fn=torch.utils.data.default_collate
+    )
+    assert not fast.acceleration.accelerated
+    assert "collate_fn" in fast.acceleration.reason
+
+
+def test_accelerate_false_is_torchs_loader(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["train-v1"]())
+    fast = _loader(dataset, fast=True, seed=2, accelerate=False)
+    assert fast.dataset is dataset and not fast.acceleration.accelerated
+    want, _ = _epoch(_loader(dataset, fast=False, seed=2), seed=4)
+    got, _ = _epoch(fast, seed=4)
+    assert torch.equal(got, want)
+
+
+def test_not_asked_means_torchs_loader(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
+    loader = fastload.DataLoader(dataset, batch_size=4)
+    assert loader.dataset is dataset
+    assert loader.acceleration.reason == "not asked"
+
+
+def test_bad_accelerate_value(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
+    with pytest.raises(ValueError, match="accelerate='yes'"):
+        fastload.DataLoader(dataset, accelerate="yes")
+
+
+def test_explain_says_what_runs_where(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["train-v1"]())
+    text = fastload.explain(fastload.DataLoader(dataset, batch_size=4, accelerate=True))
+    assert "accelerated" in text
+    fused = text.split("fused with decoding")[1].split("on whole uint8 batches")[0]
+    assert "RandomResizedCrop" in fused and "RandomHorizontalFlip" in fused
+    batch = text.split("on whole uint8 batches")[1]
+    assert "ToTensor" in batch and "Normalize" in batch and "in this process" in batch
+    blocked = torchvision.datasets.ImageFolder(folder, v1.Compose([v1.Grayscale(), v1.ToTensor()]))
+    assert "Grayscale" in fastload.explain(fastload.DataLoader(blocked, accelerate=True))
+    with pytest.raises(ValueError, match=r"fastload\.DataLoader"):
+        fastload.explain(torch.utils.data.DataLoader(dataset))
+
+
+def test_executor_refuses_torchvision_orientation(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
+    with pytest.raises(ValueError, match="EXIF orientation"):
+        fastload.DataLoader(dataset, batch_size=4, accelerate=True, backend="dali")
+
+
+def test_random_crop_op_matches_torchvision_draws() -> None:
+    image = torch.from_numpy(photo(80, 60, seed=1)).permute(2, 0, 1).contiguous()
+    for size in [(40, 30), (60, 50), (60, 80)]:
+        torch.manual_seed(11)
+        want = v1.RandomCrop(size)(image)
+        torch.manual_seed(11)
+        got = ft.RandomCrop(size)(image)
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="larger than"):
+        ft.RandomCrop(100)(image)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", ["train-v1", "val-v2"])
+def test_cuda_delivers_normalized_batches_on_the_device(folder: Path, recipe: str) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES[recipe]())
+    fast = _loader(dataset, fast=True, seed=3, workers=2, device="cuda")
+    assert fast.acceleration.accelerated and "cuda" in fast.acceleration.where
+    want, _ = _epoch(_loader(dataset, fast=False, seed=3, workers=2), seed=7)
+    torch.manual_seed(7)
+    batches = [(x, y) for x, y in fast]
+    assert all(x.is_cuda and x.dtype == torch.float32 for x, _ in batches)
+    got = torch.cat([x.cpu() for x, _ in batches])
+    assert (_pixels(got) - _pixels(want)).abs().mean() < MEAN_TOLERANCE
+
+
+def test_png_files_and_subsets(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
+    index = next(i for i, (p, _) in enumerate(dataset.samples) if p.endswith(".png"))
+    subset = fastload.DataLoader(
+        torch.utils.data.Subset(dataset, [index]), batch_size=1, accelerate=True
+    )
+    assert not subset.acceleration.accelerated  # a Subset hides the folder: named, not guessed
+    assert "Subset" in subset.acceleration.reason
+    fast, translated = accelerate_dataset(dataset)
+    got = translated.batch_ops(fast[index][0].unsqueeze(0))
+    want = dataset[index][0].unsqueeze(0)
+    assert got.shape == want.shape
+    assert (_pixels(got) - _pixels(want)).abs().mean() < MEAN_TOLERANCE
