@@ -266,8 +266,9 @@ def normalize(
             f"for images with {c} channels"
         )
     if images.device.type == "cpu" and dtype == torch.float32 and images.ndim == 4:
-        # On the CPU, a broadcast (1, C, 1, 1) operand takes a slow path (7x slower than
-        # scalars, measured): one scalar multiply-add per channel plane, converting on the fly.
+        # On the CPU, broadcast (1, C, 1, 1) operands were slower than scalars (median 45 ms
+        # against 30 ms for 64 x 3 x 224 x 224, one thread): one scalar multiply-add per
+        # channel plane, converting uint8 on the fly.
         out = _float_batch(images.shape)
         factors = (1.0 / (scale * std_t)).flatten().tolist()
         shifts = (-mean_t / std_t).flatten().tolist()
