@@ -112,11 +112,15 @@ def plan_loader(
         return LoaderPlan(args, kwargs, target, _stage(gpu_transforms, channels_last))
     given.pop("self")
     wanted = accelerate if accelerate is not None else target is not None and target.type == "cuda"
-    acceleration, batch_ops = Acceleration(False, "not asked"), gpu_transforms
+    kind = type(given.get("dataset")).__name__
+    acceleration = Acceleration(
+        False, "not asked: accelerate=True or a CUDA device turns it on", kind
+    )
+    batch_ops = gpu_transforms
     if wanted:
         acceleration, batch_ops = _accelerate(given, target, gpu_transforms, backend)
     elif accelerate is False:
-        acceleration = Acceleration(False, "accelerate=False")
+        acceleration = Acceleration(False, "accelerate=False", kind)
     stage = _stage(batch_ops, channels_last)
     if given.get("num_workers") == "auto":
         # fastload's own value for a torch parameter: measure, then hand torch an int

@@ -278,7 +278,8 @@ def test_not_asked_means_torchs_loader(folder: Path) -> None:
     dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
     loader = fastload.DataLoader(dataset, batch_size=4)
     assert loader.dataset is dataset
-    assert loader.acceleration.reason == "not asked"
+    assert loader.acceleration.reason.startswith("not asked")
+    assert "ImageFolder: runs unchanged" in fastload.explain(loader)
 
 
 def test_bad_accelerate_value(folder: Path) -> None:
