@@ -221,6 +221,8 @@ def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
             # its one draw keeps its place among the others
             walk.fused.append(ft.RandomHorizontalFlip(op.p))
             walk.fused_from.append(repr(op))
+        elif kind in (v1.ToTensor, v2.ToTensor, v1.PILToTensor, v2.PILToTensor) and walk.tensor:
+            raise NotAccelerated(repr(op), "it takes a PIL image and would get a tensor")
         elif kind in (v1.ToTensor, v2.ToTensor):
             walk.convert(op, torch.get_default_dtype())
         elif kind in (v1.PILToTensor, v2.PILToTensor, v2.ToImage):

@@ -217,6 +217,8 @@ def test_ops_that_keep_the_pipeline_unchanged_are_named() -> None:
     assert "geometry on a tensor" in _blocked(v1.Compose([v1.ToTensor(), v1.Resize(64)]))
     assert "scale=False" in _blocked(v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32)]))
     assert "Normalize" in _blocked(v2.Compose([v2.ToImage(), v2.Normalize(MEAN, STD)]))
+    with pytest.raises(NotAccelerated, match="takes a PIL image"):
+        translate_transform(v1.ToTensor(), given="uint8")
 
 
 def test_translation_of_the_standard_recipes() -> None:
