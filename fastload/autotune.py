@@ -523,6 +523,9 @@ def autotune(
         options = dict(kwargs)
         if workers == 0:  # torch refuses prefetch_factor without worker processes
             options.pop("prefetch_factor", None)
+        if isinstance(options.get("generator"), torch.Generator):
+            # the trial loaders draw from a copy: the user's loader starts where it would have
+            options["generator"] = torch.Generator().set_state(options["generator"].get_state())
         return loader_class(
             dataset,
             batch_size=batch_size,
@@ -532,13 +535,18 @@ def autotune(
         )
 
     required = None if step_time is None else margin * batch_size / step_time
-    choice, table, reason = search(
-        lambda w, bar: measure_loader(make_loader, w, per_candidate, precision=PRECISION, bar=bar),
-        max_workers=max_workers,
-        budget=budget,
-        required=required,
-        progress=progress,
-    )
+    # Measuring draws from torch's global stream (sampler seeds, worker seeds): on a fork of it,
+    # so that a measured and a cached run train on the same random numbers.
+    with torch.random.fork_rng(devices=[]):
+        choice, table, reason = search(
+            lambda w, bar: measure_loader(
+                make_loader, w, per_candidate, precision=PRECISION, bar=bar
+            ),
+            max_workers=max_workers,
+            budget=budget,
+            required=required,
+            progress=progress,
+        )
     rate = next(m.images_per_sec for m in table if m.num_workers == choice)
     result = AutotuneResult(choice, rate, table, reason, False, key)
     if cache:

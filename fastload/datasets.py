@@ -19,6 +19,7 @@ from torch.utils.data import Dataset
 
 from fastload import backends, errors
 from fastload.errors import UnreadableImageWarning
+from fastload.sampling import seeded
 from fastload.skipping import Skipped
 from fastload.transforms import TransformSplit, split_transform
 
@@ -63,6 +64,9 @@ class _Strings:
 
 class ImageList(Dataset):
     """Images from a list of file paths and integer labels.
+
+    Indexed with a :class:`fastload.sampling.SampleKey` (as ``fastload.DataLoader`` does by
+    default), a sample's random transforms draw from the key's seed.
 
     ``ds[i]`` returns ``(image, target)``. The image is a C x H x W uint8 RGB tensor (EXIF
     orientation applied) when ``transform`` is ``None``, a fastload op or a ``Compose``
@@ -112,6 +116,8 @@ class ImageList(Dataset):
         self.classes = list(classes) if classes is not None else []
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
+
+    sample_keys = True  # honours SampleKey seeds: fastload.DataLoader sends them
 
     # ------------------------------------------------------------ construction
 
@@ -226,6 +232,12 @@ class ImageList(Dataset):
         return self._decoder
 
     def __getitem__(self, index: int) -> Any:
+        # A SampleKey from fastload.DataLoader (seeding="sample") carries the sample's own seed:
+        # every draw of the transforms comes from it, whatever process loads the sample.
+        with seeded(getattr(index, "seed", None)):
+            return self._load(int(index))
+
+    def _load(self, index: int) -> Any:
         path = self.path(index)
         target: Any = int(self._labels[index])
         try:

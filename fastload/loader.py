@@ -22,6 +22,7 @@ from fastload.devices import DeviceLike, resolve_device
 from fastload.gpu.stage import BatchStage, CollateThenStage
 from fastload.gpu.transforms import Compose as GpuCompose
 from fastload.prefetch import CUDAPrefetcher
+from fastload.sampling import EpochSampler, Seeding
 from fastload.skipping import SkipCollate, SkipReport
 
 __all__ = ["DataLoader", "LoaderPlan", "plan_loader"]
@@ -31,6 +32,8 @@ T_co = TypeVar("T_co", covariant=True)
 _TORCH_INIT = inspect.signature(torch.utils.data.DataLoader.__init__)
 # torch's options for worker processes: an executor has none, so they go with them
 _WORKER_ONLY = ("persistent_workers", "multiprocessing_context")
+_SEEDING = ("sample", "worker")
+STATE_FORMAT = 1  # of state_dict()
 log = logging.getLogger("fastload")
 
 
@@ -50,6 +53,7 @@ class LoaderPlan:
         auto_shard: A ``DistributedSampler`` was added for the executor (its epoch is set).
         acceleration: What ``accelerate`` did to the dataset's pipeline.
         batch_ops: The batch ops: the translated pipeline's, then ``gpu_transforms``.
+        autotuned: ``num_workers="auto"`` chose the worker count.
     """
 
     args: tuple[Any, ...]
@@ -63,6 +67,7 @@ class LoaderPlan:
     auto_shard: bool = False
     acceleration: Acceleration = field(default_factory=lambda: Acceleration(False, "not asked"))
     batch_ops: Callable[..., Any] | None = None
+    autotuned: bool = False
 
 
 def plan_loader(
@@ -75,6 +80,7 @@ def plan_loader(
     channels_last: bool,
     backend: str | None,
     accelerate: bool | None = None,
+    seeding: str = "sample",
     loader_class: Callable[..., Any],
 ) -> LoaderPlan:
     """Check fastload's options and settle what the loader does (see :class:`LoaderPlan`).
@@ -88,6 +94,7 @@ def plan_loader(
         channels_last: The ``channels_last`` option.
         backend: The ``backend`` option.
         accelerate: The ``accelerate`` option.
+        seeding: The ``seeding`` option.
         loader_class: What ``num_workers="auto"`` measures with (the loader's own class).
 
     Raises:
@@ -106,6 +113,8 @@ def plan_loader(
         raise ValueError(f"channels_last={channels_last!r} must be True or False")
     if accelerate is not None and not isinstance(accelerate, bool):
         raise ValueError(f"accelerate={accelerate!r} must be True, False or None")
+    if seeding not in _SEEDING:
+        raise ValueError(f"seeding={seeding!r} is not valid; valid: 'sample', 'worker'")
     try:
         given: dict[str, Any] = dict(_TORCH_INIT.bind(None, *args, **kwargs).arguments)
     except TypeError:  # torch raises its own error for these arguments
@@ -122,7 +131,8 @@ def plan_loader(
     elif accelerate is False:
         acceleration = Acceleration(False, "accelerate=False", kind)
     stage = _stage(batch_ops, channels_last)
-    if given.get("num_workers") == "auto":
+    autotuned = given.get("num_workers") == "auto"
+    if autotuned:
         # fastload's own value for a torch parameter: measure, then hand torch an int
         given["num_workers"] = _autotuned_workers(
             given,
@@ -156,6 +166,7 @@ def plan_loader(
             auto_shard,
             acceleration=acceleration,
             batch_ops=batch_ops,
+            autotuned=autotuned,
         )
     decoder = None
     if backend is not None:
@@ -164,7 +175,14 @@ def plan_loader(
     if target is not None and target.type == "cuda" and "pin_memory" not in given:
         given["pin_memory"] = True
     return LoaderPlan(
-        (), given, target, stage, decoder=decoder, acceleration=acceleration, batch_ops=batch_ops
+        (),
+        given,
+        target,
+        stage,
+        decoder=decoder,
+        acceleration=acceleration,
+        batch_ops=batch_ops,
+        autotuned=autotuned,
     )
 
 
@@ -297,6 +315,13 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             reproduce keeps the pipeline unchanged and is named once on the ``fastload``
             logger; :func:`fastload.explain` says what runs where. ``None`` (default): on with
             a CUDA ``device``, off otherwise. ``False``: never; the loader is torch's.
+        seeding: Where the per-sample transforms of a fastload dataset draw their random
+            numbers. ``"sample"`` (default): each sample from its own stream, derived from the
+            epoch's seed and its position in the epoch (:mod:`fastload.sampling`), whatever
+            worker loads it; the same seed then gives the same batches for any
+            ``num_workers``, and a resumed epoch (:meth:`load_state_dict`) the same pixels.
+            ``"worker"``: torch's behaviour, one stream per worker process. Datasets that are
+            not fastload's always draw torch's way.
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 
     Raises:
@@ -314,6 +339,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         channels_last: bool = False,
         backend: str | None = None,
         accelerate: bool | None = None,
+        seeding: Seeding = "sample",
         **kwargs: Any,
     ) -> None:
         plan = plan_loader(
@@ -325,9 +351,23 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             channels_last=channels_last,
             backend=backend,
             accelerate=accelerate,
+            seeding=seeding,
             loader_class=type(self),
         )
         super().__init__(*plan.args, **plan.kwargs)
+        self.seeding = seeding
+        self._autotuned = plan.autotuned
+        self._epochs: EpochSampler | None = None
+        if not isinstance(self.dataset, torch.utils.data.IterableDataset):
+            batched = self.batch_sampler is not None
+            indices: Any = self.batch_sampler if batched else self.sampler
+            self._epochs = EpochSampler(
+                indices,
+                batched=batched,
+                generator=self.generator,
+                sampler=self.sampler,
+                keyed=seeding == "sample" and getattr(self.dataset, "sample_keys", False),
+            )
         self.device = plan.device
         self.device_prefetch = device_prefetch
         self.gpu_transforms = gpu_transforms
@@ -354,6 +394,15 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             # drop them before collating, and report them in the main process.
             self.collate_fn = SkipCollate(self.collate_fn, batched=self.batch_sampler is not None)
 
+    @property
+    def _index_sampler(self) -> Any:
+        # What torch's iterators read indices from (torch's own property, the one hook they
+        # share): the batch sampler, read through the EpochSampler that records and resumes.
+        epochs = self.__dict__.get("_epochs")
+        if epochs is None:
+            return super()._index_sampler
+        return epochs
+
     def _start_executor(self, plan: LoaderPlan) -> None:
         assert plan.executor is not None
         self.num_workers, self.prefetch_factor = plan.threads, plan.prefetch
@@ -373,17 +422,130 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             self._executor_stage = BatchStage(remaining, channels_last=self.channels_last)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        epochs = self._epochs
+        if epochs is None:
+            return self._batches()
+        token = epochs.begin()
+        if epochs.resuming and self.generator is None:
+            # A resumed epoch replays its sampler from the recorded state; what starting the
+            # iterator draws from torch's global stream (torch's worker seed) is not drawn by
+            # the run it continues, so that stream is put back as it was.
+            with torch.random.fork_rng(devices=[]):
+                batches = self._batches()
+        else:
+            batches = self._batches()
+        if isinstance(batches, _Counting):  # torch's own iterator, handed out as it is
+            batches.counter = _Counter(epochs, token)
+            return batches
+        return _Delivered(batches, epochs, token)
+
+    def _get_iterator(self) -> Any:
+        # torch's iterators (its own hook for making them), counting what they hand out
+        if self.num_workers == 0:
+            return _SingleProcessDataLoaderIter(self)
+        self.check_worker_number_rationality()
+        return _MultiProcessingDataLoaderIter(self)
+
+    def _batches(self) -> Iterator[Any]:
         if self.executor is not None:
             return self._executor_epoch()
         batches: Iterator[Any] = super().__iter__()
         if isinstance(self.collate_fn, SkipCollate):
-            batches = SkipReport(batches, self.dataset)
+            dropped = self._epochs.drop if self._epochs is not None else None
+            batches = SkipReport(batches, self.dataset, on_drop=dropped)
         if self.device is None or self.device.type == "cpu":
             return batches
         prefetcher = CUDAPrefetcher(
             batches, device=self.device, depth=self.device_prefetch, transform=self._device_stage
         )
         return iter(prefetcher)  # started: `for batch in loader` calls iter() only on the loader
+
+    # ------------------------------------------------------------ resuming
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader stands: after ``k`` batches of an epoch, or between epochs.
+
+        A loader built the same way (in this process or another) continues from it with
+        :meth:`load_state_dict`: the rest of that epoch, the same samples in the same order,
+        then the epochs the uninterrupted loader would have given. The state is plain data
+        (ints, strings, lists, dicts, tensors): ``torch.save`` it and read it back with
+        ``weights_only=True``. It holds the loader's ``generator`` state, the epoch's starting
+        random state, the sampler's ``epoch``, the ``num_workers`` chosen by
+        ``num_workers="auto"`` and the files ``on_error="skip"`` recorded so far.
+
+        Raises:
+            TypeError: The dataset is an ``IterableDataset``: it has no sampler to resume.
+        """
+        epochs = self._resumable()
+        return {
+            "format": STATE_FORMAT,
+            "loader": self._identity(),
+            "num_workers": self.num_workers,
+            "executor_epochs": self._epoch,
+            "bad_files": dict(getattr(self.dataset, "bad_files", None) or {}),
+            "epochs": epochs.state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`: the next ``iter(loader)`` resumes where it was.
+
+        Call it before iterating. With ``num_workers="auto"``, the recorded worker count is
+        used.
+
+        Raises:
+            ValueError: The state is not a fastload loader state, or is of a loader that
+                differs from this one (another dataset length, batch size, backend, ...): the
+                message names each difference.
+            TypeError: The dataset is an ``IterableDataset``.
+        """
+        epochs = self._resumable()
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(
+                f"not a fastload.DataLoader state (format {STATE_FORMAT} expected, got {got!r})"
+            )
+        mine = self._identity()
+        theirs = state["loader"]
+        differ = [
+            f"{key} {theirs.get(key)!r} in the state, {mine[key]!r} here"
+            for key in mine
+            if theirs.get(key) != mine[key]
+        ]
+        if differ:
+            raise ValueError(
+                "this state is of a different loader, so it cannot resume this one: "
+                + "; ".join(differ)
+            )
+        if self._autotuned and self.executor is None:
+            self.num_workers = int(state["num_workers"])
+        self._epoch = int(state["executor_epochs"])
+        bad_files = getattr(self.dataset, "bad_files", None)
+        if isinstance(bad_files, dict):
+            bad_files.update(state["bad_files"])
+        epochs.load(state["epochs"])
+
+    def _resumable(self) -> EpochSampler:
+        if self._epochs is None:
+            raise TypeError(
+                f"the dataset is an IterableDataset ({type(self.dataset).__name__}): it has no "
+                "sampler whose place can be saved; state_dict needs a map-style dataset"
+            )
+        return self._epochs
+
+    def _identity(self) -> dict[str, Any]:
+        """What must match for a state to resume this loader."""
+        dataset = self.dataset
+        return {
+            "dataset": type(dataset).__name__,
+            "dataset length": len(dataset),  # type: ignore[arg-type]
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "sampler": type(self.sampler).__name__,
+            "batches per epoch": len(self),
+            "backend": self.backend or getattr(dataset, "backend", None),
+            "seeding": self.seeding if self._epochs and self._epochs.keyed else "worker",
+            "generator": "given" if self.generator is not None else "torch's global",
+        }
 
     def _executor_epoch(self) -> Iterator[Any]:
         if self._auto_shard:
@@ -393,13 +555,82 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
         assert self.batch_sampler is not None
         batches = self.executor.epoch(
-            iter(self.batch_sampler),
+            iter(self._index_sampler),
             seed=seed,
+            on_drop=self._epochs.drop if self._epochs is not None else None,
             target_transform=getattr(self.dataset, "target_transform", None),
         )
         if self._executor_stage is None:
             return batches
         return map(self._executor_stage, batches)
+
+
+@dataclass(frozen=True)
+class _Counter:
+    """Tells the loader's :class:`EpochSampler` what pass ``token`` hands out."""
+
+    epochs: EpochSampler
+    token: int
+
+    def __call__(self, batch: Any) -> Any:
+        self.epochs.deliver(self.token)
+        return batch
+
+    def end(self) -> None:
+        self.epochs.finish(self.token)
+
+
+class _Counting:
+    """Mixed into torch's iterators: each batch handed out is counted (``state_dict``)."""
+
+    counter: _Counter | None = None
+
+    def __next__(self) -> Any:
+        try:
+            batch = super().__next__()  # type: ignore[misc]
+        except StopIteration:
+            if self.counter is not None:
+                self.counter.end()
+            raise
+        return batch if self.counter is None else self.counter(batch)
+
+
+# Subclasses of torch's two iterators, under their names (torch's profiler labels use them), so
+# that ``iter(loader)`` on the CPU still is torch's own iterator.
+class _SingleProcessDataLoaderIter(
+    _Counting, torch.utils.data.dataloader._SingleProcessDataLoaderIter
+):
+    pass
+
+
+class _MultiProcessingDataLoaderIter(
+    _Counting, torch.utils.data.dataloader._MultiProcessingDataLoaderIter
+):
+    pass
+
+
+class _Delivered:
+    """The user's side of a pass that is not torch's iterator: counts what it hands out."""
+
+    def __init__(self, batches: Iterator[Any], epochs: EpochSampler, token: int) -> None:
+        self._batches, self._counter = batches, _Counter(epochs, token)
+
+    def __iter__(self) -> _Delivered:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self._batches)
+        except StopIteration:
+            self._counter.end()
+            raise
+        return self._counter(batch)
+
+    def __len__(self) -> int:
+        return len(self._batches)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped iterator's own (close, ...)
+        return getattr(self._batches, name)
 
 
 def _check_executor_arguments(given: dict[str, Any], name: str) -> bool:

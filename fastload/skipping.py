@@ -54,10 +54,24 @@ class SkipCollate:
 
 
 class SkipReport:
-    """Iterates batches, dropping what was skipped, recording it, and warning once per epoch."""
+    """Iterates batches, dropping what was skipped, recording it, and warning once per epoch.
 
-    def __init__(self, batches: Iterator[Any], dataset: Any) -> None:
+    Args:
+        batches: The collated batches (:class:`_Collated` or plain).
+        dataset: Whose ``bad_files`` records the skipped files.
+        on_drop: Told, when a batch is dropped whole (none of its files readable), how many
+            batches were returned before it.
+    """
+
+    def __init__(
+        self,
+        batches: Iterator[Any],
+        dataset: Any,
+        *,
+        on_drop: Callable[[int], None] | None = None,
+    ) -> None:
         self._batches, self._dataset, self._count = batches, dataset, 0
+        self._on_drop, self._returned = on_drop, 0
 
     def __iter__(self) -> SkipReport:
         return self
@@ -74,9 +88,13 @@ class SkipReport:
                 self._count = 0
                 raise
             if not isinstance(item, _Collated):
+                self._returned += 1
                 return item
             for s in item.skipped:
                 self._dataset.bad_files[s.path] = s.reason
             self._count += len(item.skipped)
             if item.batch is not None:
+                self._returned += 1
                 return item.batch
+            if self._on_drop is not None:
+                self._on_drop(self._returned)

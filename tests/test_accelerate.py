@@ -83,7 +83,9 @@ def _loader(dataset, *, fast: bool, seed: int, workers: int = 0, **options):
         generator=torch.Generator().manual_seed(seed),
     )
     if fast:
-        return fastload.DataLoader(dataset, **{"accelerate": True, **kwargs, **options})
+        # seeding="worker": torch's per-worker streams, so each crop is drawn as the oracle's is
+        options = {"accelerate": True, "seeding": "worker", **kwargs, **options}
+        return fastload.DataLoader(dataset, **options)
     return torch.utils.data.DataLoader(dataset, **kwargs)
 
 

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload._progress",
         "fastload.synthetic",
         "fastload.transforms",
+        "fastload.sampling",
         "fastload.gpu.functional",
     ),
     (  # per-sample decoding, batch ops, the prefetcher

@@ -234,6 +234,7 @@ def test_signature_is_torchs_then_keyword_only_options() -> None:
         "channels_last",
         "backend",
         "accelerate",
+        "seeding",
     ]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extra)
 

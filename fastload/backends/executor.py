@@ -9,7 +9,8 @@ changing the backend does not change it, and this module does it once for all of
 * the reading: reader threads read each batch's files and check their headers (format from
   the content, ``max_pixels``, truncated JPEGs) with the error policy of every backend;
 * the geometry: the dataset's ``fastload.transforms`` chain is planned per sample with
-  torchvision's draws, from the epoch's own random stream, into a region and an output size;
+  torchvision's draws, from each sample's own stream (its ``SampleKey`` seed, as on every
+  backend) or else from the epoch's stream, into a region and an output size;
 * the leading batch ops an executor can run itself are folded into it (:func:`fold_batch_ops`),
   their draws made by the ops' own ``make_params``;
 * the faults: a batch the library fails on is re-decoded file by file to name the file, which
@@ -35,6 +36,7 @@ import torch
 from fastload import errors
 from fastload.backends.base import check_header
 from fastload.image import ImageInfo
+from fastload.sampling import seeded
 from fastload.transforms import CenterCrop, TransformSplit, View
 
 __all__ = [
@@ -225,12 +227,23 @@ def read_batch(dataset: Any, indices: list[int]) -> Read:
 
 
 def plan_views(
-    plan: Callable[[View], View] | None, sizes: list[tuple[int, int]], rng: torch.Tensor
+    plan: Callable[[View], View] | None,
+    sizes: list[tuple[int, int]],
+    rng: torch.Tensor,
+    seeds: list[int | None] | None = None,
 ) -> tuple[list[View], torch.Tensor]:
-    """Plan each image's view with torchvision's draws from the random state ``rng``.
+    """Plan each image's view with torchvision's draws from the random state ``rng``, or from
+    each sample's own seed.
 
-    The ops draw from torch's global generator (torchvision's draws); ``rng`` stands in for it
-    meanwhile, so the user's random stream is untouched.
+    The ops draw from torch's global generator (torchvision's draws); ``rng`` (or the sample's
+    seed) stands in for it meanwhile, so the user's random stream is untouched.
+
+    Args:
+        plan: The dataset's planned ops.
+        sizes: Each image's shown (width, height).
+        rng: The epoch's random state, drawn from in order.
+        seeds: Each sample's seed (``SampleKey.seed``); when every sample has one, each is
+            planned from its own seed and ``rng`` is not drawn from.
 
     Returns:
         The views, and the random state after the draws (for the next batch).
@@ -238,6 +251,12 @@ def plan_views(
     views = [View.full(w, h) for w, h in sizes]
     if plan is None:
         return views, rng
+    if seeds is not None and all(seed is not None for seed in seeds):
+        planned = []
+        for view, seed in zip(views, seeds, strict=True):
+            with seeded(seed):
+                planned.append(plan(view))
+        return planned, rng
     saved = torch.get_rng_state()
     torch.set_rng_state(rng)
     try:
@@ -384,18 +403,22 @@ class BatchExecutor:
         *,
         seed: int,
         target_transform: Callable[[int], Any] | None = None,
+        on_drop: Callable[[int], None] | None = None,
     ) -> Iterator[tuple[torch.Tensor, Any]]:
         """Iterate one epoch: ``(images, labels)`` per batch of indices from ``batches``.
 
         Args:
-            batches: Index lists, one per batch (the loader's batch sampler).
-            seed: Seeds this epoch's per-sample random draws.
+            batches: Index lists, one per batch (the loader's batch sampler). Indices that
+                carry a seed (``fastload.sampling.SampleKey``) are planned from it.
+            seed: Seeds this epoch's per-sample random draws, for indices without a seed.
             target_transform: Called on each label (the dataset's).
+            on_drop: Told, when a batch is dropped whole (``on_error="skip"`` and none of its
+                files readable), how many batches are delivered before it.
         """
         self.engine.drain()  # a previous epoch's unused batches
         token = object()
         self._epoch_token = token
-        return _Epoch(self, batches, seed, target_transform, token)
+        return _Epoch(self, batches, seed, target_transform, token, on_drop)
 
     def is_current(self, token: object) -> bool:
         """Whether the epoch holding ``token`` is the newest one."""
@@ -412,8 +435,10 @@ class _Epoch:
         seed: int,
         target_transform: Callable[[int], Any] | None,
         token: object,
+        on_drop: Callable[[int], None] | None = None,
     ) -> None:
         self._owner, self._engine, self._token = owner, owner.engine, token
+        self._on_drop, self._delivered = on_drop, 0
         self._batches = batches
         self._target_transform = target_transform
         generator = torch.Generator()
@@ -422,7 +447,7 @@ class _Epoch:
         self._reader = ThreadPoolExecutor(
             max_workers=2, thread_name_prefix=f"fastload-{owner.name}-read"
         )
-        self._reads: deque[Future[Read]] = deque()
+        self._reads: deque[tuple[Future[Read], list[int | None]]] = deque()
         self._queued: deque[Planned] = deque()
         self._skipped = 0
         self._done = False
@@ -462,6 +487,7 @@ class _Epoch:
             except BatchFailed as exc:
                 self._drop_bad_files(exc)
                 continue
+            self._delivered += 1
             return images, self._labels(self._queued.popleft())
 
     # ------------------------------------------------------------ reading and planning
@@ -472,10 +498,12 @@ class _Epoch:
             indices = next(self._batches, None)
             if indices is None:
                 return
+            seeds = [getattr(i, "seed", None) for i in indices]
             indices = [int(i) for i in indices]
-            self._reads.append(self._reader.submit(read_batch, self._owner.dataset, indices))
+            future = self._reader.submit(read_batch, self._owner.dataset, indices)
+            self._reads.append((future, seeds))
 
-    def _plan(self, read: Read) -> Planned | None:
+    def _plan(self, read: Read, seeds: list[int | None]) -> Planned | None:
         dataset = self._owner.dataset
         for path, why in read.bad:
             if dataset.on_error == "raise":
@@ -486,7 +514,12 @@ class _Epoch:
             self._skipped += 1
         if not read.good:
             return None
-        views, self._rng = plan_views(self._owner.translation.plan, read.sizes, self._rng)
+        views, self._rng = plan_views(
+            self._owner.translation.plan,
+            read.sizes,
+            self._rng,
+            [seeds[k] for k in read.good],
+        )
         for op in self._owner.folded.flips:  # the op's own draws, one per delivered sample
             drawn = op.make_params(len(views), views[0].height, views[0].width)
             flips = drawn["apply"].tolist()
@@ -504,9 +537,12 @@ class _Epoch:
         while len(self._queued) < self._owner.options.prefetch and self._reads:
             if self._queued and self._queued[-1].error is not None:
                 return  # nothing is delivered past a batch that raises
-            planned = self._plan(self._reads.popleft().result())
+            future, seeds = self._reads.popleft()
+            planned = self._plan(future.result(), seeds)
             self._read_ahead()
             if planned is None:
+                if self._on_drop is not None:  # delivered before it: those out, and those queued
+                    self._on_drop(self._delivered + len(self._queued))
                 continue
             if planned.error is None:
                 if not self._engine.fits(len(planned.paths)):
@@ -573,13 +609,15 @@ class _Epoch:
         keep = [k for k in range(len(planned.paths)) if k not in culprits]
         if keep:
             self._queued.appendleft(planned.keep(keep))
+        elif self._on_drop is not None:
+            self._on_drop(self._delivered)
         self._feed_again()
 
     def _finish(self) -> None:
         if self._done:
             return
         self._done = True
-        for future in self._reads:
+        for future, _ in self._reads:
             future.cancel()
         self._reader.shutdown(wait=False, cancel_futures=True)
         errors.warn_skipped(self._skipped, stacklevel=4)

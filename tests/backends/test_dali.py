@@ -262,14 +262,38 @@ def test_deterministic_pipelines_match_the_cpu_backends(folder: Path, transform)
         assert mad(images[i], expected) <= 2.0, i
 
 
+def test_random_crops_are_the_cpu_backends_crops_for_the_same_seed(folder: Path) -> None:
+    """Each sample draws from its own seed (seeding="sample"), whoever decodes it: DALI's batches
+    are the CPU backend's, crop for crop."""
+    transform = T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip()])
+
+    def epoch(backend: str, seed: int) -> torch.Tensor:
+        loader = fastload.DataLoader(
+            dataset(folder, transform),
+            batch_size=5,
+            shuffle=True,
+            backend=backend,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        return torch.cat([x for x, _ in loader])
+
+    images, reference = epoch("dali", 11), epoch("pillow", 11)
+    errors = [mad(a, b) for a, b in zip(images, reference, strict=True)]
+    assert np.mean(errors) <= 1.5 and max(errors) <= 3.0
+    other = [mad(a, b) for a, b in zip(epoch("dali", 12), reference, strict=True)]
+    assert np.mean(other) > 5.0  # another seed: other crops
+
+
 def test_random_resized_crops_are_fastloads_draws(folder: Path) -> None:
-    """The crops are fastload's (torchvision's) draws, rendered by DALI."""
+    """The crops are fastload's (torchvision's) draws, rendered by DALI; with seeding="worker",
+    from one stream per epoch."""
     transform = T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip()])
     ds = dataset(folder, transform)
     generator = torch.Generator().manual_seed(11)
-    images = torch.cat(
-        [x for x, _ in fastload.DataLoader(ds, batch_size=5, backend="dali", generator=generator)]
+    loader = fastload.DataLoader(
+        ds, batch_size=5, backend="dali", generator=generator, seeding="worker"
     )
+    images = torch.cat([x for x, _ in loader])
     # the loader seeds its crops' stream with one draw from its generator per epoch
     seed = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator().manual_seed(11))
     errors = []

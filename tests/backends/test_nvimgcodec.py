@@ -129,11 +129,11 @@ def test_random_crops_are_torchvisions_draws_decoded_as_regions(folder: Path) ->
         [
             x
             for x, _ in fastload.DataLoader(
-                ds, batch_size=5, backend="nvimgcodec", generator=generator
+                ds, batch_size=5, backend="nvimgcodec", generator=generator, seeding="worker"
             )
         ]
     )
-    # the loader seeds its crops' stream with one draw from its generator per epoch
+    # seeding="worker": the loader seeds its crops' stream with one draw from its generator
     seed = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator().manual_seed(11))
     reference = fastload.backends.create("turbojpeg")
     errors = []
