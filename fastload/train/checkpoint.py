@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import random
 import tempfile
@@ -122,6 +123,9 @@ def save(state: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # what a writer killed mid-write left (only rank 0 writes a checkpoint: none is in use)
+    for stale in path.parent.glob(glob.escape(f".{path.name}.") + "*"):
+        stale.unlink(missing_ok=True)
     return path
 
 

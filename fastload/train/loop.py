@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import logging
 import math
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,6 +34,7 @@ from fastload._progress import Progress
 from fastload.system import distributed
 from fastload.train import checkpoint as ckpt
 from fastload.train.precision import Precision
+from fastload.train.preemption import StopSignals
 
 __all__ = ["EpochStats", "NonFiniteLossError", "StepRecord", "Trainer", "steps_per_epoch"]
 
@@ -215,6 +217,9 @@ class Trainer:
         self.epoch = 0  # the next epoch to train
         self.step = 0  # optimizer steps taken
         self.history: list[EpochStats] = []
+        self.epoch_batches = 0  # batches of `epoch` trained (a checkpoint taken mid-epoch)
+        # set by fit: called after each optimizer step; True stops the epoch there
+        self._after_step: Callable[[Any], bool] | None = None
 
     @property
     def scaler(self) -> torch.amp.GradScaler:
@@ -287,9 +292,11 @@ class Trainer:
         show = self.progress if self.progress is not None else sys.stderr.isatty()
         bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0, rate=False)
         start = time.perf_counter()
-        data_seconds, images, micro = 0.0, 0, 0
+        data_seconds, images = 0.0, 0
         group_n, group_loss = 0, None
         steps: list[StepRecord] = []
+        # a checkpoint taken mid-epoch: the loader resumes after the batches already trained
+        micro, self.epoch_batches = self.epoch_batches, 0
         batches = iter(loader)
         while True:
             waited = time.perf_counter()
@@ -315,6 +322,11 @@ class Trainer:
             if ends_step:
                 steps.append(self._finish_step(group_n, group_loss, summed=weight is not None))
                 group_n, group_loss = 0, None
+                self.epoch_batches = micro
+                last = total is not None and micro == total  # fit takes it from the epoch's end
+                if self._after_step is not None and not last and self._after_step(loader):
+                    bar.close()
+                    raise _Stopped
                 if bar.enabled:
                     elapsed = time.perf_counter() - start
                     bar(
@@ -337,6 +349,7 @@ class Trainer:
         )
         self.history.append(stats)
         self.epoch += 1
+        self.epoch_batches = 0
         if self.progress is not False and _rank() == 0:
             print(stats.summary(), file=sys.stderr)
         return stats
@@ -426,26 +439,65 @@ class Trainer:
             "scaler": self.precision.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "epoch": self.epoch,
+            "epoch_batches": self.epoch_batches,
             "step": self.step,
             "precision": self.precision.name,
             "rng": ckpt.rng_state(),
         }
 
-    def save(self, path: str | Path) -> Path | None:
-        """Write a checkpoint (rank 0 only under torch.distributed; others return ``None``)."""
-        written = ckpt.save(self.state_dict(), path) if _rank() == 0 else None
+    def save(self, path: str | Path, *, loader: Any = None) -> Path | None:
+        """Write a checkpoint (rank 0 only under torch.distributed; others return ``None``).
+
+        Args:
+            path: The file (written atomically: a crash mid-write leaves the previous one).
+            loader: The training loader: its ``state_dict()`` (every rank's, under
+                torch.distributed) goes in the checkpoint, so the run resumes on the very
+                batch it stopped before, with the loader's ``generator`` where it was.
+        """
+        state = self.state_dict()
+        if _is_stateful(loader):
+            mine = loader.state_dict()
+            if distributed():
+                every: list[Any] = [None] * dist.get_world_size()
+                dist.all_gather_object(every, mine)
+                state["loaders"] = every
+            else:
+                state["loaders"] = [mine]
+        written = ckpt.save(state, path) if _rank() == 0 else None
         if distributed():
             dist.barrier()  # no rank reads it before it is whole
         return written
 
-    def load(self, path: str | Path) -> None:
+    def load(self, path: str | Path, *, loader: Any = None) -> None:
         """Resume from a checkpoint written by :meth:`save`, random streams included.
 
+        Args:
+            path: The checkpoint.
+            loader: The training loader, built as in the run that saved: it gets this rank's
+                saved loader state.
+
         Raises:
-            ValueError: The checkpoint is of a different model (the message says how), or
-                not a fastload checkpoint.
+            ValueError: The checkpoint is of a different model (the message says how), not a
+                fastload checkpoint, taken mid-epoch while ``loader`` cannot resume one, or
+                of another number of ranks.
         """
         state = ckpt.load(path)
+        loaders = state.get("loaders")
+        mid_epoch = state.get("epoch_batches", 0) > 0
+        if loader is not None and loaders is not None and _is_stateful(loader):
+            world = dist.get_world_size() if distributed() else 1
+            if len(loaders) != world:
+                raise ValueError(
+                    f"the checkpoint {str(path)!r} holds the loaders of {len(loaders)} ranks, "
+                    f"and this run has {world}: resume with the same number of ranks"
+                )
+            loader.load_state_dict(loaders[_rank()])
+        elif mid_epoch:
+            raise ValueError(
+                f"the checkpoint {str(path)!r} was taken in the middle of epoch "
+                f"{state['epoch']}, and {type(loader).__name__} cannot resume there: pass the "
+                "training loader (a fastload.DataLoader) to load() or fit()"
+            )
         ckpt.check_same_model(self.model, state["model"], path)
         ckpt.unwrap(self.model).load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -453,6 +505,7 @@ class Trainer:
         if self.scheduler is not None and state["scheduler"] is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.step = state["epoch"], state["step"]
+        self.epoch_batches = state.get("epoch_batches", 0)
         ckpt.set_rng_state(state["rng"])
 
     def fit(
@@ -462,31 +515,80 @@ class Trainer:
         epochs: int,
         val_loader: Iterable[Any] | None = None,
         checkpoint: str | Path | None = None,
+        checkpoint_every: int | None = None,
     ) -> list[EpochStats]:
         """Train until ``epochs`` epochs are done in all, resuming from ``checkpoint`` if it exists.
+
+        While it runs, SIGTERM and SIGUSR1 (what schedulers send before they kill a job) stop
+        the run after the optimizer step in flight: with a ``checkpoint`` and a
+        ``fastload.DataLoader`` (or any loader with ``state_dict``), a checkpoint is written
+        there, mid-epoch, and the next ``fit`` with the same arguments resumes on the batch
+        after the last one trained. The process then exits with status ``128 + signal``
+        after one line on stderr saying what was saved.
 
         Args:
             train_loader: Training batches.
             epochs: The total number of epochs (a resumed run trains only the rest).
             val_loader: Evaluated after every epoch, when given.
-            checkpoint: A file written after every epoch and read at the start when present;
-                its folder is checked for writing before any training.
+            checkpoint: A file written after every epoch (and every ``checkpoint_every``
+                steps) and read at the start when present; its folder is checked for writing
+                before any training. It holds the training loader's state when the loader
+                has one (every rank's, under torch.distributed).
+            checkpoint_every: Also write the checkpoint every this many optimizer steps,
+                mid-epoch (needs a ``checkpoint`` and a loader with ``state_dict``).
 
         Returns:
             What each epoch trained here did, with its evaluation in ``val``.
 
         Raises:
-            ValueError: ``epochs`` is not an int >= 0.
+            ValueError: ``epochs`` is not an int >= 0, or a bad ``checkpoint_every``.
             PermissionError: The checkpoint's folder cannot be written (named as given).
             NotADirectoryError: The checkpoint's path runs through a file.
+            SystemExit: A stop signal arrived (status ``128 + signal``).
         """
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"epochs={epochs!r} must be an int >= 0 (the total, resumes included)")
+        if checkpoint_every is not None:
+            if (
+                isinstance(checkpoint_every, bool)
+                or not isinstance(checkpoint_every, int)
+                or checkpoint_every < 1
+            ):
+                raise ValueError(f"checkpoint_every={checkpoint_every!r} must be an int >= 1")
+            if checkpoint is None:
+                raise ValueError("checkpoint_every needs a checkpoint= file to write")
+            if not _is_stateful(train_loader):
+                raise ValueError(
+                    f"checkpoint_every: {type(train_loader).__name__} has no state_dict(), so a "
+                    "mid-epoch checkpoint could not resume where it was; use fastload.DataLoader"
+                )
         if checkpoint is not None:
             ckpt.check_writable(checkpoint)
             if Path(checkpoint).exists():
-                self.load(checkpoint)
+                self.load(checkpoint, loader=train_loader)
         done: list[EpochStats] = []
+        stop = StopSignals()
+        self._after_step = functools.partial(
+            self._between_steps, stop=stop, checkpoint=checkpoint, every=checkpoint_every
+        )
+        try:
+            with stop:
+                self._fit_epochs(train_loader, epochs, val_loader, checkpoint, done, stop)
+        except _Stopped:
+            self._exit_stopped(stop, checkpoint, train_loader)
+        finally:
+            self._after_step = None
+        return done
+
+    def _fit_epochs(
+        self,
+        train_loader: Iterable[Any],
+        epochs: int,
+        val_loader: Iterable[Any] | None,
+        checkpoint: str | Path | None,
+        done: list[EpochStats],
+        stop: StopSignals,
+    ) -> None:
         while self.epoch < epochs:
             sampler = getattr(train_loader, "sampler", None)
             if isinstance(sampler, torch.utils.data.DistributedSampler):
@@ -504,12 +606,64 @@ class Trainer:
                     )
             done.append(stats)
             if checkpoint is not None:
-                self.save(checkpoint)
-        return done
+                self.save(checkpoint, loader=train_loader)
+            if self.epoch < epochs and stop.should_stop(self.device):
+                raise _Stopped  # a signal during the epoch's last step: stopped at its end
+
+    def _between_steps(
+        self,
+        loader: Any,
+        *,
+        stop: StopSignals,
+        checkpoint: str | Path | None,
+        every: int | None,
+    ) -> bool:
+        """After each optimizer step in ``fit``: stop on a signal, or write a periodic checkpoint.
+
+        Returns:
+            Whether to stop the run here.
+        """
+        if stop.should_stop(self.device):
+            if checkpoint is not None and _is_stateful(loader):
+                self.save(checkpoint, loader=loader)
+            return True
+        if every is not None and checkpoint is not None and self.step % every == 0:
+            self.save(checkpoint, loader=loader)
+        return False
+
+    def _exit_stopped(self, stop: StopSignals, checkpoint: str | Path | None, loader: Any) -> None:
+        where = f"epoch {self.epoch}, after batch {self.epoch_batches}, step {self.step}"
+        if self.epoch_batches == 0:
+            where = f"the end of epoch {self.epoch - 1}, step {self.step}"
+        if checkpoint is not None and _is_stateful(loader):
+            what = f"checkpoint written to {str(checkpoint)!r}; the same fit() resumes there"
+        elif checkpoint is not None:
+            what = (
+                f"no checkpoint written: {type(loader).__name__} cannot resume mid-epoch, so "
+                f"{str(checkpoint)!r} (the last finished epoch) is where a new run starts"
+            )
+        else:
+            what = "no checkpoint written (fit was given no checkpoint=)"
+        if _rank() == 0:
+            print(
+                f"fastload: {stop.received} received: stopped at {where}; {what}", file=sys.stderr
+            )
+        number = getattr(signal.Signals, stop.received or "", signal.SIGTERM)
+        raise SystemExit(128 + int(number))
 
     def steps_per_epoch(self, loader: Any) -> int:
         """Optimizer steps one epoch over ``loader`` takes (see :func:`steps_per_epoch`)."""
         return steps_per_epoch(len(loader), self.accumulate)
+
+
+class _Stopped(Exception):
+    """A stop signal ended the epoch after an optimizer step (handled by ``fit``)."""
+
+
+def _is_stateful(loader: Any) -> bool:
+    return callable(getattr(loader, "state_dict", None)) and callable(
+        getattr(loader, "load_state_dict", None)
+    )
 
 
 def _count(inputs: Any, targets: Any) -> int:
