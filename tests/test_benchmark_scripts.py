@@ -41,3 +41,24 @@ def test_accelerate_torchvision_measures_the_three_loaders(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert "torchvision, accelerated" in done.stdout and "opencv" in done.stdout
     assert re.search(r"accelerated / hand-written fastload: \d+\.\d\d", done.stdout)
+
+
+def test_fault_soak_passes_its_checks(tmp_path: Path) -> None:
+    script = ROOT / "benchmarks" / "fault_soak.py"
+    args = [
+        "--images",
+        "24",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--backends",
+        "pillow",
+        "nvimgcodec",
+    ]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout and "every check passed" in done.stdout
+    assert "nvimgcodec: 2 epochs" in done.stdout and "seen exactly once (24 of 24)" in done.stdout
