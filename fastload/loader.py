@@ -630,6 +630,8 @@ class _Delivered:
         return len(self._batches)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> Any:  # the wrapped iterator's own (close, ...)
+        if name.startswith("_"):  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._batches, name)
 
 
