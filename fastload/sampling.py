@@ -211,31 +211,23 @@ class EpochSampler:
 
     def state(self) -> dict[str, Any]:
         """Where the epoch stands, as plain data."""
+        generator = None if self.generator is None else self.generator.get_state()
         if self._resume is not None:  # loaded, and not started again yet: the same point
             started, batches = self._resume
-            return {
-                "epochs_started": started.number,
-                "in_epoch": True,
-                "generator": None if self.generator is None else self.generator.get_state(),
-                "epoch": started.number,
-                "batches": batches,
-                "sampler_state": started.state,
-                "sampler_epoch": started.sampler_epoch,
-            }
-        state: dict[str, Any] = {
-            "epochs_started": self.started,
-            "in_epoch": self.in_epoch,
-            "generator": None if self.generator is None else self.generator.get_state(),
-        }
-        if self.in_epoch:
+        elif self.in_epoch:
             assert self.current is not None
-            state.update(
-                epoch=self.current.number,
-                batches=self.consumed,
-                sampler_state=self.current.state,
-                sampler_epoch=self.current.sampler_epoch,
-            )
-        return state
+            started, batches = self.current, self.consumed
+        else:
+            return {"epochs_started": self.started, "in_epoch": False, "generator": generator}
+        return {
+            "epochs_started": started.number,  # the running epoch starts again on loading
+            "in_epoch": True,
+            "generator": generator,
+            "epoch": started.number,
+            "batches": batches,
+            "sampler_state": started.state,
+            "sampler_epoch": started.sampler_epoch,
+        }
 
     def load(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state`: the next pass resumes the epoch it describes, if any."""
