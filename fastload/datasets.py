@@ -19,7 +19,7 @@ from torch.utils.data import Dataset
 
 from fastload import backends, errors
 from fastload.errors import UnreadableImageWarning
-from fastload.sampling import seeded
+from fastload.sampling import SeededSamples, seeded
 from fastload.skipping import Skipped
 from fastload.transforms import TransformSplit, split_transform
 
@@ -236,6 +236,13 @@ class ImageList(Dataset):
         # every draw of the transforms comes from it, whatever process loads the sample.
         with seeded(getattr(index, "seed", None)):
             return self._load(int(index))
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        # torch's fetcher calls this with a whole batch: a KeyedBatch's seed goes on with the
+        # samples, to the collate function, for the batch ops
+        samples = [self[i] for i in indices]
+        seed = getattr(indices, "seed", None)
+        return samples if seed is None else SeededSamples(samples, seed)
 
     def _load(self, index: int) -> Any:
         path = self.path(index)

@@ -19,7 +19,7 @@ from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
 from fastload.autotune import autotune
 from fastload.backends.executor import ExecutorOptions
 from fastload.devices import DeviceLike, resolve_device
-from fastload.gpu.stage import BatchStage, CollateThenStage
+from fastload.gpu.stage import BatchStage, CollateThenStage, DeviceStage, SeedTag
 from fastload.gpu.transforms import Compose as GpuCompose
 from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler, Seeding
@@ -378,7 +378,8 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         self.executor: Any = None
         self._epoch = 0
         self._auto_shard = plan.auto_shard
-        self._device_stage: BatchStage | None = None
+        self._device_stage: DeviceStage | None = None
+        self._skipping = False
         self._executor_stage: BatchStage | None = None
         if plan.executor is not None:
             self._start_executor(plan)
@@ -386,13 +387,17 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         cuda = plan.device is not None and plan.device.type == "cuda"
         # The batch stage runs on the prefetch stream for a CUDA device, else in the workers.
         if cuda:
-            self._device_stage = plan.stage
+            self._device_stage = None if plan.stage is None else DeviceStage(plan.stage)
         elif plan.stage is not None:
             self.collate_fn = CollateThenStage(self.collate_fn, plan.stage)
-        if getattr(self.dataset, "on_error", None) == "skip":
+        self._skipping = getattr(self.dataset, "on_error", None) == "skip"
+        if self._skipping:
             # A fastload dataset that skips unreadable images returns markers in their place:
             # drop them before collating, and report them in the main process.
             self.collate_fn = SkipCollate(self.collate_fn, batched=self.batch_sampler is not None)
+        if self._device_stage is not None and self._epochs is not None and self._epochs.keyed:
+            # the batch's seed rides along from the worker to the stage after the copy
+            self.collate_fn = SeedTag(self.collate_fn)
 
     @property
     def _index_sampler(self) -> Any:
@@ -450,7 +455,10 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         if self.executor is not None:
             return self._executor_epoch()
         batches: Iterator[Any] = super().__iter__()
-        if isinstance(self.collate_fn, SkipCollate):
+        if isinstance(self.collate_fn, SeedTag):
+            assert self._device_stage is not None
+            batches = self._device_stage.untag(batches)
+        if self._skipping:
             dropped = self._epochs.drop if self._epochs is not None else None
             batches = SkipReport(batches, self.dataset, on_drop=dropped)
         if self.device is None or self.device.type == "cpu":
@@ -559,10 +567,9 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             seed=seed,
             on_drop=self._epochs.drop if self._epochs is not None else None,
             target_transform=getattr(self.dataset, "target_transform", None),
+            stage=self._executor_stage,
         )
-        if self._executor_stage is None:
-            return batches
-        return map(self._executor_stage, batches)
+        return batches
 
 
 @dataclass(frozen=True)

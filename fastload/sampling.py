@@ -16,7 +16,9 @@ things that torch's loader does not:
   torch's CPU generator with it for the length of that one sample (:func:`seeded`), so the
   transforms keep torchvision's draw functions and distributions, but the draws no longer
   depend on which worker loads the sample or what it loaded before. The same seed gives the
-  same batches for any ``num_workers``, and a resumed epoch the same pixels.
+  same batches for any ``num_workers``, and a resumed epoch the same pixels. Each batch
+  carries a seed of its own too (:func:`batch_seed`, from the batch's number in the epoch):
+  the batch ops (``gpu_transforms``) draw from it, wherever they run.
 
 The epoch's seed is derived (never drawn: the loader consumes exactly the random numbers
 torch's does) from the starting state, the number of epochs this loader has started, and the
@@ -34,8 +36,11 @@ import torch
 
 __all__ = [
     "EpochSampler",
+    "KeyedBatch",
     "SampleKey",
+    "SeededSamples",
     "Seeding",
+    "batch_seed",
     "epoch_seed",
     "sample_seed",
     "seeded",
@@ -56,6 +61,11 @@ def _mix(value: int) -> int:
 def sample_seed(epoch: int, position: int) -> int:
     """The seed of the sample at ``position`` (0-based, in sampler order) of an epoch."""
     return _mix(epoch ^ _mix(position)) >> 1  # 63 bits: any torch generator takes it
+
+
+def batch_seed(epoch: int, number: int) -> int:
+    """The seed of batch ``number`` (0-based) of an epoch: its batch ops draw from it."""
+    return _mix(epoch ^ _mix(number ^ 0xBA7C4 << 40)) >> 1
 
 
 def epoch_seed(state: torch.Tensor, *, epoch: int, rank: int = 0) -> int:
@@ -302,16 +312,31 @@ class EpochSampler:
         return batches, started, skip, position
 
 
-def _keys(indices: list[int], seeds: list[int]) -> list[SampleKey]:
-    return [SampleKey(i, s) for i, s in zip(indices, seeds, strict=True)]
+def _keys(indices: list[int], seeds: list[int], seed: int) -> KeyedBatch:
+    return KeyedBatch((SampleKey(i, s) for i, s in zip(indices, seeds, strict=True)), seed)
 
 
 class KeyedBatch(list[SampleKey]):
-    """A batch of :class:`SampleKey`; sent to a worker as two lists of ints (5x faster to
-    pickle than key by key)."""
+    """A batch of :class:`SampleKey`, and the batch's own seed (:func:`batch_seed`).
 
-    def __reduce__(self) -> tuple[Any, tuple[list[int], list[int]]]:
-        return _keys, ([int(k) for k in self], [k.seed for k in self])
+    Sent to a worker as two lists of ints (5x faster to pickle than key by key).
+    """
+
+    def __init__(self, keys: Iterable[SampleKey], seed: int) -> None:
+        super().__init__(keys)
+        self.seed = seed
+
+    def __reduce__(self) -> tuple[Any, tuple[list[int], list[int], int]]:
+        return _keys, ([int(k) for k in self], [k.seed for k in self], self.seed)
+
+
+class SeededSamples(list[Any]):
+    """A batch's samples, with the batch's seed: what a fastload dataset's ``__getitems__``
+    returns for a :class:`KeyedBatch`, so that the collate function can hand the seed on."""
+
+    def __init__(self, samples: Iterable[Any], seed: int) -> None:
+        super().__init__(samples)
+        self.seed = seed
 
 
 class _EpochIterator:
@@ -322,6 +347,7 @@ class _EpochIterator:
         self._batches: Iterator[Any] | None = None
         self._seed = 0
         self._position = 0
+        self._number = 0  # the next batch's number in the epoch
 
     def __iter__(self) -> _EpochIterator:
         return self
@@ -331,7 +357,7 @@ class _EpochIterator:
         if self._batches is None:
             # torch builds (and, with workers, rebuilds) its index iterator before it needs
             # one: the epoch starts when the first index is asked for
-            self._batches, started, _, self._position = owner.start()
+            self._batches, started, self._number, self._position = owner.start()
             self._seed = started.seed
         item = next(self._batches)
         if not owner.keyed:
@@ -342,6 +368,9 @@ class _EpochIterator:
             return key
         first = self._position
         self._position += len(item)
+        number = self._number
+        self._number += 1
         return KeyedBatch(
-            SampleKey(i, sample_seed(self._seed, first + k)) for k, i in enumerate(item)
+            (SampleKey(i, sample_seed(self._seed, first + k)) for k, i in enumerate(item)),
+            batch_seed(self._seed, number),
         )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastload import errors
+from fastload.sampling import SeededSamples
 from fastload.tensors import map_tensors
 
 __all__ = ["SkipCollate", "SkipReport", "Skipped"]
@@ -48,7 +49,9 @@ class SkipCollate:
             if isinstance(samples, Skipped):
                 return _Collated(None, [samples])
             return _Collated(self.collate_fn(samples), [])
-        good = [s for s in samples if not isinstance(s, Skipped)]
+        good: list[Any] = [s for s in samples if not isinstance(s, Skipped)]
+        if isinstance(samples, SeededSamples):  # the batch's seed goes on to the batch ops
+            good = SeededSamples(good, samples.seed)
         skipped = [s for s in samples if isinstance(s, Skipped)]
         return _Collated(self.collate_fn(good) if good else None, skipped)
 

@@ -19,10 +19,19 @@ def _free_port() -> int:
 
 
 def run_ranks(
-    script: Path, args: Callable[[int], list[str]], *, world: int = 2, timeout: float = 240
-) -> None:
+    script: Path,
+    args: Callable[[int], list[str]],
+    *,
+    world: int = 2,
+    timeout: float = 240,
+    status: int = 0,
+) -> list[str]:
     """Start ``world`` processes of ``script`` (RANK, LOCAL_RANK, WORLD_SIZE, a free port);
-    assert that each one exits 0, showing its stderr if not."""
+    assert that each one exits with ``status``, showing its stderr if not.
+
+    Returns:
+        Each rank's stderr.
+    """
     env = {
         **os.environ,
         "MASTER_ADDR": "127.0.0.1",
@@ -39,6 +48,9 @@ def run_ranks(
         )
         for rank in range(world)
     ]
+    errs = []
     for proc in procs:
         _, err = proc.communicate(timeout=timeout)
-        assert proc.returncode == 0, err
+        assert proc.returncode == status, err
+        errs.append(err)
+    return errs

@@ -18,7 +18,7 @@ import torch
 from images import jpeg_bytes, photo
 
 import fastload
-from fastload import backends
+from fastload import backends, gpu
 from fastload import transforms as T
 
 N_IMAGES = 23  # batches of 4 leave a short last one
@@ -180,6 +180,89 @@ def test_num_workers_does_not_change_the_batches(folder: Path, workers: int) -> 
     want, _ = run(make(folder, num_workers=0), 2)
     got, _ = run(make(folder, num_workers=workers), 2)
     assert same(want, got)
+
+
+def batch_ops(generator: int | None = None) -> gpu.Compose:
+    """Random batch ops: a flip (with its own generator, or torch's) and a colour jitter."""
+    own = None if generator is None else torch.Generator().manual_seed(generator)
+    return gpu.Compose([gpu.RandomHorizontalFlip(generator=own), gpu.ColorJitter(brightness=0.5)])
+
+
+@pytest.mark.parametrize("name", backends.names())
+def test_batch_ops_resume_with_the_same_draws(folder: Path, name: str, require_backend) -> None:
+    require_backend(name)
+    workers = 0 if name in backends.names("executor") else 2
+    whole, _ = run(make(folder, backend=name, num_workers=workers, gpu_transforms=batch_ops()), 2)
+    first, state = run(
+        make(folder, backend=name, num_workers=workers, gpu_transforms=batch_ops()),
+        2,
+        stop_after=PER_EPOCH + 2,
+    )
+    loader = make(folder, backend=name, num_workers=workers, gpu_transforms=batch_ops())
+    loader.load_state_dict(saved(state))
+    rest, _ = run(loader, 1)
+    assert same(whole, first + rest)
+    plain, _ = run(make(folder, backend=name, num_workers=workers), 2)
+    assert not same(plain, whole)  # the ops did draw something
+
+
+@pytest.mark.parametrize("generator", [None, 3], ids=["torch's stream", "own generator"])
+def test_batch_ops_draw_the_same_for_any_num_workers(folder: Path, generator) -> None:
+    want, _ = run(make(folder, num_workers=0, gpu_transforms=batch_ops(generator)), 2)
+    for workers in (1, 2):
+        got, _ = run(make(folder, num_workers=workers, gpu_transforms=batch_ops(generator)), 2)
+        assert same(want, got), workers
+
+    # each batch draws apart: were every batch seeded alike, all would flip the same samples
+    own = None if generator is None else torch.Generator().manual_seed(generator)
+    before = None if own is None else own.get_state()
+    flipped = [x for x, _ in make(folder, gpu_transforms=gpu.RandomHorizontalFlip(generator=own))]
+    plain = [x for x, _ in make(folder)]
+    patterns = set()
+    for x, y in zip(flipped[:-1], plain[:-1], strict=True):  # the full batches
+        pairs = list(zip(x, y, strict=True))
+        assert all(torch.equal(a, b) or torch.equal(a, b.flip(-1)) for a, b in pairs)
+        patterns.add(tuple(not torch.equal(a, b) for a, b in pairs))
+    assert len(patterns) > 1
+    if own is not None:  # the user's generator is lent to each batch, then put back
+        assert torch.equal(own.get_state(), before)
+
+
+@pytest.mark.gpu
+def test_batch_ops_on_the_device_resume_and_ignore_num_workers(folder: Path) -> None:
+    def loader(workers: int):
+        return make(folder, num_workers=workers, device="cuda", gpu_transforms=batch_ops())
+
+    want, _ = run(loader(0), 2)
+    got, _ = run(loader(2), 2)
+    assert same(want, got)
+    first, state = run(loader(2), 2, stop_after=PER_EPOCH + 2)
+    again = loader(2)
+    again.load_state_dict(saved(state))
+    rest, _ = run(again, 1)
+    assert same(want, first + rest)
+
+
+def test_device_stage_applies_each_batch_under_its_own_seed() -> None:
+    # the CUDA path's parts, without CUDA: tagged in the worker, untagged, staged after the copy
+    from torch.utils.data import default_collate
+
+    from fastload.gpu.stage import BatchStage, DeviceStage, SeedTag
+    from fastload.sampling import SeededSamples
+
+    stage = BatchStage(batch_ops(), channels_last=False)
+    samples = [
+        SeededSamples(
+            [(torch.full((3, 4, 4), 10 * k + j, dtype=torch.uint8), j) for j in range(4)], k
+        )
+        for k in range(3)
+    ]
+    tagged = [SeedTag(default_collate)(batch) for batch in samples]
+    device = DeviceStage(stage)
+    got = [device(batch) for batch in device.untag(iter(tagged))]
+    want = [stage(default_collate(batch), seed=batch.seed) for batch in samples]
+    for (x, y), (u, v) in zip(got, want, strict=True):
+        assert torch.equal(x, u) and torch.equal(y, v)
 
 
 def test_every_backend_draws_the_same_crops_for_the_same_seed(folder: Path, require_backend):
@@ -379,5 +462,5 @@ def test_sample_key_is_an_int_with_a_seed() -> None:
     assert key == 7 and np.arange(10)[key] == 7 and key.seed == 123
     import pickle
 
-    batch = pickle.loads(pickle.dumps(KeyedBatch([key, SampleKey(2, 5)])))
-    assert [(int(k), k.seed) for k in batch] == [(7, 123), (2, 5)]
+    batch = pickle.loads(pickle.dumps(KeyedBatch([key, SampleKey(2, 5)], 99)))
+    assert [(int(k), k.seed) for k in batch] == [(7, 123), (2, 5)] and batch.seed == 99

@@ -35,8 +35,9 @@ import torch
 
 from fastload import errors
 from fastload.backends.base import check_header
+from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
-from fastload.sampling import seeded
+from fastload.sampling import sample_seed, seeded
 from fastload.transforms import CenterCrop, TransformSplit, View
 
 __all__ = [
@@ -280,6 +281,7 @@ class Planned:
         data: The bytes of each file.
         inputs: The engine's per-sample inputs, one list per name (``"encoded"`` among them).
         error: The error to raise in this batch's place.
+        seed: The batch's seed (``fastload.sampling.KeyedBatch``), if it has one.
     """
 
     paths: list[str]
@@ -287,6 +289,7 @@ class Planned:
     data: list[np.ndarray]
     inputs: dict[str, list[Any]]
     error: Exception | None = None
+    seed: int | None = None
 
     def keep(self, positions: list[int]) -> Planned:
         """The same batch with only the samples at ``positions``."""
@@ -295,6 +298,7 @@ class Planned:
             self.labels[positions],
             [self.data[k] for k in positions],
             {name: [values[k] for k in positions] for name, values in self.inputs.items()},
+            seed=self.seed,
         )
 
 
@@ -404,7 +408,8 @@ class BatchExecutor:
         seed: int,
         target_transform: Callable[[int], Any] | None = None,
         on_drop: Callable[[int], None] | None = None,
-    ) -> Iterator[tuple[torch.Tensor, Any]]:
+        stage: Callable[..., Any] | None = None,
+    ) -> Iterator[Any]:
         """Iterate one epoch: ``(images, labels)`` per batch of indices from ``batches``.
 
         Args:
@@ -414,11 +419,14 @@ class BatchExecutor:
             target_transform: Called on each label (the dataset's).
             on_drop: Told, when a batch is dropped whole (``on_error="skip"`` and none of its
                 files readable), how many batches are delivered before it.
+            stage: Applied to each ``(images, labels)`` as ``stage(batch, seed=...)``: the
+                batch ops the engine does not run (a ``fastload.gpu.stage.BatchStage``). The
+                seed is derived from the batch's own (a ``KeyedBatch``'s), else ``None``.
         """
         self.engine.drain()  # a previous epoch's unused batches
         token = object()
         self._epoch_token = token
-        return _Epoch(self, batches, seed, target_transform, token, on_drop)
+        return _Epoch(self, batches, seed, target_transform, token, on_drop, stage)
 
     def is_current(self, token: object) -> bool:
         """Whether the epoch holding ``token`` is the newest one."""
@@ -436,9 +444,10 @@ class _Epoch:
         target_transform: Callable[[int], Any] | None,
         token: object,
         on_drop: Callable[[int], None] | None = None,
+        stage: Callable[..., Any] | None = None,
     ) -> None:
         self._owner, self._engine, self._token = owner, owner.engine, token
-        self._on_drop, self._delivered = on_drop, 0
+        self._on_drop, self._delivered, self._stage = on_drop, 0, stage
         self._batches = batches
         self._target_transform = target_transform
         generator = torch.Generator()
@@ -447,7 +456,7 @@ class _Epoch:
         self._reader = ThreadPoolExecutor(
             max_workers=2, thread_name_prefix=f"fastload-{owner.name}-read"
         )
-        self._reads: deque[tuple[Future[Read], list[int | None]]] = deque()
+        self._reads: deque[tuple[Future[Read], list[int | None], int | None]] = deque()
         self._queued: deque[Planned] = deque()
         self._skipped = 0
         self._done = False
@@ -455,7 +464,7 @@ class _Epoch:
     def __iter__(self) -> _Epoch:
         return self
 
-    def __next__(self) -> tuple[torch.Tensor, Any]:
+    def __next__(self) -> Any:
         if self._done:
             raise StopIteration
         if not self._owner.is_current(self._token):
@@ -474,7 +483,7 @@ class _Epoch:
                 self._finish()
             raise
 
-    def _next_batch(self) -> tuple[torch.Tensor, Any]:
+    def _next_batch(self) -> Any:
         while True:
             self._schedule()
             if not self._queued:
@@ -488,7 +497,13 @@ class _Epoch:
                 self._drop_bad_files(exc)
                 continue
             self._delivered += 1
-            return images, self._labels(self._queued.popleft())
+            planned = self._queued.popleft()
+            batch = images, self._labels(planned)
+            if self._stage is None:
+                return batch
+            # the flips folded into the plan drew from the batch's seed: the rest, from another
+            seed = None if planned.seed is None else sample_seed(planned.seed, 1 << 32)
+            return self._stage(batch, seed=seed)
 
     # ------------------------------------------------------------ reading and planning
 
@@ -499,11 +514,12 @@ class _Epoch:
             if indices is None:
                 return
             seeds = [getattr(i, "seed", None) for i in indices]
+            seed = getattr(indices, "seed", None)
             indices = [int(i) for i in indices]
             future = self._reader.submit(read_batch, self._owner.dataset, indices)
-            self._reads.append((future, seeds))
+            self._reads.append((future, seeds, seed))
 
-    def _plan(self, read: Read, seeds: list[int | None]) -> Planned | None:
+    def _plan(self, read: Read, seeds: list[int | None], seed: int | None) -> Planned | None:
         dataset = self._owner.dataset
         for path, why in read.bad:
             if dataset.on_error == "raise":
@@ -520,16 +536,19 @@ class _Epoch:
             self._rng,
             [seeds[k] for k in read.good],
         )
-        for op in self._owner.folded.flips:  # the op's own draws, one per delivered sample
-            drawn = op.make_params(len(views), views[0].height, views[0].width)
-            flips = drawn["apply"].tolist()
-            views = [v.mirrored() if f else v for v, f in zip(views, flips, strict=True)]
+        flips = self._owner.folded.flips
+        with ops_seeded(flips, seed):  # the batch's own stream, when it has one
+            for op in flips:  # the op's own draws, one per delivered sample
+                drawn = op.make_params(len(views), views[0].height, views[0].width)
+                mirror = drawn["apply"].tolist()
+                views = [v.mirrored() if f else v for v, f in zip(views, mirror, strict=True)]
         labels = dataset.labels[[read.indices[k] for k in read.good]]
         return Planned(
             [read.paths[k] for k in read.good],
             labels,
             read.data,
             self._engine.inputs(read.data, views, read.sizes, read.infos),
+            seed=seed,
         )
 
     def _schedule(self) -> None:
@@ -537,8 +556,8 @@ class _Epoch:
         while len(self._queued) < self._owner.options.prefetch and self._reads:
             if self._queued and self._queued[-1].error is not None:
                 return  # nothing is delivered past a batch that raises
-            future, seeds = self._reads.popleft()
-            planned = self._plan(future.result(), seeds)
+            future, seeds, seed = self._reads.popleft()
+            planned = self._plan(future.result(), seeds, seed)
             self._read_ahead()
             if planned is None:
                 if self._on_drop is not None:  # delivered before it: those out, and those queued
@@ -617,7 +636,7 @@ class _Epoch:
         if self._done:
             return
         self._done = True
-        for future, _ in self._reads:
+        for future, _, _ in self._reads:
             future.cancel()
         self._reader.shutdown(wait=False, cancel_futures=True)
         errors.warn_skipped(self._skipped, stacklevel=4)

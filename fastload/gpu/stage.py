@@ -2,20 +2,54 @@
 
 With a CUDA device it runs on the prefetcher's side stream right after the copy, so it overlaps
 the training step; otherwise it runs inside the worker processes, after collating, in parallel.
+
+Under ``seeding="sample"`` each batch of a fastload dataset carries a seed of its own
+(``fastload.sampling.batch_seed``): the ops draw from it (:func:`ops_seeded`), so their draws
+depend on the batch's place in the epoch, not on the worker or process that runs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 from torch.utils.data import get_worker_info
 
 from fastload.gpu.transforms import transforms_in
+from fastload.sampling import sample_seed, seeded
+from fastload.tensors import map_tensors
 
-__all__ = ["BatchStage", "CollateThenStage"]
+__all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
+
+
+@contextlib.contextmanager
+def ops_seeded(ops: Iterable[Any], seed: int | None) -> Iterator[None]:
+    """Run the block with the ops' draws coming from ``seed``; put every stream back after.
+
+    torch's CPU generator is seeded with ``seed`` (ops without a ``generator`` draw from it);
+    each op's own ``generator`` is seeded from ``seed`` and its place among the ops. ``None``
+    runs the block as it is.
+    """
+    if seed is None:
+        yield
+        return
+    own: dict[int, torch.Generator] = {}
+    for op in ops:
+        generator = getattr(op, "generator", None)
+        if isinstance(generator, torch.Generator):
+            own.setdefault(id(generator), generator)
+    saved = [(g, g.get_state()) for g in own.values()]
+    for k, generator in enumerate(own.values()):
+        generator.manual_seed(sample_seed(seed, k))
+    try:
+        with seeded(seed):
+            yield
+    finally:
+        for generator, state in saved:
+            generator.set_state(state)
 
 
 class BatchStage:
@@ -32,7 +66,14 @@ class BatchStage:
             raise ValueError(f"gpu_transforms={transforms!r} is not callable")
         self.transforms, self.channels_last = transforms, channels_last
 
-    def __call__(self, batch: Any) -> Any:
+    def __call__(self, batch: Any, *, seed: int | None = None) -> Any:
+        """Apply the ops (their draws from ``seed``, when given: :func:`ops_seeded`)."""
+        if seed is not None and self.transforms is not None:
+            with ops_seeded(transforms_in(self.transforms), seed):
+                return self._apply(batch)
+        return self._apply(batch)
+
+    def _apply(self, batch: Any) -> Any:
         if isinstance(batch, torch.Tensor):
             images, labels, rest, kind = batch, None, (), None
         elif isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor):
@@ -63,8 +104,10 @@ class BatchStage:
 class CollateThenStage:
     """A collate function followed by the batch stage, for the worker processes.
 
-    A worker forked from the main process holds a copy of every explicit ``generator`` of the
-    ops: left alone, all workers would draw the same parameters. On its first batch, each worker
+    A batch whose samples carry a seed (``fastload.sampling.SeededSamples``) is run under it.
+    Otherwise (``seeding="worker"``, or a dataset that does not take seeds): a worker forked
+    from the main process holds a copy of every explicit ``generator`` of the ops, and left
+    alone all workers would draw the same parameters; so on its first batch each worker
     reseeds them from its own torch seed (distinct per worker, and derived from the loader's
     ``generator`` when one is given).
     """
@@ -74,6 +117,9 @@ class CollateThenStage:
         self._seeded_pid: int | None = None
 
     def __call__(self, samples: Any) -> Any:
+        seed = getattr(samples, "seed", None)
+        if seed is not None:
+            return self.stage(self.collate_fn(samples), seed=seed)
         info = get_worker_info()
         if info is not None and self._seeded_pid != os.getpid():
             for k, op in enumerate(transforms_in(self.stage.transforms)):
@@ -82,3 +128,78 @@ class CollateThenStage:
                     generator.manual_seed((info.seed + 7919 * k) % 2**63)
             self._seeded_pid = os.getpid()
         return self.stage(self.collate_fn(samples))
+
+
+class SeedTag:
+    """A collate function whose batches keep their samples' seed, for a stage run later.
+
+    With a CUDA device the batch stage runs in the main process after the copy
+    (:class:`DeviceStage`): the seed travels with the batch from the worker as a
+    :class:`Tagged`.
+    """
+
+    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples: Any) -> Any:
+        batch = self.collate_fn(samples)
+        seed = getattr(samples, "seed", None)
+        return batch if seed is None else Tagged(batch, seed)
+
+
+class Tagged:
+    """A collated batch and its seed, on their way from a worker."""
+
+    __slots__ = ("batch", "seed")
+
+    def __init__(self, batch: Any, seed: int) -> None:
+        self.batch, self.seed = batch, seed
+
+    def pin_memory(self) -> Tagged:  # called by torch's pin-memory thread
+        batch = self.batch
+        if hasattr(batch, "pin_memory"):  # a tensor, or a wrapper that pins itself
+            return Tagged(batch.pin_memory(), self.seed)
+        return Tagged(map_tensors(lambda t: t.pin_memory(), batch), self.seed)
+
+
+class DeviceStage:
+    """The batch stage run by the CUDA prefetcher, each batch under its own seed.
+
+    :meth:`untag` takes the :class:`Tagged` batches apart and remembers the seed of the last
+    one drawn; the prefetcher calls this stage on a batch right after drawing and copying it
+    (before it draws the next), so that seed is the batch's.
+
+    Args:
+        stage: The batch stage.
+    """
+
+    def __init__(self, stage: BatchStage) -> None:
+        self.stage = stage
+        self.seed: int | None = None
+
+    def untag(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """The batches without their tags (the seed of the last one is kept)."""
+        return _Untagged(batches, self)
+
+    def __call__(self, batch: Any) -> Any:
+        seed, self.seed = self.seed, None
+        return self.stage(batch, seed=seed)
+
+
+class _Untagged:
+    def __init__(self, batches: Iterator[Any], owner: DeviceStage) -> None:
+        self._batches, self._owner = batches, owner
+
+    def __iter__(self) -> _Untagged:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self._batches)
+        if isinstance(item, Tagged):
+            self._owner.seed = item.seed
+            return item.batch
+        self._owner.seed = None
+        return item
+
+    def __len__(self) -> int:
+        return len(self._batches)  # type: ignore[arg-type]

@@ -194,7 +194,11 @@ def test_gpu_transforms_run_on_the_delivered_batch(folder: Path) -> None:
 
 
 def test_leading_flips_and_normalize_fold_into_dali(folder: Path) -> None:
-    """Folded into crop_mirror_normalize, the ops give what they give on the uint8 batch."""
+    """Folded into crop_mirror_normalize, the ops give what they give on the uint8 batch.
+
+    ``seeding="worker"``: the ops draw from their generators' running streams, as when they are
+    called on the batches here (``seeding="sample"`` gives each batch its own stream).
+    """
     G = fastload.gpu
 
     def ops() -> G.Compose:
@@ -208,14 +212,21 @@ def test_leading_flips_and_normalize_fold_into_dali(folder: Path) -> None:
 
     torch.manual_seed(1)
     folded = fastload.DataLoader(
-        dataset(folder), batch_size=6, shuffle=True, backend="dali", gpu_transforms=ops()
+        dataset(folder),
+        batch_size=6,
+        shuffle=True,
+        backend="dali",
+        gpu_transforms=ops(),
+        seeding="worker",
     )
     assert [type(op).__name__ for op in folded.executor.folded.flips] == ["RandomHorizontalFlip"]
     assert type(folded.executor.folded.normalize).__name__ == "Normalize"
     assert type(folded.executor.remaining_ops).__name__ == "RandomErasing"
     got = list(folded)
     torch.manual_seed(1)
-    plain = fastload.DataLoader(dataset(folder), batch_size=6, shuffle=True, backend="dali")
+    plain = fastload.DataLoader(
+        dataset(folder), batch_size=6, shuffle=True, backend="dali", seeding="worker"
+    )
     reference_ops = ops()
     for (images, labels), (raw, raw_labels) in zip(got, plain, strict=True):
         expected, _ = reference_ops(raw, raw_labels)

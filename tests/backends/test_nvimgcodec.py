@@ -164,21 +164,38 @@ def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     assert mad(images[0], expected) <= 2.0
 
 
-def test_leading_flips_fold_with_their_own_draws(folder: Path) -> None:
-    def run(ops) -> torch.Tensor:
+def flipped(images: torch.Tensor, plain: torch.Tensor) -> list[bool]:
+    """Which images are their plain counterparts mirrored (each must be one or the other)."""
+    out = []
+    for x, y in zip(images, plain, strict=True):
+        assert torch.equal(x, y) or torch.equal(x, y.flip(-1))
+        out.append(not torch.equal(x, y))
+    return out
+
+
+@pytest.mark.parametrize("seeding", ["worker", "sample"])
+def test_leading_flips_fold_with_their_own_draws(folder: Path, seeding: str) -> None:
+    def run(ops, backend: str = "nvimgcodec") -> torch.Tensor:
         loader = fastload.DataLoader(
             dataset(folder, T.Resize((24, 24))),
             batch_size=6,
-            backend="nvimgcodec",
+            backend=backend,
             gpu_transforms=ops,
+            seeding=seeding,
+            generator=torch.Generator().manual_seed(2),
         )
         return torch.cat([x for x, _ in loader])
 
     folded = run(gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4)))
     plain = run(None)
-    flips = gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4))
-    expected = torch.cat([flips(plain[i : i + 6]) for i in range(0, len(plain), 6)])
-    assert torch.equal(folded, expected)
+    if seeding == "worker":  # the op's own stream, batch after batch
+        flips = gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4))
+        expected = torch.cat([flips(plain[i : i + 6]) for i in range(0, len(plain), 6)])
+        assert torch.equal(folded, expected)
+    else:  # each batch's own stream: the flips the CPU backends draw in their batch stage
+        on_cpu = run(gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4)), "pillow")
+        assert flipped(folded, plain) == flipped(on_cpu, run(None, "pillow"))
+        assert any(flipped(folded, plain)) and not all(flipped(folded, plain))
 
 
 # ---------------------------------------------------------------- renderers

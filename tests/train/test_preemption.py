@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from images import jpeg_bytes, photo
+from ranks import run_ranks
 
 from fastload.train import checkpoint as ckpt
 
@@ -121,6 +122,90 @@ def test_a_stop_signal_checkpoints_mid_epoch_and_the_run_resumes_exactly(
     want = torch.load(straight / "weights.pt")
     got = torch.load(stopped / "weights.pt")
     assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+# The same run as two gloo ranks of one DDP job, each with its DistributedSampler shard and
+# its own workers; only rank 0 receives the signal.
+DDP_SCRIPT = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    import torch
+    import fastload
+    from fastload import train
+    from fastload import transforms as T
+    from fastload.train import distributed
+
+    folder, ckpt_path, log_path, out_path, at = sys.argv[1:6]
+    at = int(at)
+    world = distributed.setup()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3),
+    )
+    dataset = fastload.ImageFolder(
+        folder, T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip()])
+    )
+    loader = fastload.DataLoader(
+        dataset, batch_size=2, num_workers=2, sampler=distributed.sampler(dataset),
+        generator=torch.Generator().manual_seed(1),
+    )
+    calls = 0
+
+    def loss_fn(outputs, targets):
+        global calls
+        calls += 1
+        if calls == at and world.rank == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return torch.nn.functional.cross_entropy(outputs, targets)
+
+    class Logged(torch.nn.Module):  # logs what each step of this rank trains on
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            with open(f"{log_path}.{world.rank}", "a") as f:
+                f.write(json.dumps(x.double().sum(dim=(1, 2, 3)).tolist()) + "\\n")
+            return self.inner(x.float() / 255)
+
+    net = distributed.wrap(Logged(model), world)
+    trainer = train.Trainer(
+        net, train.adamw(net, 1e-2), loss_fn=loss_fn, precision="fp32", progress=False
+    )
+    trainer.fit(loader, epochs=2, checkpoint=ckpt_path)
+    torch.save(model.state_dict(), f"{out_path}.{world.rank}")
+    distributed.cleanup()
+    """
+)
+
+
+def test_ddp_ranks_stop_at_one_step_and_each_resumes_its_shard_exactly(
+    folder: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+
+    def job(work: Path, at: int = -1, status: int = 0) -> list[str]:
+        work.mkdir(exist_ok=True)
+        paths = [work / "ck.pt", work / "log", work / "weights.pt"]
+        return run_ranks(script, lambda _: [str(folder), *map(str, paths), str(at)], status=status)
+
+    job(tmp_path / "straight")
+    stopped = tmp_path / "stopped"
+    errs = job(stopped, at=4, status=128 + signal.SIGTERM)  # 22 files: 6 steps an epoch a rank
+    # rank 1 got no signal, but stopped at the same step (the ranks agree every step) and with
+    # the same status; rank 0 says so
+    assert "fastload: SIGTERM received: stopped at epoch 0, after batch 4, step 4;" in errs[0]
+    assert "Traceback" not in errs[1]
+    job(stopped)  # the same command again
+    for rank in range(2):
+        want = (tmp_path / "straight" / f"log.{rank}").read_text().splitlines()
+        got = (stopped / f"log.{rank}").read_text().splitlines()
+        assert got == want  # each rank: its own shard's samples, once, in order, same pixels
+        straight_weights = torch.load(tmp_path / "straight" / f"weights.pt.{rank}")
+        resumed_weights = torch.load(stopped / f"weights.pt.{rank}")
+        assert all(torch.equal(straight_weights[k], resumed_weights[k]) for k in straight_weights)
 
 
 def test_checkpoint_every_writes_mid_epoch_and_resumes_after_a_kill(
