@@ -4,6 +4,7 @@ from fastload import backends, gpu, transforms
 from fastload._optional import MissingDependencyError
 from fastload.accelerate import explain
 from fastload.datasets import ImageFolder, ImageList
+from fastload.diagnosis import doctor
 from fastload.errors import ImageDecodeError, UnreadableImageWarning
 from fastload.loader import DataLoader
 from fastload.prefetch import CUDAPrefetcher
@@ -22,6 +23,7 @@ __all__ = [
     "UnreadableImageWarning",
     "__version__",
     "backends",
+    "doctor",
     "explain",
     "gpu",
     "map_tensors",

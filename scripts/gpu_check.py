@@ -145,6 +145,26 @@ def parts(python: str) -> list[Part]:
             "autotune.json",
             4,
         ),
+        Part(
+            "doctor",
+            [
+                python,
+                "-m",
+                "fastload",
+                "doctor",
+                "--model",
+                "resnet50",
+                "--device",
+                "cuda",
+                "--num-workers",
+                n,
+                "--json",
+            ],
+            True,
+            120,
+            "doctor.json",
+            4,
+        ),
     ]
 
 

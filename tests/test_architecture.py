@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.info",
     ),
     ("fastload.loader",),
-    ("fastload.bench", "fastload.train.*"),
+    ("fastload.bench", "fastload.diagnosis", "fastload.train.*"),
     ("fastload.cli", "fastload.__main__", "fastload"),
 ]
 

@@ -77,3 +77,22 @@ def test_user_mistakes_are_one_line_and_exit_2(args: tuple[str, ...], message: s
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_doctor_on_a_folder(tmp_path: Path) -> None:
+    from fastload.synthetic import make_image_folder
+
+    make_image_folder(tmp_path / "data", images=24, classes=3)
+    args = ["--model", "resnet18", "--batch-size", "4", "--steps", "2", "--image-size", "32"]
+    proc = run("doctor", str(tmp_path / "data"), *args, "--device", "cpu", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["model"] == "resnet18" and report["batch_size"] == 4 and report["steps"] == 2
+    assert report["device"] == "cpu" and report["bound"] in ("loader", "model")
+    assert set(report["tried"]) == {"channels_last", "bf16_autocast"}
+    text = run("doctor", str(tmp_path / "data"), *args, "--device", "cpu")
+    assert text.returncode == 0, text.stderr
+    assert "resnet18 on" in text.stdout and "waiting for data" in text.stdout
+    bad = run("doctor", str(tmp_path / "data"), "--model", "resnet7")
+    assert bad.returncode == 2 and "--model 'resnet7' is not a torchvision model" in bad.stderr
+    assert "Traceback" not in bad.stderr

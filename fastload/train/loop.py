@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from fastload import diagnosis
 from fastload._progress import Progress
 from fastload.system import distributed
 from fastload.train import checkpoint as ckpt
@@ -516,6 +517,7 @@ class Trainer:
         val_loader: Iterable[Any] | None = None,
         checkpoint: str | Path | None = None,
         checkpoint_every: int | None = None,
+        doctor: bool = False,
     ) -> list[EpochStats]:
         """Train until ``epochs`` epochs are done in all, resuming from ``checkpoint`` if it exists.
 
@@ -536,6 +538,8 @@ class Trainer:
                 has one (every rank's, under torch.distributed).
             checkpoint_every: Also write the checkpoint every this many optimizer steps,
                 mid-epoch (needs a ``checkpoint`` and a loader with ``state_dict``).
+            doctor: First run ``fastload.doctor`` on this model, optimizer and loader (a few
+                seconds; nothing is trained by it) and print its report to stderr.
 
         Returns:
             What each epoch trained here did, with its evaluation in ``val``.
@@ -566,6 +570,18 @@ class Trainer:
             ckpt.check_writable(checkpoint)
             if Path(checkpoint).exists():
                 self.load(checkpoint, loader=train_loader)
+        if doctor:
+            report = diagnosis.doctor(
+                self.model,
+                train_loader,
+                self.optimizer,
+                loss_fn=self.loss_fn,
+                autocast=self.precision.dtype,
+                try_changes=not dist.is_initialized(),  # copies of a DDP model: not here
+                progress=self.progress is not False and _rank() == 0,
+            )
+            if _rank() == 0:
+                print(report, file=sys.stderr)
         done: list[EpochStats] = []
         stop = StopSignals()
         self._after_step = functools.partial(

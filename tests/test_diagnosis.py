@@ -1,0 +1,198 @@
+"""``fastload.doctor``: findings on planted faults, the measured split of a step, and the user's
+objects left as they were."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from fastload.diagnosis import DoctorReport, doctor, static_findings
+
+
+class Images(Dataset):
+    """Small uint8 (or float32) images with labels; each sample can take ``delay`` seconds."""
+
+    def __init__(self, n: int = 48, *, delay: float = 0.0, dtype=torch.uint8) -> None:
+        self.n, self.delay, self.dtype = n, delay, dtype
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.delay:
+            time.sleep(self.delay)
+        g = torch.Generator().manual_seed(i)
+        image = torch.randint(0, 256, (3, 16, 16), generator=g, dtype=torch.uint8)
+        return (image if self.dtype == torch.uint8 else image.float() / 255), i % 3
+
+
+class Net(torch.nn.Module):
+    def __init__(self, *, bias: bool = True, delay: float = 0.0) -> None:
+        super().__init__()
+        self.delay = delay
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, bias=bias), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
+        )
+        self.body = torch.nn.Conv2d(8, 8, 3, bias=True)  # no norm after it: fine
+        self.head = torch.nn.Sequential(
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.delay:
+            time.sleep(self.delay)
+        if not x.is_floating_point():  # uint8 images: scaled here, as a training step would
+            x = x.float() / 255
+        return self.head(torch.relu(self.body(self.stem(x))))
+
+
+def keys(found) -> set[str]:
+    return {f.key for f in found}
+
+
+def first_batch(loader):
+    return next(iter(loader))
+
+
+def test_a_bias_before_batchnorm_is_named() -> None:
+    loader = DataLoader(Images(), batch_size=4)
+    found = static_findings(
+        Net(), loader, None, device=torch.device("cpu"), batch=first_batch(loader)
+    )
+    (bias,) = [f for f in found if f.key == "conv_bias_before_bn"]
+    assert "stem.0 -> stem.1" in bias.what and "body" not in bias.what
+    clean = static_findings(
+        Net(bias=False), loader, None, device=torch.device("cpu"), batch=first_batch(loader)
+    )
+    assert "conv_bias_before_bn" not in keys(clean)
+
+
+def test_loader_findings() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")  # cuda: only read, never used
+    plain = DataLoader(Images(), batch_size=4)
+    found = static_findings(Net(bias=False), plain, None, device=cpu, batch=first_batch(plain))
+    assert keys(found) == {"num_workers_0"}  # uint8, pin_memory not needed on the CPU
+    floats = DataLoader(Images(dtype=torch.float32), batch_size=4, num_workers=1)
+    found = static_findings(Net(bias=False), floats, None, device=cpu, batch=first_batch(floats))
+    assert keys(found) == set()  # trained on the CPU: no copy to make smaller
+    found = static_findings(Net(bias=False), floats, None, device=cuda, batch=first_batch(floats))
+    assert keys(found) == {"float32_batches", "pin_memory_off"}
+    model = Net(bias=False)
+    optimizer = torch.optim.AdamW(model.parameters())
+    found = static_findings(model, plain, optimizer, device=cuda, batch=first_batch(plain))
+    assert keys(found) == {"num_workers_0", "pin_memory_off", "optimizer_not_fused"}
+    pinned = DataLoader(Images(), batch_size=4, num_workers=1, pin_memory=True)
+    fused = torch.optim.AdamW(model.parameters(), fused=True)
+    assert keys(static_findings(model, pinned, fused, device=cuda, batch=None)) == set()
+
+
+@pytest.mark.parametrize(
+    ("slow", "bound"), [("loader", "loader"), ("model", "model")], ids=["slow loader", "slow model"]
+)
+def test_the_data_wait_share_is_measured(slow: str, bound: str) -> None:
+    # 4 samples a batch at 25 ms each: 100 ms of loading a step; or 100 ms in the forward pass
+    loader = DataLoader(Images(delay=0.025 if slow == "loader" else 0.0), batch_size=4)
+    model = Net(delay=0.1 if slow == "model" else 0.0)
+    report = doctor(model, loader, steps=4, warmup=1, try_changes=False, progress=False)
+    assert report.bound == bound
+    if slow == "loader":
+        assert report.data_wait_share > 0.7 and report.data_wait_s == pytest.approx(0.1, rel=0.5)
+        assert report.loader_rate < report.step_rate
+        ranked = [f.key for f in report.findings]
+        assert ranked[:2] == ["num_workers_0", "loader_bound"] or ranked[:2] == [
+            "loader_bound",
+            "num_workers_0",
+        ]
+        assert report.findings[0].gain is not None and report.findings[0].gain > 3
+    else:
+        assert report.data_wait_share < 0.3 and report.compute_s > 0.09
+        assert "loader_bound" not in keys(report.findings)
+
+
+def test_the_users_objects_are_left_as_they_were() -> None:
+    torch.manual_seed(0)
+    model = Net()
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-2)
+    loader = DataLoader(Images(), batch_size=4)
+    images, labels = first_batch(loader)
+    torch.nn.functional.cross_entropy(model(images.float() / 255), labels).backward()
+    optimizer.step()  # the optimizer has state, the model grads and BatchNorm statistics
+    model.eval()
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    moments = {k: {n: t.clone() for n, t in v.items()} for k, v in optimizer.state.items()}
+    rng = torch.get_rng_state()
+    report = doctor(model, loader, optimizer, steps=3, warmup=1, progress=False)
+    assert report.tried  # changes were timed, on copies
+    assert not model.training
+    assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+    assert all(torch.equal(grads[n], p.grad) for n, p in model.named_parameters())
+    for p, state in optimizer.state.items():
+        assert all(torch.equal(moments[p][n], t) for n, t in state.items())
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_the_report_as_json() -> None:
+    loader = DataLoader(Images(), batch_size=4)
+    one = doctor(Net(), loader, steps=2, warmup=0, try_changes=False, progress=False)
+    two = doctor(Net(bias=False), loader, steps=2, warmup=0, try_changes=False, progress=False)
+    assert isinstance(one, DoctorReport)
+    a, b = json.loads(one.to_json()), json.loads(two.to_json())
+    assert (
+        set(a)
+        == set(b)
+        == {
+            "batch_size",
+            "bound",
+            "compute_s",
+            "copy_s",
+            "data_wait_s",
+            "data_wait_share",
+            "device",
+            "findings",
+            "loader_rate",
+            "peak_memory_bytes",
+            "step_rate",
+            "step_s",
+            "steps",
+            "tried",
+        }
+    )
+    assert set(a["findings"][0]) == {"key", "what", "fix", "cost", "gain", "measured"}
+    assert a["batch_size"] == 4 and a["steps"] == 2 and a["device"] == "cpu"
+    text = str(one)
+    assert "waiting for data" in text and "stem.0 -> stem.1" in text
+
+
+def test_bad_arguments_are_refused() -> None:
+    loader = DataLoader(Images(), batch_size=4)
+    with pytest.raises(ValueError, match="steps=0 must be an int >= 1"):
+        doctor(Net(), loader, steps=0)
+    with pytest.raises(ValueError, match="the loader gave no batch"):
+        doctor(Net(), DataLoader(Images(n=0), batch_size=4), progress=False)
+
+
+def test_the_trainer_runs_it_first_and_then_trains_as_without_it(capsys) -> None:
+    import fastload
+    from fastload import train
+
+    def run(doctor: bool) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = Net()
+        loader = fastload.DataLoader(
+            Images(), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(3)
+        )
+        trainer = train.Trainer(model, train.adamw(model, 1e-2), precision="fp32", progress=False)
+        trainer.fit(loader, epochs=2, doctor=doctor)
+        return [p.detach().clone() for p in model.parameters()]
+
+    plain = run(False)
+    assert "fastload doctor" not in capsys.readouterr().err
+    diagnosed = run(True)
+    err = capsys.readouterr().err
+    assert "fastload doctor: 20 steps of batch 4 on cpu" in err and "stem.0 -> stem.1" in err
+    assert all(torch.equal(a, b) for a, b in zip(plain, diagnosed, strict=True))
