@@ -3,9 +3,13 @@
 The search (:func:`search`) is pure logic over a ``measure(num_workers) -> images/s`` function:
 a coarse pass over 0, 1, 2, 4, 8, ... up to twice the core count, stopping once more workers
 stop helping, then a fine pass between the best coarse value and its neighbours, all within a
-time budget. The choice is the *smallest* setting within ``tolerance`` of the best measured
-throughput, or, given the training step's time, the smallest that keeps the step fed with a
-margin: fewer workers mean less CPU and RAM for the same speed.
+time budget. Workers that spend most of their time waiting (on network storage, a slow disk)
+rather than computing are found from their CPU time against the wall time: then the cores can
+keep about ``cores / busy share`` of them busy, and the coarse pass jumps there (past twice the
+core count) while more of them still help. The choice is the
+*smallest* setting within ``tolerance`` of the best measured throughput, or, given the training
+step's time, the smallest that keeps the step fed with a margin: fewer workers mean less CPU and
+RAM for the same speed.
 
 :func:`autotune` measures a real loader for each candidate (warm-up excluded) and caches the
 result on disk, keyed by everything that changes the answer. A candidate's measurement ends as
@@ -15,6 +19,7 @@ change the answer (racing), so clear losers and clear gains cost a second or so 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import json
@@ -33,13 +38,13 @@ from typing import Any
 import torch
 
 from fastload.iteration import endless
-from fastload.system import cpu_cores
+from fastload.system import children_cpu_seconds, cpu_cores
 from fastload.version import __version__
 
 __all__ = ["AutotuneResult", "Measurement", "autotune", "cache_dir", "search"]
 
 log = logging.getLogger("fastload")
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 # A candidate's measurement ends early once its mean rate is known to 2 % (relative standard
 # error of the mean over windows of WINDOW seconds): finer than the 3 % within which the fewest
 # workers are preferred to the best, and far coarser noise than this would take the whole time.
@@ -50,6 +55,10 @@ WINDOW = 0.25
 # GAIN_PRECISION. On a busy machine a rate known to 2 % can take longer than the whole budget.
 Z = 2.0
 GAIN_PRECISION = 0.05
+# Workers busy (CPU time over wall time) less than this share of the time are waiting, not
+# computing: more of them than cores can still help. GROW_LIMIT caps how far the search goes.
+WAITING = 0.5
+GROW_LIMIT = 64
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class Measurement:
     num_workers: int
     images_per_sec: float
     seconds: float
+    busy: float | None = None  # the workers' CPU time over their wall time, when known
 
 
 @dataclass
@@ -106,6 +116,8 @@ def search(
     required: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     progress: Callable[[int, int], None] | None = None,
+    grow_to: int | None = None,
+    saturates_at: Callable[[int], int | None] | None = None,
 ) -> tuple[int, list[Measurement], str]:
     """Find the worker count to use, measuring as few candidates as the curve allows.
 
@@ -123,13 +135,18 @@ def search(
             in the training process, between steps, so it cannot keep a step fed.
         clock: Time source (a fake one in tests).
         progress: Called as ``progress(measured, planned)``.
+        grow_to: The most workers to try when they wait rather than compute.
+        saturates_at: For a measured candidate whose workers mostly wait, about how many such
+            workers the cores could keep busy (``None``: they compute). While candidates gain,
+            the coarse pass jumps to that count (at most ``grow_to``), past ``max_workers`` if
+            need be.
 
     Returns:
         (chosen num_workers, measurements in order, the reason for the choice).
     """
     run = _Search(measure, required, clock, progress)
     coarse = _coarse(max_workers)
-    run.coarse(coarse, budget, tolerance)
+    run.coarse(coarse, budget, tolerance, grow_to=grow_to, saturates_at=saturates_at)
     run.fine(budget, tolerance)
     return run.choice(budget, tolerance, len(coarse))
 
@@ -148,6 +165,7 @@ class _Search:
         self.start = clock()
         self.table: list[Measurement] = []
         self.rates: dict[int, float] = {}
+        self.grew = False  # the coarse pass went past its planned candidates
 
     def run(self, w: int, bar: float | None, still_planned: int = 0) -> None:
         t0 = self.clock()
@@ -166,8 +184,18 @@ class _Search:
     def over_budget(self, budget: float) -> bool:
         return bool(self.table) and self.clock() - self.start >= budget
 
-    def coarse(self, candidates: list[int], budget: float, tolerance: float) -> None:
-        """0, 1, 2, 4, ... until more workers stop helping, the step is fed, or time is up."""
+    def coarse(
+        self,
+        candidates: list[int],
+        budget: float,
+        tolerance: float,
+        *,
+        grow_to: int | None = None,
+        saturates_at: Callable[[int], int | None] | None = None,
+    ) -> None:
+        """0, 1, 2, 4, ... until more workers stop helping, the step is fed, or time is up;
+        for waiting workers, straight to where they would saturate the cores (up to
+        ``grow_to``), while they still gain."""
         pending = list(candidates)
         stalls = 0
         while pending and not self.over_budget(budget):
@@ -180,6 +208,17 @@ class _Search:
             stalls = stalls + 1 if self.rates[w] <= best_before * (1 + tolerance) else 0
             if stalls >= 2:
                 return
+            if stalls or w == 0 or grow_to is None or saturates_at is None or w >= grow_to:
+                continue
+            estimate = saturates_at(w)
+            if estimate is None:
+                continue  # computing workers: the planned candidates
+            jump = min(estimate, grow_to)
+            if jump > (pending[0] if pending else w):
+                # waiting workers, still gaining: the doubling in between is left to the fine
+                # pass, which halves the gap below the best
+                pending = [jump]
+                self.grew = self.grew or jump > candidates[-1]
 
     def fine(self, budget: float, tolerance: float) -> None:
         """Halve the gap below the fewest workers as good as the best (fewer might do), and the
@@ -222,6 +261,8 @@ class _Search:
         best_rate = max(rates.values())
         good = sorted(w for w, r in rates.items() if r >= best_rate * (1 - tolerance))
         reason = f"the fewest workers within {tolerance:.0%} of the best throughput measured"
+        if self.grew:
+            reason += " (the workers wait rather than compute: candidates past 2x the cores)"
         if required is not None:
             reason = f"no candidate reached {required:,.0f} images/s; {reason}"
         if self.over_budget(budget) and len(self.table) < planned:
@@ -254,6 +295,21 @@ def measure_loader(
 ) -> float:
     """Images/s of ``make_loader(num_workers)``: warm-up excluded, epochs chained as needed.
 
+    The arguments are :func:`measure_usage`'s; it also says how busy the workers were.
+    """
+    return measure_usage(make_loader, num_workers, seconds, precision=precision, bar=bar)[0]
+
+
+def measure_usage(
+    make_loader: Callable[[int], Any],
+    num_workers: int,
+    seconds: float,
+    *,
+    precision: float | None = None,
+    bar: float | None = None,
+) -> tuple[float, float | None]:
+    """Images/s of ``make_loader(num_workers)``, and how busy its workers were.
+
     Args:
         make_loader: Builds the loader for a worker count.
         num_workers: The worker count to measure.
@@ -264,6 +320,10 @@ def measure_loader(
             measures for ``seconds``.
         bar: With ``precision``, also stop once the rate is clearly below ``bar``, or
             clearly above it and known to ``GAIN_PRECISION`` (see :func:`search`).
+
+    Returns:
+        The images/s, and the workers' CPU seconds over their wall seconds while measured
+        (``None`` without workers, or where ``/proc`` cannot be read).
     """
     with warnings.catch_warnings():
         # trying more workers than cores is the point here; torch's advice against it is noise
@@ -277,20 +337,29 @@ def measure_loader(
         for _ in range(max(1, num_workers)):  # every worker has started and delivered
             next(batches)
         seen, start = 0, time.perf_counter()
+        cpu_start = children_cpu_seconds() if num_workers > 0 else None
         window_start, window_seen, window_batches = start, 0, 0
         rates: list[float] = []
+
+        def result(elapsed: float) -> tuple[float, float | None]:
+            cpu_end = children_cpu_seconds() if cpu_start is not None else None
+            busy = None
+            if cpu_start is not None and cpu_end is not None:
+                busy = round((cpu_end - cpu_start) / (elapsed * num_workers), 3)
+            return seen / elapsed, busy
+
         while True:
             size = _batch_size_of(next(batches))
             now = time.perf_counter()
             seen, window_seen, window_batches = seen + size, window_seen + size, window_batches + 1
             elapsed = now - start
             if elapsed >= seconds and seen:
-                return seen / elapsed
+                return result(elapsed)
             if now - window_start >= WINDOW and window_batches >= num_workers:
                 rates.append(window_seen / (now - window_start))
                 window_start, window_seen, window_batches = now, 0, 0
                 if precision is not None and _settled(rates, precision, bar):
-                    return seen / elapsed
+                    return result(elapsed)
     finally:
         batches.close()
         del batches, loader
@@ -466,7 +535,9 @@ def autotune(
             ``loader=fastload.DataLoader`` its ``device``, ``gpu_transforms``, ...), as
             training will use them.
         budget: Seconds to spend measuring (default 30; the first candidate is always measured).
-        max_workers: The largest candidate (default: twice the usable cores).
+        max_workers: The largest candidate. Default: twice the usable cores, and past that, up
+            to 64, while the workers are found waiting (their CPU time under half their wall
+            time) and more of them still help.
         step_time: Seconds per training step, if known: then the smallest setting with workers
             that delivers ``margin`` times the step's demand is chosen.
         margin: How much faster than the step the loader must be.
@@ -488,7 +559,8 @@ def autotune(
     size = _check_arguments(dataset, batch_size, budget, step_time)
     loader_class = _loader_class(loader, dataset, loader_kwargs or {})
     cores = cpu_cores()
-    max_workers = 2 * cores if max_workers is None else max_workers
+    grow_to = GROW_LIMIT if max_workers is None else max_workers
+    max_workers = min(2 * cores, grow_to)
     kwargs = {
         k: v
         for k, v in (loader_kwargs or {}).items()
@@ -505,6 +577,7 @@ def autotune(
             "step_time": step_time,
             "margin": margin,
             "max_workers": max_workers,
+            "grow_to": grow_to,
         }
     )  # everything that changes the answer
     file = cache_dir() / "autotune.json"
@@ -537,16 +610,31 @@ def autotune(
     required = None if step_time is None else margin * batch_size / step_time
     # Measuring draws from torch's global stream (sampler seeds, worker seeds): on a fork of it,
     # so that a measured and a cached run train on the same random numbers.
+    busy: dict[int, float | None] = {}
+
+    def measure(workers: int, bar: float | None) -> float:
+        rate, busy[workers] = measure_usage(
+            make_loader, workers, per_candidate, precision=PRECISION, bar=bar
+        )
+        return rate
+
+    def saturates_at(workers: int) -> int | None:
+        share = busy.get(workers)
+        if share is None or share >= WAITING:
+            return None
+        return math.ceil(cores / max(share, 1e-3))  # the workers the cores could keep busy
+
     with torch.random.fork_rng(devices=[]):
         choice, table, reason = search(
-            lambda w, bar: measure_loader(
-                make_loader, w, per_candidate, precision=PRECISION, bar=bar
-            ),
+            measure,
             max_workers=max_workers,
             budget=budget,
             required=required,
             progress=progress,
+            grow_to=grow_to,
+            saturates_at=saturates_at,
         )
+    table = [dataclasses.replace(m, busy=busy.get(m.num_workers)) for m in table]
     rate = next(m.images_per_sec for m in table if m.num_workers == choice)
     result = AutotuneResult(choice, rate, table, reason, False, key)
     if cache:

@@ -232,10 +232,11 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
         return 0
     source = "from the cache; --no-cache measures again" if result.cached else "measured now"
     print(f"{dataset.backend} backend, batch {args.batch_size}, {data} ({source})")
-    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8}")
+    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8} {'busy':>5}")
     for m in sorted(result.table, key=lambda m: m.num_workers):
         mark = "  <- chosen" if m.num_workers == result.num_workers else ""
-        print(f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f}{mark}")
+        busy = "" if m.busy is None else f"{m.busy:.0%}"
+        print(f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f} {busy:>5}{mark}")
     print(f"num_workers={result.num_workers}: {result.reason}")
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["cpu_cores", "distributed", "world_size"]
+__all__ = ["children_cpu_seconds", "cpu_cores", "distributed", "world_size"]
 
 
 def cpu_cores() -> int:
@@ -26,3 +26,28 @@ def world_size() -> int:
     import torch.distributed as dist
 
     return dist.get_world_size() if distributed() else 1
+
+
+def children_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) used so far by this process's live child processes.
+
+    Read from ``/proc`` (Linux): ``None`` where it cannot be read. The workers of a torch
+    ``DataLoader`` are such children.
+    """
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        pids: set[str] = set()
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(f.read().split())
+    except (OSError, ValueError, AttributeError):
+        return None
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / tick
