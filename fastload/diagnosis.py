@@ -28,6 +28,7 @@ import torch
 
 from fastload._progress import Progress
 from fastload.devices import DeviceLike, resolve_device
+from fastload.iteration import endless
 from fastload.tensors import map_tensors
 
 __all__ = ["DoctorReport", "Finding", "doctor", "static_findings"]
@@ -378,17 +379,6 @@ def _restore(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, sa
         torch.cuda.set_rng_state_all(saved.cuda_rng)
 
 
-def _batches(loader: Iterable[Any]) -> Iterator[Any]:
-    """The loader's batches, epoch after epoch (a short loader is started again)."""
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError("the loader gave no batch: doctor needs at least one")
-
-
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
@@ -474,7 +464,7 @@ def _diagnose(
     tick = _Ticks(bar, 2 * (warmup + steps) + (4 * (steps + 1) if try_changes else 0))
     waits, copies, computes, shapes = [], [], [], set()
     first: Any = None
-    batches = _batches(loader)
+    batches = endless(loader)
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     for k in range(warmup + steps):
@@ -558,7 +548,7 @@ class _Ticks:
 def _loader_alone(loader: Iterable[Any], warmup: int, steps: int, tick: Callable[[], Any]) -> float:
     """Median seconds per batch of the loader with nothing else to do."""
     times = []
-    batches = _batches(loader)
+    batches = endless(loader)
     for k in range(warmup + steps):
         t0 = time.perf_counter()
         next(batches)
@@ -645,16 +635,6 @@ def _tried(
         return _median(times)
 
     base = timed(step_with(clone, {}))
-    inputs = _inputs(batch)
-    if _has_conv(model) and isinstance(inputs, torch.Tensor) and inputs.ndim == 4:
-        last = copy.deepcopy(clone).to(memory_format=torch.channels_last)
-        tried = timed(step_with(last, {}, channels_last=True))
-        fix = "model.to(memory_format=torch.channels_last); DataLoader(..., channels_last=True)"
-        yield "channels_last", _change("channels_last", "channels_last", base, tried, fix)
-    if autocast is None and (device.type == "cpu" or torch.cuda.is_bf16_supported()):
-        tried = timed(step_with(clone, {}, autocast=torch.bfloat16))
-        fix = "Trainer(..., precision='bf16'), or torch.autocast(device, dtype=torch.bfloat16)"
-        yield "bf16_autocast", _change("bf16_autocast", "bf16 autocast", base, tried, fix)
     fusable = isinstance(optimizer, _FUSABLE) and not optimizer.defaults.get("fused")
     if device.type == "cuda" and fusable:
         assert optimizer is not None
@@ -662,6 +642,16 @@ def _tried(
         tried = timed(step_with(clone, {"fused": True, "foreach": None}))
         fix = f"torch.optim.{name}(..., fused=True)"
         yield "fused_optimizer", _change("optimizer_not_fused", f"fused {name}", base, tried, fix)
+    if autocast is None and (device.type == "cpu" or torch.cuda.is_bf16_supported()):
+        tried = timed(step_with(clone, {}, autocast=torch.bfloat16))
+        fix = "Trainer(..., precision='bf16'), or torch.autocast(device, dtype=torch.bfloat16)"
+        yield "bf16_autocast", _change("bf16_autocast", "bf16 autocast", base, tried, fix)
+    inputs = _inputs(batch)
+    if _has_conv(model) and isinstance(inputs, torch.Tensor) and inputs.ndim == 4:
+        clone.to(memory_format=torch.channels_last)  # last: the copy is converted in place
+        tried = timed(step_with(clone, {}, channels_last=True))
+        fix = "model.to(memory_format=torch.channels_last); DataLoader(..., channels_last=True)"
+        yield "channels_last", _change("channels_last", "channels_last", base, tried, fix)
 
 
 def _change(key: str, name: str, base: float, tried: float, fix: str) -> Finding:

@@ -172,7 +172,7 @@ def test_bad_arguments_are_refused() -> None:
     loader = DataLoader(Images(), batch_size=4)
     with pytest.raises(ValueError, match="steps=0 must be an int >= 1"):
         doctor(Net(), loader, steps=0)
-    with pytest.raises(ValueError, match="the loader gave no batch"):
+    with pytest.raises(ValueError, match="the loader yields no batch"):
         doctor(Net(), DataLoader(Images(n=0), batch_size=4), progress=False)
 
 
