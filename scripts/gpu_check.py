@@ -264,7 +264,7 @@ def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str
     return "passed", f"{seconds:.0f} s"
 
 
-def check(out: Path, wheels: Path | None, dry_run: bool) -> int:
+def check(out: Path, wheels: Path | None, dry_run: bool, only: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -289,6 +289,8 @@ def check(out: Path, wheels: Path | None, dry_run: bool) -> int:
             {"part": "wheels", "status": "passed", "detail": f"installed {', '.join(installed)}"}
         )
     for part in parts(sys.executable):
+        if only is not None and part.name not in only:
+            continue
         status, detail = run_part(part, out, env, gpu)
         line = f"{part.name:<20} {status:<8} {detail}"
         print(line, flush=True)
@@ -306,14 +308,26 @@ def main() -> int:
     parser.add_argument("--fetch", type=Path, metavar="WHEELDIR", help="download the wheels only")
     parser.add_argument("--wheels", type=Path, metavar="WHEELDIR", help="install these first")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: skip the GPU parts")
+    names = [part.name for part in parts(sys.executable)]
+    parser.add_argument(
+        "--only",
+        metavar="PARTS",
+        type=lambda text: [name.strip() for name in text.split(",")],
+        help=f"run only these parts, comma-separated: {', '.join(names)}",
+    )
     args = parser.parse_args()
+    unknown = sorted(set(args.only or []) - set(names))
+    if unknown:
+        parser.error(
+            f"--only: no part named {', '.join(map(repr, unknown))}; parts: {', '.join(names)}"
+        )
     if args.fetch is not None:
         return fetch(args.fetch)
     if args.outdir is None:
         parser.error("give OUTDIR (or --fetch WHEELDIR)")
     if shutil.which("nvidia-smi") and not args.dry_run:
         subprocess.run(["nvidia-smi", "-L"])
-    return check(args.outdir, args.wheels, args.dry_run)
+    return check(args.outdir, args.wheels, args.dry_run, args.only)
 
 
 if __name__ == "__main__":

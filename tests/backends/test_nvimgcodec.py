@@ -22,6 +22,7 @@ from fastload import gpu
 from fastload import transforms as T
 from fastload.backends.base import to_stored
 from fastload.backends.nvimgcodec import engine
+from fastload.backends.nvimgcodec.decoder import gpu_regions_exact, nvjpeg_version
 from fastload.image import probe
 from fastload.transforms import View
 
@@ -144,6 +145,8 @@ def test_random_crops_are_torchvisions_draws_decoded_as_regions(folder: Path) ->
             data = Path(ds.path(i)).read_bytes()
             sample = engine.plan_sample(view, probe(data), (w, h))
             assert sample.region is not None  # a crop on whole pixels: only it is decoded
+            whole = engine.plan_sample(view, probe(data), (w, h), regions=False)
+            assert whole.region is None and whole.stored == sample.stored
             expected = reference.decode(data, plan=lambda v, view=view: view)
             errors.append(mad(ours[i], torch.from_numpy(expected).permute(2, 0, 1)))
     assert np.mean(errors) <= 2.0 and max(errors) <= 4.0, errors
@@ -348,17 +351,146 @@ def test_cuda_device_decodes_on_the_gpu_and_matches_cpu_mode(folder: Path) -> No
             assert mad(xg.cpu(), xc) <= 3.0  # nvJPEG's upsampling differs a little from libjpeg's
 
 
+_ORDER = textwrap.dedent(
+    """
+    import json, sys, torch
+    if sys.argv[2] == "nvimgcodec first":
+        import nvidia.nvimgcodec
+    import torchvision
+    import fastload
+    from fastload import transforms as T
+    from fastload.backends.nvimgcodec.decoder import nvjpeg_version
+    from pathlib import Path
+
+    paths = sorted(Path(sys.argv[1]).glob("img_*.jpg"))
+    ds = fastload.ImageList(paths, list(range(len(paths))), T.RandomResizedCrop(48))
+    loader = fastload.DataLoader(ds, batch_size=8, backend="nvimgcodec", device="cuda",
+        generator=torch.Generator().manual_seed(1))
+    images = torch.cat([x.cpu() for x, _ in loader])
+    torch.save(images, sys.argv[3])
+    print(json.dumps({"regions": loader.executor.engine.regions, "nvjpeg": nvjpeg_version()}))
+    """
+)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["torchvision first", "nvimgcodec first"])
+def test_cuda_crops_are_exact_and_quiet_whichever_nvjpeg_loads_first(
+    folder: Path, tmp_path: Path, order: str
+) -> None:
+    # torchvision bundles an nvJPEG (13.0 in CUDA 13 builds) that nvImageCodec then uses, and
+    # nvImageCodec 0.9 refuses GPU region decodes with it: each crop fell back to its CPU
+    # decoder, with two warnings a file on stderr (seen on an H100, 6.9 MB in one benchmark)
+    import subprocess
+    import sys
+
+    script, out = tmp_path / "order.py", tmp_path / "images.pt"
+    script.write_text(_ORDER)
+    done = subprocess.run(
+        [sys.executable, str(script), str(folder), order, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    version = tuple(found["nvjpeg"]) if found["nvjpeg"] else None
+    assert found["regions"] == gpu_regions_exact(version)
+    if order == "torchvision first":
+        assert version is not None and not found["regions"], found
+    assert "WARNING" not in done.stderr and "ROI decode" not in done.stderr, done.stderr[-2000:]
+    plain = fastload.DataLoader(
+        dataset(folder, T.RandomResizedCrop(48)),
+        batch_size=8,
+        backend="nvimgcodec",
+        generator=torch.Generator().manual_seed(1),
+    )
+    assert mad(torch.load(out), torch.cat([x for x, _ in plain])) <= 3.0
+
+
+# ---------------------------------------------------------------- which nvJPEG
+
+
+@pytest.mark.parametrize(
+    ("version", "exact"),
+    [
+        (None, True),
+        ((13, 3, 2), True),
+        ((13, 2, 0), True),
+        ((13, 0, 1), False),
+        ((12, 4, 0), False),
+    ],
+)
+def test_gpu_regions_are_decoded_only_with_an_nvjpeg_that_decodes_them_exactly(
+    version: tuple[int, int, int] | None, exact: bool
+) -> None:
+    assert gpu_regions_exact(version) is exact
+
+
+_LOADED = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    from fastload.backends.nvimgcodec.decoder import nvjpeg_version
+
+    def mapped():
+        return sorted({line.split()[-1] for line in open("/proc/self/maps") if "libnvjpeg" in line})
+
+    before = nvjpeg_version(soname="libnvjpeg.so.13"), nvjpeg_version()
+    unloaded = mapped()
+    import torchvision  # a CUDA build carries its own nvJPEG, named libnvjpeg.so.13
+    tv = nvjpeg_version(soname="libnvjpeg.so.13")
+    ctypes.CDLL(sys.argv[1])  # the nvidia-nvjpeg wheel's, as nvImageCodec opens it
+    wheel = nvjpeg_version()
+    print(json.dumps({"before": before, "unloaded": unloaded, "tv": tv, "wheel": wheel,
+        "mapped": mapped()}))
+    """
+)
+
+
+def test_nvjpeg_version_names_the_library_already_loaded_and_loads_none(tmp_path: Path) -> None:
+    import importlib.util
+    import subprocess
+    import sys
+
+    from fastload._optional import version_of
+    from fastload.backends.nvimgcodec.decoder import DISTRIBUTIONS
+
+    major = 13 if version_of(DISTRIBUTIONS[0]) is not None else 12
+    spec = importlib.util.find_spec("nvidia.nvjpeg") or importlib.util.find_spec("nvidia.cu13")
+    assert spec is not None and spec.submodule_search_locations, "nvidia-nvjpeg is not installed"
+    roots = [Path(p) for p in spec.submodule_search_locations]
+    wheel = next(f for r in roots for f in r.glob(f"lib/libnvjpeg.so.{major}"))
+    script = tmp_path / "loaded.py"
+    script.write_text(_LOADED)
+    done = subprocess.run(
+        [sys.executable, str(script), str(wheel)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["before"] == [None, None] and found["unloaded"] == []  # asking loads nothing
+    assert found["tv"] is not None and found["tv"][0] == 13  # torchvision's own copy
+    assert found["wheel"] is not None and found["wheel"][0] == major
+    assert str(wheel.resolve()) in {str(Path(p).resolve()) for p in found["mapped"]}
+
+
 # ---------------------------------------------------------------- info and autotune
 
 
-def test_info_says_which_gpu_decoders_it_finds() -> None:
+def test_info_says_which_gpu_decoders_and_which_nvjpeg_it_finds() -> None:
     from fastload.info import collect
 
     entry = next(b for b in collect()["backends"] if b["name"] == "nvimgcodec")
     assert entry["usable"] and entry["kind"] == "executor"
-    assert set(entry["details"]) == {"gpu_decoder", "hardware_decoder"}
+    details = entry["details"]
+    assert set(details) == {"gpu_decoder", "hybrid_decoder", "hardware_decoder", "nvjpeg"}
     if not torch.cuda.is_available():
-        assert entry["details"]["gpu_decoder"] == "no (no CUDA device)"
+        assert details["gpu_decoder"] == details["hybrid_decoder"] == "no (no CUDA device)"
+    version = nvjpeg_version()
+    if version is None:
+        assert details["nvjpeg"] == "not loaded"
+    else:
+        assert details["nvjpeg"].startswith(".".join(map(str, version)))
+        assert ("regions on the GPU" in details["nvjpeg"]) is gpu_regions_exact(version)
 
 
 def test_autotune_tunes_its_thread_count(folder: Path) -> None:

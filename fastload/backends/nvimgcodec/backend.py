@@ -7,14 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from fastload._optional import Availability, require, version_of
+from fastload._optional import Availability, version_of
 from fastload.backends.base import Backend
 from fastload.backends.executor import ExecutorOptions
 from fastload.backends.nvimgcodec.decoder import (
     DISTRIBUTIONS,
+    EXACT_REGIONS_FROM,
     NVIMGCODEC,
     code_stream,
+    codec,
+    gpu_regions_exact,
     make_decoder,
+    nvjpeg_version,
     params,
 )
 from fastload.backends.nvimgcodec.engine import NvImageCodecBatches
@@ -45,12 +49,29 @@ class NvImageCodecBackend(Backend):
 
     @classmethod
     def details(cls) -> dict[str, Any]:
-        """Whether nvImageCodec decodes JPEGs here on a GPU (nvJPEG's CUDA decoder) and on a
-        hardware JPEG engine (A100, H100, H200), found by decoding a tiny JPEG with each."""
-        return {
+        """Whether nvImageCodec decodes JPEGs here with nvJPEG's CUDA decoder (Huffman decoding
+        on the GPU, or on the CPU: "hybrid") and on a hardware JPEG engine (A100, H100, H200),
+        found by decoding a tiny JPEG with each; and which nvJPEG they use, which decides
+        whether crops are decoded as regions on the GPU."""
+        found = {
             "gpu_decoder": _decodes_with("GPU_ONLY"),
+            "hybrid_decoder": _decodes_with("HYBRID_CPU_GPU"),
             "hardware_decoder": _decodes_with("HW_GPU_ONLY"),
         }
+        version = nvjpeg_version()
+        if version is None:
+            found["nvjpeg"] = "not loaded"
+        else:
+            shown = ".".join(map(str, version))
+            wanted = ".".join(map(str, EXACT_REGIONS_FROM))
+            found["nvjpeg"] = (
+                f"{shown}: crops decoded as regions on the GPU"
+                if gpu_regions_exact(version)
+                else f"{shown} (loaded first, by torchvision or another library): whole images "
+                f"decoded on the GPU, then cropped; regions need nvJPEG >= {wanted}, imported "
+                "before torchvision"
+            )
+        return found
 
     @classmethod
     def executor(
@@ -59,7 +80,7 @@ class NvImageCodecBackend(Backend):
         return NvImageCodecBatches(dataset, options, batch_ops=batch_ops)
 
     def __init__(self) -> None:
-        require(NVIMGCODEC, backend=self.name)  # raises with the install command when missing
+        codec()  # raises with the install command when missing
         self._decoder = make_decoder(None, 1)
         self._params = params()
 
@@ -89,15 +110,15 @@ def _decodes_with(kind: str) -> str:
 
     if not torch.cuda.is_available():
         return "no (no CUDA device)"
-    codec = require(NVIMGCODEC, backend="nvimgcodec")
+    nv = codec()
     buffer = io.BytesIO()
     Image.new("RGB", (64, 48), (200, 100, 50)).save(buffer, "JPEG")
     try:
-        decoder = codec.Decoder(
+        decoder = nv.Decoder(
             device_id=torch.cuda.current_device(),
-            backends=[codec.Backend(getattr(codec.BackendKind, kind))],
+            backends=[nv.Backend(getattr(nv.BackendKind, kind))],
         )
-        image = decoder.decode(codec.CodeStream(buffer.getvalue()), params=params())
+        image = decoder.decode(nv.CodeStream(buffer.getvalue()), params=params())
     except Exception as exc:  # a decoder that cannot even start here
         return f"no ({type(exc).__name__}: {exc})"
     return "yes" if image is not None else "no (not on this GPU)"

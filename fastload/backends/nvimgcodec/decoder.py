@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from fastload._optional import Requirement, require
+from fastload._optional import Requirement, require, version_of
 from fastload.system import cpu_cores
 
-__all__ = ["NVIMGCODEC", "make_decoder", "params"]
+__all__ = [
+    "EXACT_REGIONS_FROM",
+    "NVIMGCODEC",
+    "code_stream",
+    "codec",
+    "gpu_regions_exact",
+    "make_decoder",
+    "nvjpeg_version",
+    "params",
+]
 
 NVIMGCODEC = Requirement(
     "nvidia-nvimgcodec-cu12",
@@ -19,40 +31,91 @@ NVIMGCODEC = Requirement(
 )
 # Either CUDA line provides the module; the first installed one gives the version.
 DISTRIBUTIONS = ("nvidia-nvimgcodec-cu13", "nvidia-nvimgcodec-cu12")
+# nvImageCodec 0.9 refuses region (ROI) decodes on the GPU with an older nvJPEG (its warning:
+# "ROI decode with fancy upsampling may produce wrong results"), and forcing them on
+# (enable_roi_fancy_upsampling=1) gave pixels up to 106 levels off, deep inside the region, on
+# an H100 with nvJPEG 13.0; with 13.3 every region equalled the whole decode, cropped.
+EXACT_REGIONS_FROM = (13, 2)
+# nvImageCodec's own per-image warnings ("something went wrong decoding image #n") repeat for
+# every file a GPU decoder hands on to another, thousands of lines an epoch; fastload names
+# the files it cannot decode itself. Errors still print; PYNVIMGCODEC_VERBOSITY set by the
+# user wins.
+QUIET = "1"
+
+
+def codec() -> ModuleType:
+    """The ``nvidia.nvimgcodec`` module, imported with its logging at errors only (unless the
+    user set ``PYNVIMGCODEC_VERBOSITY``); raises with the install command when missing."""
+    os.environ.setdefault("PYNVIMGCODEC_VERBOSITY", QUIET)
+    return require(NVIMGCODEC, backend="nvimgcodec")
+
+
+def nvjpeg_version(*, soname: str | None = None) -> tuple[int, int, int] | None:
+    """The version of the nvJPEG that nvImageCodec's GPU decoders use in this process, or
+    ``None`` when none is loaded.
+
+    nvImageCodec opens nvJPEG by its library name, and the dynamic loader hands it the first
+    library of that name already in the process: torchvision's own copy when torchvision was
+    imported first (CUDA 13 builds ship nvJPEG 13.0), not the ``nvidia-nvjpeg`` wheel's. So
+    this asks the loader the same question, without loading anything (``RTLD_NOLOAD``).
+
+    Args:
+        soname: The library name to ask for; by default the one the installed nvImageCodec
+            (CUDA 13 or CUDA 12 build) opens.
+    """
+    if soname is None:
+        soname = f"libnvjpeg.so.{13 if version_of(DISTRIBUTIONS[0]) is not None else 12}"
+    try:
+        library = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+    except OSError:  # not loaded: nvImageCodec found no nvJPEG (CPU decoders only)
+        return None
+    parts = []
+    for prop in range(3):  # libraryPropertyType: MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+        value = ctypes.c_int()
+        if library.nvjpegGetProperty(prop, ctypes.byref(value)) != 0:
+            return None
+        parts.append(value.value)
+    return (parts[0], parts[1], parts[2])
+
+
+def gpu_regions_exact(version: tuple[int, int, int] | None) -> bool:
+    """Whether regions decoded by nvImageCodec's GPU decoders equal the whole image decoded
+    and cropped, given the nvJPEG in use (``None``: no nvJPEG, the CPU decoders are exact)."""
+    return version is None or version[:2] >= EXACT_REGIONS_FROM
 
 
 def make_decoder(device_index: int | None, threads: int) -> Any:
     """An nvImageCodec decoder: CPU-only when ``device_index`` is ``None``, else on that GPU
     (nvJPEG, the hardware JPEG engine where the GPU has one)."""
-    codec = require(NVIMGCODEC, backend="nvimgcodec")
+    nv = codec()
     # nvImageCodec keeps a core free for the caller, and says so on the terminal when asked for
     # more: ask for what it would use
     threads = max(1, min(threads, cpu_cores() - 1))
     if device_index is None:
-        return codec.Decoder(
-            device_id=codec.NVIMGCODEC_DEVICE_CPU_ONLY,
+        return nv.Decoder(
+            device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY,
             max_num_cpu_threads=threads,
-            backends=[codec.Backend(codec.BackendKind.CPU_ONLY)],
+            backends=[nv.Backend(nv.BackendKind.CPU_ONLY)],
         )
-    return codec.Decoder(device_id=device_index, max_num_cpu_threads=threads)
+    return nv.Decoder(device_id=device_index, max_num_cpu_threads=threads)
 
 
 def params() -> Any:
     """Decode to 8-bit interleaved RGB in stored orientation (fastload orients the result)."""
-    codec = require(NVIMGCODEC, backend="nvimgcodec")
-    return codec.DecodeParams(
+    nv = codec()
+    return nv.DecodeParams(
         apply_exif_orientation=False,
-        color_spec=codec.ColorSpec.SRGB,
+        color_spec=nv.ColorSpec.SRGB,
         allow_any_depth=False,
-        sample_format=codec.SampleFormat.I_RGB,
+        sample_format=nv.SampleFormat.I_RGB,
     )
 
 
 def code_stream(data: np.ndarray, region: tuple[int, int, int, int] | None) -> Any:
     """The file as an nvImageCodec code stream, limited to ``region`` (x0, y0, x1, y1)."""
-    codec = require(NVIMGCODEC, backend="nvimgcodec")
-    stream = codec.CodeStream(data)
+    nv = codec()
+    stream = nv.CodeStream(data)
     if region is None:
         return stream
     x0, y0, x1, y1 = region
-    return stream.get_sub_code_stream(region=codec.Region(y0, x0, y1, x1))
+    return stream.get_sub_code_stream(region=nv.Region(y0, x0, y1, x1))

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fastload._optional import require
 from fastload.backends.base import Stored, to_stored
 from fastload.backends.executor import (
     BatchExecutor,
@@ -29,7 +28,14 @@ from fastload.backends.executor import (
     Folded,
     Translation,
 )
-from fastload.backends.nvimgcodec.decoder import NVIMGCODEC, code_stream, make_decoder, params
+from fastload.backends.nvimgcodec.decoder import (
+    code_stream,
+    codec,
+    gpu_regions_exact,
+    make_decoder,
+    nvjpeg_version,
+    params,
+)
 from fastload.image import ImageInfo, orient
 from fastload.transforms import View, resample, whole_pixels
 
@@ -49,11 +55,14 @@ class Sample:
     region: tuple[int, int, int, int] | None
 
 
-def plan_sample(view: View, info: ImageInfo, size: tuple[int, int]) -> Sample:
+def plan_sample(
+    view: View, info: ImageInfo, size: tuple[int, int], *, regions: bool = True
+) -> Sample:
     """Where ``view`` (display coordinates) lies in the file, and the region worth decoding.
 
-    Only a crop on whole pixels inside the image (RandomResizedCrop's) is decoded as a region:
-    every other box is rendered from the whole image, exactly as the CPU backends render it.
+    Only a crop on whole pixels inside the image (RandomResizedCrop's) is decoded as a region,
+    and only when ``regions`` is true: every other box is rendered from the whole image,
+    exactly as the CPU backends render it.
     """
     shown_w, shown_h = size
     stored = to_stored(view, info.orientation, shown_w, shown_h)
@@ -62,7 +71,10 @@ def plan_sample(view: View, info: ImageInfo, size: tuple[int, int]) -> Sample:
     whole = whole_pixels(*stored.box)
     inside = x0 >= 0 and y0 >= 0 and x1 <= cols and y1 <= rows
     jpeg = info.format == "jpeg" and info.components in (1, 3)
-    if not (whole and inside and jpeg) or (round(x1 - x0), round(y1 - y0)) == (cols, rows):
+    if not (regions and whole and inside and jpeg) or (round(x1 - x0), round(y1 - y0)) == (
+        cols,
+        rows,
+    ):
         return Sample(stored, None)
     return Sample(stored, (round(x0), round(y0), round(x1), round(y1)))
 
@@ -174,6 +186,8 @@ class NvImageCodecEngine(Engine):
             else None
         )
         self._decoder = make_decoder(index, options.num_threads)
+        # on a GPU, crops are decoded as regions only where that is exact (see gpu_regions_exact)
+        self.regions = not self._cuda or gpu_regions_exact(nvjpeg_version())
         self._checker: Any = None  # a CPU-only decoder for one file at a time
         self._params = params()
         self._stream = torch.cuda.Stream(device) if self._cuda else None
@@ -188,7 +202,10 @@ class NvImageCodecEngine(Engine):
         sizes: list[tuple[int, int]],
         infos: list[ImageInfo],
     ) -> dict[str, list[Any]]:
-        samples = [plan_sample(v, i, s) for v, i, s in zip(views, infos, sizes, strict=True)]
+        samples = [
+            plan_sample(v, i, s, regions=self.regions)
+            for v, i, s in zip(views, infos, sizes, strict=True)
+        ]
         return {"encoded": data, "sample": samples}
 
     def fits(self, batch: int) -> bool:
@@ -280,7 +297,7 @@ class NvImageCodecBatches(BatchExecutor):
     """
 
     def __init__(self, dataset: Any, options: ExecutorOptions, *, batch_ops: Any = None) -> None:
-        require(NVIMGCODEC, backend="nvimgcodec")
+        codec()  # raises with the install command when missing
         super().__init__(
             "nvimgcodec",
             dataset,
