@@ -230,6 +230,15 @@ def test_the_torch_renderer_matches_the_cpu_renderer(transform, orientation: int
     tensor = engine.render_tensor(torch.from_numpy(array), sample, options)
     assert tensor.shape == cpu.shape and tensor.dtype == torch.uint8
     assert mad(tensor, cpu) <= 1.5
+    # the batch renderer (the GPU path's) rounds once a batch, to the same pixels
+    flat = engine.Sample(to_stored(View.full(*shown), info.orientation, *shown), None)
+    other = engine.render_tensor(torch.from_numpy(array), flat, options)
+    if other.shape == tensor.shape:
+        batch = engine.render_batch([torch.from_numpy(array)] * 2, [sample, flat], options)
+        assert torch.equal(batch[0], tensor) and torch.equal(batch[1], other)
+    batch = engine.render_batch([torch.from_numpy(array)] * 2, [sample, sample], options)
+    assert batch.dtype == torch.uint8 and torch.equal(batch[0], tensor)
+    assert torch.equal(batch[1], tensor)
 
 
 # ---------------------------------------------------------------- faults

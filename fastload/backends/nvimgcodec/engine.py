@@ -39,7 +39,14 @@ from fastload.backends.nvimgcodec.decoder import (
 from fastload.image import ImageInfo, orient
 from fastload.transforms import View, resample, whole_pixels
 
-__all__ = ["NvImageCodecBatches", "NvImageCodecEngine", "Sample", "render_array", "render_tensor"]
+__all__ = [
+    "NvImageCodecBatches",
+    "NvImageCodecEngine",
+    "Sample",
+    "render_array",
+    "render_batch",
+    "render_tensor",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,32 @@ def render_tensor(image: torch.Tensor, sample: Sample, options: dict[str, Any]) 
     torchvision); a box outside the image is padded with zeros; any other box is sampled
     bilinearly (``grid_sample``), as the CPU path's affine warp does.
     """
+    return _quantize(_render(image, sample, options)).contiguous()
+
+
+def render_batch(
+    images: list[torch.Tensor], samples: list[Sample], options: dict[str, Any]
+) -> torch.Tensor:
+    """The views from their decoded regions, as :func:`render_tensor` renders each, in one
+    N x 3 x h x w uint8 batch: each view goes into a float batch as it comes, and the batch is
+    rounded once (on a GPU that is three kernel launches a batch instead of three a sample)."""
+    batch: torch.Tensor | None = None
+    for k, (image, sample) in enumerate(zip(images, samples, strict=True)):
+        out = _render(image, sample, options)
+        if batch is None:
+            batch = torch.empty((len(images), *out.shape), dtype=torch.float32, device=out.device)
+        batch[k] = out
+    if batch is None:
+        raise ValueError("render_batch needs at least one image")
+    return _quantize(batch)
+
+
+def _quantize(out: torch.Tensor) -> torch.Tensor:
+    return out if out.dtype == torch.uint8 else out.round_().clamp_(0, 255).to(torch.uint8)
+
+
+def _render(image: torch.Tensor, sample: Sample, options: dict[str, Any]) -> torch.Tensor:
+    """:func:`render_tensor` before rounding: 3 x h x w, uint8 or float (0-255, unrounded)."""
     stored = sample.stored
     width, height = stored.width, stored.height
     mode = options.get("interpolation", "bilinear")
@@ -126,12 +159,13 @@ def render_tensor(image: torch.Tensor, sample: Sample, options: dict[str, Any]) 
         out = out.flip(2)
     if stored.mirror_tb:
         out = out.flip(1)
-    return out.contiguous()
+    return out
 
 
 def _resize(
     region: torch.Tensor, height: int, width: int, mode: str, antialias: bool
 ) -> torch.Tensor:
+    """``region`` resized: uint8 where torch resizes uint8 (the CPU), else float, unrounded."""
     if tuple(region.shape[-2:]) == (height, width):
         return region
     shrink = height < region.shape[-2] or width < region.shape[-1]
@@ -139,14 +173,14 @@ def _resize(
     kwargs = (
         {} if mode == "nearest" else {"align_corners": False, "antialias": antialias and shrink}
     )
-    out = F.interpolate(source, size=(height, width), mode=mode, **kwargs)
-    return out if out.dtype == torch.uint8 else out.round_().clamp_(0, 255).to(torch.uint8)
+    return F.interpolate(source, size=(height, width), mode=mode, **kwargs)
 
 
 def _sample(
     chw: torch.Tensor, box: tuple[float, float, float, float], height: int, width: int, mode: str
 ) -> torch.Tensor:
-    """Sample ``box`` at the centres of a ``width`` x ``height`` grid; zeros outside the image."""
+    """Sample ``box`` at the centres of a ``width`` x ``height`` grid; zeros outside the image
+    (float, unrounded)."""
     x0, y0, x1, y1 = box
     rows, cols = chw.shape[-2], chw.shape[-1]
     device = chw.device
@@ -165,8 +199,7 @@ def _sample(
         padding_mode="border",
         align_corners=False,
     )
-    out = out * inside
-    return out.round_().clamp_(0, 255).to(torch.uint8)
+    return out * inside
 
 
 class NvImageCodecEngine(Engine):
@@ -242,11 +275,9 @@ class NvImageCodecEngine(Engine):
                 streams, params=self._params, cuda_stream=self._stream.cuda_stream
             )
             _raise_for_missing(images)
-            tensors = [
-                render_tensor(torch.as_tensor(image, device=self.options.device), s, self.render)
-                for image, s in zip(images, samples, strict=True)
-            ]
-            out = torch.stack(tensors)
+            device = self.options.device
+            tensors = [torch.as_tensor(image, device=device) for image in images]
+            out = render_batch(tensors, samples, self.render)
             done = torch.cuda.Event()
             done.record(self._stream)
         # nvImageCodec owns the decoded images' memory and frees it with them: wait here, in
