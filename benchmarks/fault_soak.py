@@ -126,11 +126,14 @@ def soak(data: Path, name: str, epochs: int, workers: int, batch_size: int) -> N
         )
 
 
+# batches of one: each worker still owes most of its share when one is killed after the second
+# batch (with batches of four, a set of 24 was all prefetched by then on a loaded machine, and
+# the epoch could end without an error)
 KILLED_WORKER = """
 import os, signal, sys, time, torch, fastload
 from fastload import transforms as T
 loader = fastload.DataLoader(fastload.ImageFolder(sys.argv[1], T.RandomResizedCrop(64),
-    backend=sys.argv[2]), batch_size=4, num_workers=2, shuffle=True)
+    backend=sys.argv[2]), batch_size=1, num_workers=2, shuffle=True)
 for i, batch in enumerate(loader):
     if i == 1:
         from multiprocessing import active_children
@@ -182,6 +185,9 @@ def faults(data: Path, name: str, work: Path) -> None:
         done = run(KILLED_WORKER, str(data), name, timeout=60)
         named = "DataLoader worker (pid" in done.stderr and "killed by signal" in done.stderr
         check(done.returncode != 0 and named, "a worker killed with SIGKILL: an error naming it")
+        if done.returncode == 0 or not named:
+            last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["(no output)"]
+            print(f"        (exit {done.returncode}: {last[0][:200]})")
     except subprocess.TimeoutExpired:
         check(False, "a worker killed with SIGKILL: the loop hung")
     print(f"        ({time.monotonic() - started:.1f} s to the error)")
