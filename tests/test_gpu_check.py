@@ -39,6 +39,27 @@ def test_dry_run_runs_the_cpu_parts_and_checks_the_gpu_commands_start(tmp_path: 
     assert (out / "summary.txt").read_text().splitlines() == lines
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without a GPU")
+def test_only_runs_the_named_parts_and_refuses_unknown_names(tmp_path: Path) -> None:
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "scripts/gpu_check.py", "--dry-run", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = check("--only", "info, bench val", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [r["part"] for r in summary] == ["info", "bench val"]
+    refused = check("--only", "info,bench x", str(tmp_path / "other"))
+    assert refused.returncode == 2
+    assert "no part named 'bench x'" in refused.stderr and "gpu tests" in refused.stderr
+    assert not (tmp_path / "other").exists()
+
+
 def test_without_a_gpu_and_without_dry_run_it_says_so(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is here")
