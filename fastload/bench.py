@@ -13,13 +13,20 @@ Pipelines: ``train`` (RandomResizedCrop 224; stock adds RandomHorizontalFlip), `
 256 + CenterCrop 224) and ``decode`` (decoding only: images are counted, not collated). Every
 configuration keeps its workers between rounds; rounds are interleaved and each reports the
 median of its rounds, so drifting machine load hits all configurations alike.
+
+Files whose header shows they are not images (empty, another kind of file, a JPEG or PNG header
+that does not parse) are left out on every side (:func:`unreadable_files`); past the header,
+fastload's sides skip a file they cannot decode and the stock side, which cannot skip, reads the
+next file in its place. A configuration that fails mid-run becomes a row with its error.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import statistics
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,8 @@ from fastload import backends
 from fastload.autotune import autotune, cache_dir
 from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
+from fastload.errors import one_line
+from fastload.image import probe, sniff
 from fastload.iteration import endless
 from fastload.loader import DataLoader
 from fastload.synthetic import make_image_folder
@@ -39,12 +48,14 @@ __all__ = [
     "DEFAULT_IMAGES",
     "PIPELINES",
     "BenchRow",
+    "StockFailed",
     "default_data",
     "default_root",
     "fastload_dataset",
     "format_table",
     "run",
     "stock_dataset",
+    "unreadable_files",
     "write_plot",
 ]
 
@@ -94,26 +105,77 @@ def _count(batch: list[Any]) -> int:
     return len(batch)
 
 
-def stock_dataset(root: Path, pipeline: str) -> Any:
+HEADER_BYTES = 1 << 16
+
+
+def unreadable_files(root: str | Path) -> tuple[int, list[str]]:
+    """How many image files a class-folder set holds (torchvision's ImageFolder rules), and
+    those whose header shows they cannot be images: empty or unopenable files, files of no
+    image format, JPEG and PNG files whose header does not parse.
+
+    Raises:
+        ValueError: ``root`` holds no class folder with an image file.
+    """
+    from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
+
+    try:
+        _, class_to_idx = find_classes(os.fspath(root))
+        found = make_dataset(os.fspath(root), class_to_idx, IMG_EXTENSIONS)
+    except FileNotFoundError:
+        found = []
+    if not found:
+        raise ValueError(
+            f"no image files found in {os.fspath(root)!r}: bench and autotune read "
+            "DIR/<class>/<image> files (torchvision's ImageFolder layout)"
+        )
+    bad = []
+    for path, _ in found:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(HEADER_BYTES)
+                kind = sniff(head)
+                if kind in ("jpeg", "png") and probe(head).width is None:
+                    head += f.read()  # a JPEG's size can sit past long metadata: read it all
+        except OSError:
+            bad.append(path)
+            continue
+        if kind == "unknown" or (kind in ("jpeg", "png") and probe(head).width is None):
+            bad.append(path)
+    return len(found), bad
+
+
+def _allowed(excluded: frozenset[str], path: str) -> bool:
+    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+
+    return has_file_allowed_extension(path, IMG_EXTENSIONS) and path not in excluded
+
+
+def stock_dataset(root: Path, pipeline: str, *, exclude: Collection[str] = ()) -> Any:
     """The stock torchvision dataset for a pipeline: ImageFolder, its transforms, ToTensor,
-    Normalize (float32 samples)."""
+    Normalize (float32 samples), without the files in ``exclude``."""
     import torchvision
     import torchvision.transforms as T
 
+    valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
     if pipeline == "decode":
-        return torchvision.datasets.ImageFolder(root)
+        return torchvision.datasets.ImageFolder(root, is_valid_file=valid)
     ops = (
         [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
         if pipeline == "train"
         else [T.Resize(256), T.CenterCrop(224)]
     )
     return torchvision.datasets.ImageFolder(
-        root, transform=T.Compose([*ops, T.ToTensor(), T.Normalize(MEAN, STD)])
+        root,
+        transform=T.Compose([*ops, T.ToTensor(), T.Normalize(MEAN, STD)]),
+        is_valid_file=valid,
     )
 
 
-def fastload_dataset(root: Path, pipeline: str, backend: str) -> Any:
-    """fastload's dataset for a pipeline: the same geometry, fused with decoding (uint8)."""
+def fastload_dataset(
+    root: Path, pipeline: str, backend: str, *, exclude: Collection[str] = ()
+) -> Any:
+    """fastload's dataset for a pipeline: the same geometry, fused with decoding (uint8),
+    without the files in ``exclude``, skipping any other file it cannot decode."""
     from fastload import transforms as T
 
     transform: Any = {
@@ -121,7 +183,10 @@ def fastload_dataset(root: Path, pipeline: str, backend: str) -> Any:
         "val": T.Compose([T.Resize(256), T.CenterCrop(224)]),
         "decode": None,
     }[pipeline]
-    return ImageFolder(root, transform=transform, backend=backend)
+    valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
+    return ImageFolder(
+        root, transform=transform, backend=backend, on_error="skip", is_valid_file=valid
+    )
 
 
 def _unusable(name: str) -> str | None:
@@ -143,6 +208,7 @@ def run(
     rounds: int = 3,
     accelerated: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    exclude: Collection[str] | None = None,
 ) -> list[BenchRow]:
     """Measure the stock pipeline and each backend in ``names`` on the images under ``data``.
 
@@ -159,12 +225,15 @@ def run(
         accelerated: Also measure the stock dataset, unchanged, through
             ``fastload.DataLoader(..., accelerate=True)`` (the row after stock).
         progress: Called as ``progress(done, total)``.
+        exclude: Files to leave out on every side; by default :func:`unreadable_files`.
 
     Returns:
-        The stock row first, then the accelerated one if asked, then one row per backend.
+        The stock row first, then the accelerated one if asked, then one row per backend; a
+        configuration that failed is a row with ``error``.
 
     Raises:
-        ValueError: A bad pipeline, batch size, worker count or time.
+        ValueError: A bad pipeline, batch size, worker count or time; no images.
+        StockFailed: The stock pipeline failed (the ratios need it).
     """
     if pipeline not in PIPELINES:
         raise ValueError(f"pipeline={pipeline!r} is not valid; valid: {', '.join(PIPELINES)}")
@@ -175,47 +244,88 @@ def run(
     names = tuple(backends.names()) if names is None else names
     root = Path(data)
     target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
-    datasets, rows = _datasets(root, pipeline, names, batch_size)
+    if exclude is None:
+        exclude = unreadable_files(root)[1]
+    datasets, rows = _datasets(root, pipeline, names, batch_size, exclude)
     if accelerated:
         if pipeline == "decode":
             raise ValueError("accelerated=True measures train or val: decode has no transform")
         datasets = {STOCK: datasets[STOCK], ACCELERATED: datasets[STOCK], **datasets}
     workers: dict[str, int] = {}
     streams: dict[str, Generator[Any, None, None]] = {}
-    for label, ds in datasets.items():
-        workers[label] = _workers(label, ds, pipeline, batch_size, num_workers, device, seconds)
-        streams[label] = _stream(label, ds, pipeline, batch_size, workers[label], target)
+    failed: dict[str, str] = {}
     try:
-        rates = _interleaved(streams, seconds, rounds, target, progress)
+        for label, ds in datasets.items():
+            try:
+                workers[label] = _workers(
+                    label, ds, pipeline, batch_size, num_workers, device, seconds
+                )
+                streams[label] = _stream(label, ds, pipeline, batch_size, workers[label], target)
+            except Exception as exc:  # one configuration that cannot run is a row, not a crash
+                _failed(label, exc, failed)
+        rates = _interleaved(streams, seconds, rounds, target, progress, failed)
     finally:
         for batches in streams.values():
             batches.close()  # shuts the workers down
     base = statistics.median(rates[STOCK])
-    out = [BenchRow(STOCK, pipeline, base, 1.0, workers[STOCK], batch_size)]
-    if accelerated:
-        rate = statistics.median(rates[ACCELERATED])
-        out.append(
-            BenchRow(ACCELERATED, pipeline, rate, rate / base, workers[ACCELERATED], batch_size)
-        )
-    for name in names:
-        if name in rows:
-            out.append(rows[name])
+    labels = [STOCK, *([ACCELERATED] if accelerated else []), *names]
+    out = []
+    for label in labels:
+        if label in rows:
+            out.append(rows[label])
+        elif label in failed:
+            error = failed[label]
+            out.append(BenchRow(label, pipeline, None, None, workers.get(label), batch_size, error))
         else:
-            rate = statistics.median(rates[name])
-            out.append(BenchRow(name, pipeline, rate, rate / base, workers[name], batch_size))
+            rate = statistics.median(rates[label])
+            out.append(BenchRow(label, pipeline, rate, rate / base, workers[label], batch_size))
     return out
 
 
+class _StandIn(torch.utils.data.Dataset[Any]):
+    """The stock dataset, an unreadable sample replaced by the next readable one: stock
+    torchvision has no way to skip a file, and a truncated one passes the header check."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        size = len(self.dataset)
+        for k in range(size):
+            try:
+                return self.dataset[(index + k) % size]
+            except (OSError, ValueError):  # PIL's decoding errors are OSErrors
+                continue
+        raise RuntimeError("no image of the set is readable")
+
+
+class StockFailed(RuntimeError):
+    """The stock pipeline failed, so no ratio can be measured; the message says why."""
+
+
+def _failed(label: str, exc: Exception, failed: dict[str, str]) -> None:
+    if label == STOCK:  # no baseline, no ratios
+        raise StockFailed(f"the stock torchvision pipeline failed: {one_line(exc)}") from exc
+    failed[label] = one_line(exc)
+
+
 def _datasets(
-    root: Path, pipeline: str, names: tuple[str, ...], batch_size: int
+    root: Path, pipeline: str, names: tuple[str, ...], batch_size: int, exclude: Collection[str]
 ) -> tuple[dict[str, Any], dict[str, BenchRow]]:
     """The datasets to measure (stock first), and a row for each backend that cannot run."""
     rows: dict[str, BenchRow] = {}
-    datasets: dict[str, Any] = {STOCK: stock_dataset(root, pipeline)}
+    try:
+        datasets: dict[str, Any] = {STOCK: stock_dataset(root, pipeline, exclude=exclude)}
+    except FileNotFoundError:  # every file of a class left out
+        datasets = {STOCK: []}
     if len(datasets[STOCK]) < batch_size:
+        left_out = f" ({len(exclude)} unreadable left out)" if exclude else ""
         raise ValueError(
-            f"{root} has {len(datasets[STOCK])} images, fewer than one batch of {batch_size}: "
-            "use a smaller batch size or more images"
+            f"{root} has {len(datasets[STOCK])} readable images{left_out}, fewer than one batch "
+            f"of {batch_size}: use a smaller batch size or more images"
         )
     for name in names:
         reason = _unusable(name)
@@ -226,7 +336,7 @@ def _datasets(
             )
         if reason is None:
             try:
-                datasets[name] = fastload_dataset(root, pipeline, name)
+                datasets[name] = fastload_dataset(root, pipeline, name, exclude=exclude)
             except Exception as exc:  # a backend that cannot run here is a row, not a crash
                 reason = f"{type(exc).__name__}: {exc}"
         if reason is not None:
@@ -274,7 +384,9 @@ def _stream(
         **_collate(pipeline),
     )
     if label == STOCK:
-        loader = torch.utils.data.DataLoader(ds, pin_memory=target.type == "cuda", **common)
+        loader = torch.utils.data.DataLoader(
+            _StandIn(ds), pin_memory=target.type == "cuda", **common
+        )
         stream = _to_device(endless(loader), target)
     elif label == ACCELERATED:
         stream = endless(DataLoader(ds, device=target, accelerate=True, **common))
@@ -291,14 +403,20 @@ def _interleaved(
     rounds: int,
     target: torch.device,
     progress: Callable[[int, int], None] | None,
+    failed: dict[str, str],
 ) -> dict[str, list[float]]:
-    """Images/s of each stream per round, the rounds interleaved so that load hits all alike."""
+    """Images/s of each stream per round, the rounds interleaved so that load hits all alike;
+    a stream that fails is noted in ``failed`` and left out of the later rounds."""
     slice_s = seconds / (rounds * len(streams))
     rates: dict[str, list[float]] = {label: [] for label in streams}
     total, done = rounds * len(streams), 0
     for _ in range(rounds):
         for label, batches in streams.items():
-            rates[label].append(_measure(batches, slice_s, target))
+            if label not in failed:
+                try:
+                    rates[label].append(_measure(batches, slice_s, target))
+                except Exception as exc:
+                    _failed(label, exc, failed)
             done += 1
             if progress is not None:
                 progress(done, total)

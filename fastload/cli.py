@@ -14,7 +14,15 @@ __all__ = ["main"]
 
 
 class CLIError(Exception):
-    """A user mistake: printed as one line, exit status 2, no traceback."""
+    """A user mistake: printed as one line, no traceback; exit status 2 (an argument), or 1
+    (``status=1``: the data)."""
+
+    def __init__(self, message: str, *, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+DEBUG = "FASTLOAD_DEBUG"  # set to 1: failures show their traceback (as --debug does)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -166,27 +174,52 @@ def _data_folder(path: str | None, progress_label: str) -> str:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
     from fastload.backends import names as registered
-    from fastload.bench import format_table, run, write_plot
+    from fastload.bench import StockFailed, format_table, run, unreadable_files, write_plot
 
     data = _data_folder(_data_argument(args), "making the default image set")
+    try:
+        total, bad = unreadable_files(data)
+    except ValueError as exc:
+        raise CLIError(f"{exc}; run 'fastload scan {data}'", status=1) from None
+    if len(bad) == total:
+        raise CLIError(
+            f"none of the {total} image files in {data!r} is a readable image; run "
+            f"'fastload scan {data}'",
+            status=1,
+        )
+    if bad:
+        first = ", ".join(os.path.relpath(p, data) for p in bad[:3])
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        print(
+            f"fastload bench: note: left out {len(bad)} of {total} files, not readable images "
+            f"({first}{more}), on every side; 'fastload scan {data}' lists them all",
+            file=sys.stderr,
+        )
     names = tuple(registered()) if args.backend == "all" else (args.backend,)
     progress = Progress("bench")
     try:
-        rows = run(
-            data,
-            names=names,
-            pipeline=args.pipeline,
-            batch_size=args.batch_size,
-            num_workers=args.num_workers,
-            device=args.device,
-            seconds=args.seconds,
-            accelerated=args.accelerated,
-            progress=progress,
-        )
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", UserWarning)
+            rows = run(
+                data,
+                names=names,
+                pipeline=args.pipeline,
+                batch_size=args.batch_size,
+                num_workers=args.num_workers,
+                device=args.device,
+                seconds=args.seconds,
+                accelerated=args.accelerated,
+                progress=progress,
+                exclude=bad,
+            )
+    except StockFailed as exc:  # e.g. a file it cannot read
+        raise CLIError(f"{exc}; 'fastload scan {data}' finds unreadable files", status=1) from None
     except (ValueError, RuntimeError) as exc:  # e.g. a CUDA device on a machine without one
         raise CLIError(str(exc).splitlines()[0]) from None
     finally:
         progress.close()
+    for note in dict.fromkeys(str(n.message) for n in notes):  # each once, without a source line
+        print(f"fastload bench: note: {note}", file=sys.stderr)
     if args.plot:
         write_plot(rows, args.plot)
     if args.json:
@@ -208,9 +241,18 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
 
     data = _data_folder(_data_argument(args), "making the default image set")
     try:
-        dataset = ImageFolder(data, transform=RandomResizedCrop(224), backend=args.backend)
+        # unreadable files are skipped: they would stop the measurement, not change the answer
+        dataset = ImageFolder(
+            data, transform=RandomResizedCrop(224), backend=args.backend, on_error="skip"
+        )
     except (ValueError, ImportError) as exc:
         raise CLIError(str(exc)) from None
+    except FileNotFoundError:
+        raise CLIError(
+            f"no image files found in {data!r}: autotune reads DIR/<class>/<image> files "
+            f"(torchvision's ImageFolder layout); run 'fastload scan {data}'",
+            status=1,
+        ) from None
     progress = Progress("autotune")
     try:
         with warnings.catch_warnings(record=True) as notes:
@@ -318,6 +360,12 @@ def _parser() -> argparse.ArgumentParser:
 
     for add in (_add_info, _add_scan, _add_bench, _add_autotune, _add_doctor):
         add(sub)
+    for command in sub.choices.values():
+        command.add_argument(
+            "--debug",
+            action="store_true",
+            help=f"show the traceback of a failure (or set {DEBUG}=1)",
+        )
     return parser
 
 
@@ -473,19 +521,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: The arguments after the program name; ``sys.argv[1:]`` when ``None``.
 
     Returns:
-        The exit status: 0 on success, 1 when ``scan`` found problems, 2 for a user mistake,
-        130 when interrupted.
+        The exit status: 0 on success; 1 when ``scan`` found problems, or the data made a
+        command fail (no images, an unreadable file, a failed pipeline); 2 for a mistake in the
+        arguments; 130 when interrupted. A failure prints one line; ``--debug`` (or
+        ``FASTLOAD_DEBUG=1``) shows its traceback.
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG, "") not in ("", "0")
     try:
         return args.run(args)
     except CLIError as exc:
         print(f"fastload {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     except KeyboardInterrupt:
         print("fastload: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if debug:
+            raise
+        from fastload.errors import one_line
+
+        print(
+            f"fastload {args.command}: error: {one_line(exc)} (--debug shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ __all__ = [
     "ImageDecodeError",
     "UnreadableImageWarning",
     "cannot_read",
+    "one_line",
     "reason",
     "warn_skipped",
 ]
@@ -31,6 +32,20 @@ class UnreadableImageWarning(UserWarning):
 def reason(exc: BaseException) -> str:
     """Why a file could not be read, in one line: an OS error keeps its type's name."""
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception in one line. One re-raised from a DataLoader worker carries the worker's
+    whole traceback in its message: its last line is the original error."""
+    text = str(exc).strip()
+    if "Original Traceback" in text:
+        last = [line.strip() for line in text.splitlines() if line.strip()][-1]
+        name, colon, message = last.partition(": ")
+        if colon and " " not in name:  # "package.module.SomeError: ..." -> "SomeError: ..."
+            return f"{name.rpartition('.')[2]}: {message}"
+        return last
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def cannot_read(path: str, backend: str, why: str) -> ImageDecodeError:

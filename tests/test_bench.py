@@ -158,7 +158,7 @@ def test_bench_command_text_table(data: Path) -> None:
         (("bench", "--data", "{data}", "--device", "cuda:7", "--batch-size", "8"), "cuda"),
         (
             ("bench", "--data", "{data}", "--batch-size", "64"),
-            "60 images, fewer than one batch of 64",
+            "60 readable images, fewer than one batch of 64",
         ),
         (("autotune", "--data", "/no/such/dir"), "'/no/such/dir' is not a folder"),
         (("autotune", "--data", "{data}", "--backend", "webp"), "backend='webp' is not known"),
@@ -170,6 +170,95 @@ def test_bad_input_is_one_line_and_exit_2(data: Path, args: tuple[str, ...], mes
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 good images, and three that are not: garbage, an empty file, a truncated JPEG (its
+    header is fine, so only decoding finds it)."""
+    root = make_image_folder(tmp_path_factory.mktemp("broken") / "set", images=24, classes=2)
+    first = sorted((root / "class_00").iterdir())[0].read_bytes()
+    (root / "class_00" / "garbage.jpg").write_bytes(b"<html>not found</html>")
+    (root / "class_01" / "empty.jpg").write_bytes(b"")
+    (root / "class_01" / "truncated.jpg").write_bytes(first[: len(first) // 3])
+    return root
+
+
+def test_unreadable_files_are_found_by_their_headers(broken: Path) -> None:
+    total, bad = bench.unreadable_files(broken)
+    assert total == 27
+    assert sorted(Path(p).name for p in bad) == ["empty.jpg", "garbage.jpg"]
+
+
+def test_bench_leaves_broken_files_out_and_still_measures(broken: Path) -> None:
+    args = ["--backend", "pillow", "--seconds", "3", "--batch-size", "4", "--accelerated"]
+    proc = fastload("bench", str(broken), *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    notes = proc.stderr.strip().splitlines()
+    assert notes[0] == (
+        "fastload bench: note: left out 2 of 27 files, not readable images (class_00/garbage.jpg, "
+        f"class_01/empty.jpg), on every side; 'fastload scan {broken}' lists them all"
+    )
+    assert all(line.startswith("fastload bench: note: ") for line in notes), proc.stderr
+    rows = {r["backend"]: r for r in json.loads(proc.stdout)["results"]}
+    # the stock side reads another file in the truncated one's place; pillow's skips it
+    assert rows["stock torchvision"]["images_per_sec"] > 0 and rows["pillow"]["ratio_to_stock"] > 0
+    # accelerate=True keeps the stock dataset's semantics: no skipping, so its row says why
+    accelerated = rows["torchvision, accelerated"]
+    assert accelerated["images_per_sec"] is None and "truncated.jpg" in accelerated["error"]
+    assert accelerated["error"].startswith("ImageDecodeError: cannot read ")
+    tuned = fastload("autotune", str(broken), "--budget", "3", "--no-cache", "--json")
+    assert tuned.returncode == 0, tuned.stderr
+    assert json.loads(tuned.stdout)["num_workers"] >= 0 and "Traceback" not in tuned.stderr
+
+
+def test_data_failures_are_one_line_and_exit_1(tmp_path: Path) -> None:
+    empty, two = tmp_path / "empty", tmp_path / "two" / "a"
+    empty.mkdir()
+    two.mkdir(parents=True)
+    (two / "x.jpg").write_bytes(b"x")
+    (two / "y.jpg").write_bytes(b"y")
+    expected = {
+        ("bench", str(empty)): f"fastload bench: error: no image files found in '{empty}': bench "
+        "and autotune read DIR/<class>/<image> files (torchvision's ImageFolder layout); run "
+        f"'fastload scan {empty}'",
+        ("autotune", str(empty)): f"fastload autotune: error: no image files found in '{empty}': "
+        "autotune reads DIR/<class>/<image> files (torchvision's ImageFolder layout); run "
+        f"'fastload scan {empty}'",
+        ("bench", str(two.parent), "--batch-size", "1"): "fastload bench: error: none of the 2 "
+        f"image files in '{two.parent}' is a readable image; run 'fastload scan {two.parent}'",
+    }
+    for args, line in expected.items():
+        proc = fastload(*args)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().splitlines() == [line]
+
+
+def test_an_unexpected_failure_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("a file where the cache folder should be")
+    env = {"FASTLOAD_CACHE_DIR": str(tmp_path / "cache")}
+    proc = fastload("bench", "--seconds", "1", env=env)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fastload bench: error: "), proc.stderr
+    assert lines[0].endswith(" (--debug shows the traceback)")
+    for debug in (["--debug"], []):
+        shown = fastload("bench", "--seconds", "1", *debug, env={**env, "FASTLOAD_DEBUG": "1"})
+        assert shown.returncode == 1 and "Traceback (most recent call last)" in shown.stderr
+
+
+def test_one_line_takes_the_original_error_from_a_worker() -> None:
+    from fastload.errors import one_line
+
+    text = (
+        "Caught ImageDecodeError in DataLoader worker process 0.\nOriginal Traceback (most "
+        'recent call last):\n  File "x.py", line 1, in f\n    g()\n'
+        "fastload.errors.ImageDecodeError: cannot read 'a.jpg' with the pillow backend: bad\n"
+    )
+    assert one_line(RuntimeError(text)) == (
+        "ImageDecodeError: cannot read 'a.jpg' with the pillow backend: bad"
+    )
+    assert one_line(FileNotFoundError("no such file\nmore")) == "FileNotFoundError: no such file"
 
 
 def test_autotune_command_json_and_cache(data: Path, tmp_path: Path) -> None:
