@@ -73,5 +73,8 @@ case ",$extras," in
 esac
 
 .venv/bin/python -m pip install --upgrade --quiet pip
-.venv/bin/python -m pip install --editable ".[$extras]"
+# strict: the environment links the package's files instead of a finder for the checkout, so a
+# folder named fastload in the current directory (this clone, run from its parent) cannot
+# shadow the package; a module added later needs this command again
+.venv/bin/python -m pip install --config-settings editable_mode=strict --editable ".[$extras]"
 say "done: .venv/bin/fastload and .venv/bin/python are ready"

@@ -35,6 +35,23 @@ def test_console_script_is_installed() -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("fastload ")
 
 
+def test_a_folder_named_fastload_where_python_runs_does_not_shadow_the_package(
+    tmp_path: Path,
+) -> None:
+    # a clone at ~/fastload, a script run from ~: the clone's root is a namespace package
+    # candidate; the strict editable install (scripts/install.sh) puts the real package first
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "fastload").symlink_to(root, target_is_directory=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import fastload; print(fastload.ImageFolder.__name__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ImageFolder", proc.stderr
+
+
 def test_info_text() -> None:
     proc = run("info")
     assert proc.returncode == 0, proc.stderr
