@@ -27,7 +27,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Collection, Generator, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ __all__ = [
     "default_root",
     "fastload_dataset",
     "format_table",
+    "notes",
     "run",
     "stock_dataset",
     "unreadable_files",
@@ -68,7 +69,12 @@ DEFAULT_IMAGES = 600
 
 @dataclass
 class BenchRow:
-    """One configuration's result; ``error`` says why a backend could not run here."""
+    """One configuration's result; ``error`` says why a backend could not run here.
+
+    ``images_per_sec`` and ``ratio_to_stock`` are medians over the rounds; ``rates`` holds each
+    round's images/s and ``ratio_range`` the lowest and highest of the per-round ratios (each
+    round against the stock round measured beside it).
+    """
 
     backend: str
     pipeline: str
@@ -77,6 +83,8 @@ class BenchRow:
     num_workers: int | None
     batch_size: int
     error: str | None = None
+    rates: list[float] = field(default_factory=list)
+    ratio_range: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -278,7 +286,45 @@ def run(
             out.append(BenchRow(label, pipeline, None, None, workers.get(label), batch_size, error))
         else:
             rate = statistics.median(rates[label])
-            out.append(BenchRow(label, pipeline, rate, rate / base, workers[label], batch_size))
+            ratios = [r / b for r, b in zip(rates[label], rates[STOCK], strict=False)]
+            out.append(
+                BenchRow(
+                    label,
+                    pipeline,
+                    rate,
+                    rate / base,
+                    workers[label],
+                    batch_size,
+                    rates=rates[label],
+                    ratio_range=(min(ratios), max(ratios)),
+                )
+            )
+    return out
+
+
+DISAGREE = 0.10  # rounds further apart than this (highest / lowest - 1) are worth a note
+
+
+def notes(rows: list[BenchRow], *, load_before: float, cores: int) -> list[str]:
+    """One-line remarks on how far to trust the figures: the machine was loaded before the
+    run, or a configuration's rounds disagree by more than 10 %."""
+    out = []
+    if load_before > cores:
+        out.append(
+            f"the load average was {load_before:.1f} on {cores} cores before the run: other "
+            "work competes with the measurement"
+        )
+    apart = [
+        f"{r.backend} {min(r.rates):,.0f}-{max(r.rates):,.0f}"
+        for r in rows
+        if len(r.rates) > 1 and min(r.rates) > 0 and max(r.rates) / min(r.rates) - 1 > DISAGREE
+    ]
+    if apart:
+        out.append(
+            f"rounds disagree by more than {DISAGREE:.0%} ({'; '.join(apart)} images/s): the "
+            "machine is busy or noisy, so the figures are less certain; more --seconds, or a "
+            "quieter machine, narrows them"
+        )
     return out
 
 
@@ -417,6 +463,9 @@ def _interleaved(
                     rates[label].append(_measure(batches, slice_s, target))
                 except Exception as exc:
                     _failed(label, exc, failed)
+                    # shut its workers down now: a loader iterator left to the garbage
+                    # collector can be collected in a later fork, where it cannot stop them
+                    batches.close()
             done += 1
             if progress is not None:
                 progress(done, total)
@@ -453,14 +502,21 @@ def _measure(batches: Iterator[Any], seconds: float, device: torch.device) -> fl
 
 
 def format_table(rows: list[BenchRow]) -> list[str]:
-    """The rows as the lines of a text table: images/s, ratio to stock and workers."""
-    lines = [f"  {'loader':<24} {'images/s':>9} {'x stock':>8} {'workers':>8}"]
+    """The rows as the lines of a text table: images/s and ratio to stock (medians), the
+    lowest and highest per-round ratio, and workers."""
+    lines = [f"  {'loader':<24} {'images/s':>9} {'x stock':>8} {'rounds':>11} {'workers':>8}"]
     for r in rows:
         if r.images_per_sec is None:
-            lines.append(f"  {r.backend:<24} {'-':>9} {'-':>8} {'-':>8}  not run: {r.error}")
+            blank = f"  {r.backend:<24} {'-':>9} {'-':>8} {'-':>11} {'-':>8}"
+            lines.append(f"{blank}  not run: {r.error}")
         else:
             rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
-            lines.append(f"  {r.backend:<24} {rate:>9} {ratio:>8} {r.num_workers:>8}")
+            spread = (
+                "-"
+                if r.backend == STOCK or r.ratio_range is None
+                else "{:.2f}-{:.2f}".format(*r.ratio_range)
+            )
+            lines.append(f"  {r.backend:<24} {rate:>9} {ratio:>8} {spread:>11} {r.num_workers:>8}")
     return lines
 
 

@@ -174,7 +174,15 @@ def _data_folder(path: str | None, progress_label: str) -> str:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
     from fastload.backends import names as registered
-    from fastload.bench import StockFailed, format_table, run, unreadable_files, write_plot
+    from fastload.bench import (
+        StockFailed,
+        format_table,
+        notes,
+        run,
+        unreadable_files,
+        write_plot,
+    )
+    from fastload.system import cpu_cores
 
     data = _data_folder(_data_argument(args), "making the default image set")
     try:
@@ -196,9 +204,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     names = tuple(registered()) if args.backend == "all" else (args.backend,)
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     progress = Progress("bench")
     try:
-        with warnings.catch_warnings(record=True) as notes:
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             rows = run(
                 data,
@@ -218,12 +227,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise CLIError(str(exc).splitlines()[0]) from None
     finally:
         progress.close()
-    for note in dict.fromkeys(str(n.message) for n in notes):  # each once, without a source line
+    remarks = [str(n.message) for n in caught]  # each once, without a source line
+    remarks += notes(rows, load_before=load_before, cores=cpu_cores())
+    for note in dict.fromkeys(remarks):
         print(f"fastload bench: note: {note}", file=sys.stderr)
     if args.plot:
         write_plot(rows, args.plot)
     if args.json:
-        print(json.dumps({"data": data, "results": [r.to_dict() for r in rows]}, indent=2))
+        results = [r.to_dict() for r in rows]
+        out = {"data": data, "load_before": load_before, "notes": remarks, "results": results}
+        print(json.dumps(out, indent=2))
         return 0
     print(f"{rows[0].pipeline} pipeline on {data}: batch {args.batch_size}, device {args.device}")
     print("\n".join(format_table(rows)))

@@ -184,6 +184,32 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def test_rows_carry_each_rounds_rate_and_the_range_of_per_round_ratios(data: Path) -> None:
+    rows = bench.run(data, names=("pillow",), batch_size=8, seconds=3, rounds=3)
+    stock, pillow = rows
+    assert len(stock.rates) == len(pillow.rates) == 3
+    ratios = [p / s for p, s in zip(pillow.rates, stock.rates, strict=True)]
+    assert pillow.ratio_range == (min(ratios), max(ratios))
+    assert pillow.images_per_sec == sorted(pillow.rates)[1]
+    table = bench.format_table(rows)
+    assert "rounds" in table[0]
+    low, high = pillow.ratio_range
+    assert f"{low:.2f}-{high:.2f}" in table[2] and table[1].split()[-2] == "-"
+
+
+def test_notes_say_when_the_figures_are_less_certain() -> None:
+    def row(name: str, rates: list[float]) -> bench.BenchRow:
+        return bench.BenchRow(name, "train", sorted(rates)[1], 1.0, 2, 8, rates=rates)
+
+    steady = [row("stock torchvision", [100, 104, 102]), row("pillow", [150, 155, 160])]
+    assert bench.notes(steady, load_before=1.0, cores=2) == []
+    swinging = [*steady, row("opencv", [120, 150, 140])]
+    (note,) = bench.notes(swinging, load_before=1.0, cores=2)
+    assert note.startswith("rounds disagree by more than 10% (opencv 120-150 images/s)")
+    (loaded,) = bench.notes(steady, load_before=3.5, cores=2)
+    assert loaded.startswith("the load average was 3.5 on 2 cores before the run")
+
+
 def test_unreadable_files_are_found_by_their_headers(broken: Path) -> None:
     total, bad = bench.unreadable_files(broken)
     assert total == 27
