@@ -1,16 +1,45 @@
-"""fastload: fast PyTorch image input pipelines behind a drop-in ``DataLoader``."""
+"""fastload: fast PyTorch image input pipelines behind a drop-in ``DataLoader``.
 
-from fastload import backends, gpu, transforms
-from fastload._optional import MissingDependencyError
-from fastload.accelerate import explain
-from fastload.datasets import ImageFolder, ImageList
-from fastload.diagnosis import doctor
-from fastload.errors import ImageDecodeError, UnreadableImageWarning
-from fastload.loader import DataLoader
-from fastload.prefetch import CUDAPrefetcher
-from fastload.skipping import Skipped
-from fastload.tensors import map_tensors
+The names below are imported on first use (PEP 562), so ``import fastload`` and the
+``fastload --version`` / ``--help`` commands do not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from fastload.version import __version__
+
+if TYPE_CHECKING:
+    from fastload import backends, gpu, transforms
+    from fastload._optional import MissingDependencyError
+    from fastload.accelerate import explain
+    from fastload.datasets import ImageFolder, ImageList
+    from fastload.diagnosis import doctor
+    from fastload.errors import ImageDecodeError, UnreadableImageWarning
+    from fastload.loader import DataLoader
+    from fastload.prefetch import CUDAPrefetcher
+    from fastload.skipping import Skipped
+    from fastload.tensors import map_tensors
+
+# name -> the module that defines it (a submodule's own name: the submodule)
+_WHERE = {
+    "CUDAPrefetcher": "fastload.prefetch",
+    "DataLoader": "fastload.loader",
+    "ImageDecodeError": "fastload.errors",
+    "ImageFolder": "fastload.datasets",
+    "ImageList": "fastload.datasets",
+    "MissingDependencyError": "fastload._optional",
+    "Skipped": "fastload.skipping",
+    "UnreadableImageWarning": "fastload.errors",
+    "backends": "fastload.backends",
+    "doctor": "fastload.diagnosis",
+    "explain": "fastload.accelerate",
+    "gpu": "fastload.gpu",
+    "map_tensors": "fastload.tensors",
+    "transforms": "fastload.transforms",
+}
 
 __all__ = [
     "CUDAPrefetcher",
@@ -29,3 +58,17 @@ __all__ = [
     "map_tensors",
     "transforms",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'fastload' has no attribute {name!r}")
+    module = importlib.import_module(where)
+    value = module if where == f"fastload.{name}" else getattr(module, name)
+    globals()[name] = value  # found once, then an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -24,6 +24,15 @@ class CLIError(Exception):
 
 DEBUG = "FASTLOAD_DEBUG"  # set to 1: failures show their traceback (as --debug does)
 
+# each command's one-line help: the top-level parser shows these without importing torch
+COMMANDS = {
+    "info": "versions, usable backends and CUDA devices on this machine",
+    "scan": "check a dataset folder for files that will not decode, or decode oddly",
+    "bench": "images/s of each backend against the stock torchvision pipeline",
+    "autotune": "measure which num_workers gives the most images/s here",
+    "doctor": "measure a torchvision model's training step on your images: what to change",
+}
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
@@ -32,9 +41,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_info(info: dict[str, Any]) -> None:
+    """What ``fastload info`` prints after its first two lines (fastload, python)."""
     tv = info["torchvision"]
-    print(f"fastload     {info['fastload']}")
-    print(f"python       {info['python']} ({info['platform']}, {info['cpu_cores']} cores)")
     print(f"torch        {info['torch']}")
     tv_note = "" if tv["usable"] else f"  (does not import: {tv['reason']})"
     print(f"torchvision  {tv['version'] or 'not installed'}{tv_note}")
@@ -63,6 +71,15 @@ def _print_info(info: dict[str, Any]) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    if not args.json:  # the first lines at once; the rest waits for torch and the backends
+        import platform
+
+        from fastload.system import cpu_cores
+        from fastload.version import __version__
+
+        print(f"fastload     {__version__}")
+        cores = f"{platform.platform()}, {cpu_cores()} cores"
+        print(f"python       {platform.python_version()} ({cores})", flush=True)
     from fastload.info import collect
 
     info = collect()
@@ -360,7 +377,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
+def _top() -> tuple[argparse.ArgumentParser, Any]:
+    """The parser of ``fastload [--version] COMMAND``, its commands not yet filled in."""
     from fastload.version import __version__
 
     parser = _Parser(
@@ -370,11 +388,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fastload {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    return parser, sub
 
-    for add in (_add_info, _add_scan, _add_bench, _add_autotune, _add_doctor):
-        add(sub)
-    for command in sub.choices.values():
-        command.add_argument(
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with ``command`` only that command's (the others' options can
+    cost an import of torch)."""
+    parser, sub = _top()
+    adders = {
+        "info": _add_info,
+        "scan": _add_scan,
+        "bench": _add_bench,
+        "autotune": _add_autotune,
+        "doctor": _add_doctor,
+    }
+    for name, add in adders.items():
+        if command is None or name == command:
+            add(sub)
+    for each in sub.choices.values():
+        each.add_argument(
             "--debug",
             action="store_true",
             help=f"show the traceback of a failure (or set {DEBUG}=1)",
@@ -385,7 +417,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_info(sub: Any) -> None:
     info = sub.add_parser(
         "info",
-        help="versions, usable backends and CUDA devices on this machine",
+        help=COMMANDS["info"],
         description="Show library versions, which decoding backends are usable here (and how "
         "to install the others), and the CUDA devices torch can see.",
     )
@@ -398,7 +430,7 @@ def _add_scan(sub: Any) -> None:
 
     scan = sub.add_parser(
         "scan",
-        help="check a dataset folder for files that will not decode, or decode oddly",
+        help=COMMANDS["scan"],
         description="Check every image file under DIR, in parallel: unreadable, truncated, "
         "oversized, wrongly named, CMYK and grayscale files. Exit status: 0 when nothing was "
         "found, 1 when something was (or no image file at all), 2 for a usage error.",
@@ -426,7 +458,7 @@ def _add_bench(sub: Any) -> None:
 
     bench = sub.add_parser(
         "bench",
-        help="images/s of each backend against the stock torchvision pipeline",
+        help=COMMANDS["bench"],
         description="Measure images/s of a pipeline for each decoding backend and for the stock "
         "torchvision pipeline, in the same run. Without --data, a set of ImageNet-like JPEGs is "
         "made once and cached.",
@@ -478,7 +510,7 @@ def _add_bench(sub: Any) -> None:
 def _add_autotune(sub: Any) -> None:
     tune = sub.add_parser(
         "autotune",
-        help="measure which num_workers gives the most images/s here",
+        help=COMMANDS["autotune"],
         description="Measure the training pipeline (RandomResizedCrop 224) with several worker "
         "counts, within a time budget, and choose the fewest workers within 3% of the best. "
         "The answer is cached; the next call for the same data returns at once.",
@@ -502,7 +534,7 @@ def _add_autotune(sub: Any) -> None:
 def _add_doctor(sub: Any) -> None:
     doc = sub.add_parser(
         "doctor",
-        help="measure a torchvision model's training step on your images: what to change",
+        help=COMMANDS["doctor"],
         description="Train a torchvision model (random weights, SGD) for a few steps on the "
         "folder through fastload.DataLoader, split each step into waiting for data, the copy "
         "and compute, try the cheap changes, and list the findings ranked by the gain.",
@@ -539,8 +571,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         arguments; 130 when interrupted. A failure prints one line; ``--debug`` (or
         ``FASTLOAD_DEBUG=1``) shows its traceback.
     """
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in COMMANDS:
+        # --version, --help, no command or an unknown one: answered (and exited) here, before
+        # any command's options, some of which import torch to list their choices
+        parser, sub = _top()
+        for name, text in COMMANDS.items():
+            sub.add_parser(name, help=text)
+        parser.parse_args(argv)
+    args = _parser(command).parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG, "") not in ("", "0")
     try:
         return args.run(args)

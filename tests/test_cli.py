@@ -52,6 +52,66 @@ def test_a_folder_named_fastload_where_python_runs_does_not_shadow_the_package(
     assert proc.returncode == 0 and proc.stdout.strip() == "ImageFolder", proc.stderr
 
 
+_IMPORTS = """
+import contextlib, io, json, sys
+from fastload.cli import main
+
+out = {}
+for args in (["--version"], ["--help"], [], ["bogus"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main(args)
+        except SystemExit:
+            pass
+    out[" ".join(args) or "(none)"] = "torch" in sys.modules
+import fastload
+out["import fastload"] = "torch" in sys.modules
+seen = []
+
+class Spy(io.StringIO):
+    def write(self, text):
+        if text.strip():
+            seen.append([text.split()[0], "torch" in sys.modules])
+        return super().write(text)
+
+with contextlib.redirect_stdout(Spy()):
+    main(["info"])
+out["info"] = seen[:3]
+print(json.dumps(out))
+"""
+
+
+def test_version_help_and_the_first_lines_of_info_do_not_wait_for_torch() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    info = found.pop("info")
+    assert found == {
+        "--version": False,
+        "--help": False,
+        "(none)": False,
+        "bogus": False,
+        "import fastload": False,
+    }
+    assert info == [["fastload", False], ["python", False], ["torch", True]]
+
+
+def test_the_package_resolves_its_names_on_first_use() -> None:
+    script = (
+        "import sys, fastload; names = set(dir(fastload)); "
+        "assert fastload.DataLoader.__module__ == 'fastload.loader'; "
+        "assert fastload.transforms.__name__ == 'fastload.transforms'; "
+        "assert {'DataLoader', 'ImageFolder', 'gpu', 'doctor'} <= names; "
+        "print(type(fastload.ImageFolder).__name__, 'torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.split() == ["type", "True"], proc.stderr
+    with pytest.raises(AttributeError, match="module 'fastload' has no attribute 'Nope'"):
+        fastload.Nope  # noqa: B018
+
+
 def test_info_text() -> None:
     proc = run("info")
     assert proc.returncode == 0, proc.stderr
