@@ -215,7 +215,7 @@ def run(
     seconds: float = 20.0,
     rounds: int = 3,
     accelerated: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[..., None] | None = None,
     exclude: Collection[str] | None = None,
 ) -> list[BenchRow]:
     """Measure the stock pipeline and each backend in ``names`` on the images under ``data``.
@@ -232,7 +232,9 @@ def run(
         rounds: Interleaved rounds per configuration (the median is reported).
         accelerated: Also measure the stock dataset, unchanged, through
             ``fastload.DataLoader(..., accelerate=True)`` (the row after stock).
-        progress: Called as ``progress(done, total)``.
+        progress: Called as ``progress(done, total, what)``, ``what`` naming the configuration
+            and round being measured; a :class:`~fastload._progress.Progress` with a ``log``
+            attribute also gets a line saying what is measured and for about how long.
         exclude: Files to leave out on every side; by default :func:`unreadable_files`.
 
     Returns:
@@ -448,7 +450,7 @@ def _interleaved(
     seconds: float,
     rounds: int,
     target: torch.device,
-    progress: Callable[[int, int], None] | None,
+    progress: Callable[..., None] | None,
     failed: dict[str, str],
 ) -> dict[str, list[float]]:
     """Images/s of each stream per round, the rounds interleaved so that load hits all alike;
@@ -456,8 +458,15 @@ def _interleaved(
     slice_s = seconds / (rounds * len(streams))
     rates: dict[str, list[float]] = {label: [] for label in streams}
     total, done = rounds * len(streams), 0
-    for _ in range(rounds):
+    if progress is not None and hasattr(progress, "log"):
+        progress.log = (
+            f"fastload bench: measuring {len(streams)} loaders in {rounds} interleaved rounds, "
+            f"about {seconds:.0f} s"
+        )
+    for round_ in range(rounds):
         for label, batches in streams.items():
+            if progress is not None:
+                progress(done, total, f"{label}, round {round_ + 1} of {rounds}")
             if label not in failed:
                 try:
                     rates[label].append(_measure(batches, slice_s, target))

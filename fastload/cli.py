@@ -222,7 +222,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         )
     names = tuple(registered()) if args.backend == "all" else (args.backend,)
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    progress = Progress("bench")
+    progress = Progress(
+        "bench", rate=False
+    )  # the rounds are timed: a count per second says nothing
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
@@ -283,7 +285,11 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
             f"(torchvision's ImageFolder layout); run 'fastload scan {data}'",
             status=1,
         ) from None
-    progress = Progress("autotune")
+    progress = Progress(
+        "autotune",
+        rate=False,
+        log=f"fastload autotune: measuring worker counts, {args.budget:.0f} s at most",
+    )
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", UserWarning)

@@ -185,7 +185,18 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_rows_carry_each_rounds_rate_and_the_range_of_per_round_ratios(data: Path) -> None:
-    rows = bench.run(data, names=("pillow",), batch_size=8, seconds=3, rounds=3)
+    calls: list[tuple] = []
+    rows = bench.run(
+        data,
+        names=("pillow",),
+        batch_size=8,
+        seconds=3,
+        rounds=3,
+        progress=lambda *call: calls.append(call),
+    )
+    labelled = [c[2] for c in calls if len(c) == 3]
+    assert labelled[:2] == ["stock torchvision, round 1 of 3", "pillow, round 1 of 3"]
+    assert labelled[-1] == "pillow, round 3 of 3" and calls[-1] == (6, 6)
     stock, pillow = rows
     assert len(stock.rates) == len(pillow.rates) == 3
     ratios = [p / s for p, s in zip(pillow.rates, stock.rates, strict=True)]
@@ -225,7 +236,9 @@ def test_bench_leaves_broken_files_out_and_still_measures(broken: Path) -> None:
         "fastload bench: note: left out 2 of 27 files, not readable images (class_00/garbage.jpg, "
         f"class_01/empty.jpg), on every side; 'fastload scan {broken}' lists them all"
     )
-    assert all(line.startswith("fastload bench: note: ") for line in notes), proc.stderr
+    # not a terminal: one line says what is measured, for how long, instead of a bar
+    assert notes[1] == "fastload bench: measuring 3 loaders in 3 interleaved rounds, about 3 s"
+    assert all(line.startswith("fastload bench: note: ") for line in notes[2:]), proc.stderr
     rows = {r["backend"]: r for r in json.loads(proc.stdout)["results"]}
     # the stock side reads another file in the truncated one's place; pillow's skips it
     assert rows["stock torchvision"]["images_per_sec"] > 0 and rows["pillow"]["ratio_to_stock"] > 0
@@ -371,8 +384,10 @@ def test_small_data_is_a_note_not_a_python_warning(data: Path, tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     notes = [line for line in proc.stderr.splitlines() if line.startswith("fastload autotune")]
     assert notes == [
+        # not a terminal: what is measured, for how long, instead of a bar
+        "fastload autotune: measuring worker counts, 2 s at most",
         "fastload autotune: note: the dataset has 60 samples, fewer than 4 batches of 32: "
-        "measuring over repeated epochs, so the figures include epoch starts"
+        "measuring over repeated epochs, so the figures include epoch starts",
     ]
     assert "UserWarning" not in proc.stderr and ".py:" not in proc.stderr
     again = fastload(*args, env=env)
