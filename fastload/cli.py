@@ -269,6 +269,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     from fastload.autotune import autotune
     from fastload.datasets import ImageFolder
     from fastload.loader import DataLoader
+    from fastload.system import cpu_cores
     from fastload.transforms import RandomResizedCrop
 
     data = _data_folder(_data_argument(args), "making the default image set")
@@ -300,6 +301,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
                 cache=not args.no_cache,
                 progress=progress,
                 loader=DataLoader,
+                remeasure_loaded=args.remeasure_loaded,
             )
     finally:
         progress.close()
@@ -308,7 +310,14 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**result.to_dict(), "backend": dataset.backend, "data": data}, indent=2))
         return 0
-    source = "from the cache; --no-cache measures again" if result.cached else "measured now"
+    source = "measured now"
+    if result.cached and result.loaded:
+        source = (
+            f"from the cache, measured under load ({result.load:.1f} on {cpu_cores()} cores); "
+            "--remeasure-loaded or --no-cache measures again"
+        )
+    elif result.cached:
+        source = "from the cache; --no-cache measures again"
     print(f"{dataset.backend} backend, batch {args.batch_size}, {data} ({source})")
     print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8} {'busy':>5}")
     for m in sorted(result.table, key=lambda m: m.num_workers):
@@ -533,6 +542,12 @@ def _add_autotune(sub: Any) -> None:
         help="seconds of measuring at most (default: 30)",
     )
     tune.add_argument("--no-cache", action="store_true", help="measure even if an answer is cached")
+    tune.add_argument(
+        "--remeasure-loaded",
+        action="store_true",
+        help="measure again if the cached answer was taken under load (load average above "
+        "the core count)",
+    )
     tune.add_argument("--json", action="store_true", help="print one JSON object")
     tune.set_defaults(run=_cmd_autotune)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["children_cpu_seconds", "cpu_cores", "distributed", "world_size"]
+__all__ = ["children_cpu_seconds", "cpu_cores", "distributed", "load_average", "world_size"]
 
 
 def cpu_cores() -> int:
@@ -12,6 +12,12 @@ def cpu_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The machine's load average over the last minute (runnable processes), where the
+    system reports one."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def distributed() -> bool:

@@ -176,6 +176,13 @@ class Tensors(torch.utils.data.Dataset):
         return torch.full((3, 8, 8), i % 256, dtype=torch.uint8), i
 
 
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load average of zero unless a test sets one: the choice must not depend on what else
+    the test machine runs (tests about load set their own)."""
+    monkeypatch.setattr(tune, "load_average", lambda: 0.0)
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
@@ -369,3 +376,37 @@ def test_autotune_goes_past_the_cores_for_waiting_workers(cache: Path) -> None:
     assert result.num_workers > 2 * cores, result.table
     assert max(m.num_workers for m in result.table) > 2 * cores
     assert all(m.busy is None or m.busy < tune.WAITING for m in result.table)
+
+
+def test_within_the_noise_the_larger_count_is_chosen() -> None:
+    # the issue's window: 1 worker measured at 295, 2 at 240; measured again, 250 and 285
+    choice, noise, note = tune.prefer_larger({1: 295.0, 2: 240.0}, {1: 250.0, 2: 285.0}, 1, 2, 0.03)
+    assert choice == 2 and noise == pytest.approx(45 / 285) and "within the noise" in note
+    # clearly slower in both windows, beyond their noise: the choice stands
+    choice, noise, note = tune.prefer_larger({1: 300.0, 2: 200.0}, {1: 290.0, 2: 205.0}, 1, 2, 0.03)
+    assert choice == 1 and noise == pytest.approx(10 / 300) and "confirmed" in note
+
+
+def test_under_load_the_top_two_are_measured_again_and_the_load_is_cached(
+    cache: Path, fake_measure: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastload.system import cpu_cores
+
+    busy = cpu_cores() + 3.0
+    monkeypatch.setattr(tune, "load_average", lambda: busy)
+    result = tune.autotune(Tensors(), batch_size=16, max_workers=4)
+    # 2 and 4 workers give the same 200 images/s: under load the larger is the safer answer
+    assert result.num_workers == 4 and result.load == busy and result.loaded
+    assert result.noise == 0.0 and fake_measure[-2:] == [2, 4]
+    assert [m.num_workers for m in result.table][-2:] == [2, 4]
+    stored = json.loads(cache.read_text())["entries"][result.key]
+    assert stored["load"] == busy and stored["noise"] == 0.0
+    n = len(fake_measure)
+    again = tune.autotune(Tensors(), batch_size=16, max_workers=4)
+    assert again.cached and again.loaded and len(fake_measure) == n
+    monkeypatch.setattr(tune, "load_average", lambda: 0.0)
+    fresh = tune.autotune(Tensors(), batch_size=16, max_workers=4, remeasure_loaded=True)
+    assert not fresh.cached and fresh.num_workers == 2 and fresh.noise is None
+    assert not fresh.loaded and len(fake_measure) > n
+    kept = tune.autotune(Tensors(), batch_size=16, max_workers=4, remeasure_loaded=True)
+    assert kept.cached  # a quiet answer is not measured again

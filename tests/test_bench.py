@@ -377,6 +377,28 @@ def test_help_explains_every_option_and_its_default(command: str) -> None:
     assert "%%" not in text and "ImageNet-like JPEGs made once in" in text
 
 
+def test_a_cached_answer_taken_under_load_says_so_and_is_measured_again_when_asked(
+    data: Path, tmp_path: Path
+) -> None:
+    env = {"FASTLOAD_CACHE_DIR": str(tmp_path)}
+    args = ("autotune", str(data), "--batch-size", "8", "--budget", "2")
+    assert fastload(*args, "--json", env=env).returncode == 0
+    cache = tmp_path / "autotune.json"
+    stored = json.loads(cache.read_text())
+    (entry,) = stored["entries"].values()
+    entry["load"] = 999.0  # as if measured beside a busy build
+    cache.write_text(json.dumps(stored))
+    cores = len(os.sched_getaffinity(0))
+    cached = fastload(*args, env=env)
+    assert cached.returncode == 0, cached.stderr
+    assert (
+        f"(from the cache, measured under load (999.0 on {cores} cores); --remeasure-loaded or "
+        "--no-cache measures again)" in cached.stdout
+    )
+    again = fastload(*args, "--remeasure-loaded", env=env)
+    assert again.returncode == 0 and "(measured now)" in again.stdout, again.stderr
+
+
 def test_small_data_is_a_note_not_a_python_warning(data: Path, tmp_path: Path) -> None:
     env = {"FASTLOAD_CACHE_DIR": str(tmp_path)}
     args = ("autotune", str(data), "--batch-size", "32", "--budget", "2")
