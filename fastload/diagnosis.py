@@ -15,11 +15,13 @@ streams are put back as they were: as far as the user's objects are concerned, n
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -395,6 +397,8 @@ def doctor(
     autocast: torch.dtype | None = None,
     try_changes: bool = True,
     progress: bool | None = None,
+    train_step: Callable[[Any], Any] | None = None,
+    eval_step: Callable[[Any], Any] | None = None,
 ) -> DoctorReport:
     """Measure the user's step and loader, and say what to change, ranked by the gain.
 
@@ -411,6 +415,12 @@ def doctor(
         try_changes: Also time the cheap changes (channels_last, bf16 autocast, a fused
             optimizer) on a copy of the model.
         progress: Show a progress bar (by default when standard error is a terminal).
+        train_step: The user's own training step, called with a batch already on the device
+            (forward, loss, backward, ``optimizer.step()``, ``zero_grad``): checked for
+            gradients zeroed with ``set_to_none=False`` (timed against ``None``) and, on CUDA,
+            for host syncs (``.item()``, ``.cpu()``...) inside it.
+        eval_step: The user's evaluation step, called with such a batch: checked for a forward
+            pass run with autograd on (timed against ``torch.no_grad()``).
 
     A loader with ``state_dict`` (``fastload.DataLoader``) is put back where it was, so the
     training that follows sees the epochs it would have seen without the measurement.
@@ -436,9 +446,14 @@ def doctor(
     try:
         model.to(target)
         model.train()
-        return _diagnose(
+        report = _diagnose(
             model, loader, optimizer, loss_fn, target, steps, warmup, autocast, try_changes, bar
         )
+        if train_step is not None or eval_step is not None:
+            batch = _Step(model, optimizer, loss_fn, target).copy(next(iter(loader)))
+            found = _user_steps(model, optimizer, target, batch, train_step, eval_step)
+            report.findings = sorted([*report.findings, *found], key=_rank)
+        return report
     finally:
         bar.close()
         model.to(home)
@@ -652,6 +667,142 @@ def _tried(
         tried = timed(step_with(clone, {}, channels_last=True))
         fix = "model.to(memory_format=torch.channels_last); DataLoader(..., channels_last=True)"
         yield "channels_last", _change("channels_last", "channels_last", base, tried, fix)
+
+
+_USER_REPEATS = 5  # timings of the user's own functions: a few calls each
+
+
+def _timed(call: Callable[[], Any], device: torch.device) -> float:
+    """Median seconds of ``call()`` after one warm-up call, with the device synced."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    call()
+    sync()
+    times = []
+    for _ in range(_USER_REPEATS):
+        t0 = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return _median(times)
+
+
+@contextlib.contextmanager
+def _zero_grad_seen(
+    owners: list[Any], seen: list[bool], force: bool | None = None
+) -> Iterator[None]:
+    """Record the ``set_to_none`` each ``owner.zero_grad`` is called with (``force``: call it
+    with that instead); the owners' own ``zero_grad`` is back afterwards."""
+    previous = {id(o): o.__dict__.get("zero_grad") for o in owners}
+    for owner in owners:
+        method = owner.zero_grad
+
+        def spy(set_to_none: bool = True, _method: Any = method) -> Any:
+            seen.append(set_to_none)
+            return _method(set_to_none=set_to_none if force is None else force)
+
+        owner.zero_grad = spy
+    try:
+        yield
+    finally:
+        for owner in owners:
+            if previous[id(owner)] is None:
+                del owner.zero_grad
+            else:
+                owner.zero_grad = previous[id(owner)]
+
+
+def _user_steps(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    device: torch.device,
+    batch: Any,
+    train_step: Callable[[Any], Any] | None,
+    eval_step: Callable[[Any], Any] | None,
+) -> list[Finding]:
+    """What the user's own step functions do that costs time (doctor restores the model and
+    optimizer they change)."""
+    found = []
+    if train_step is not None:
+        owners: list[Any] = [model, *([optimizer] if optimizer is not None else [])]
+        seen: list[bool] = []
+        with _zero_grad_seen(owners, seen):
+            as_written = _timed(lambda: train_step(batch), device)
+        if False in seen:
+            with _zero_grad_seen(owners, [], force=True):
+                freed = _timed(lambda: train_step(batch), device)
+            gain = as_written / freed if freed > 0 else 1.0
+            found.append(
+                Finding(
+                    "zero_grad_to_zeros",
+                    "gradients are zeroed with zero_grad(set_to_none=False): every step fills "
+                    "them with zeros, then adds into them",
+                    "optimizer.zero_grad() (set_to_none=True is torch's default)",
+                    f"measured: step {as_written * 1000:.1f} ms -> {freed * 1000:.1f} ms with "
+                    "set_to_none=True",
+                    round(gain, 2),
+                    measured=True,
+                )
+            )
+        if device.type == "cuda":
+            found += _host_syncs(train_step, batch)
+    if eval_step is not None:
+        grad_on: list[bool] = []
+        hook = model.register_forward_pre_hook(lambda *_: grad_on.append(torch.is_grad_enabled()))
+        try:
+            eval_step(batch)
+        finally:
+            hook.remove()
+        if any(grad_on):
+            as_written = _timed(lambda: eval_step(batch), device)
+
+            def without_grad() -> None:
+                with torch.no_grad():
+                    eval_step(batch)
+
+            quiet = _timed(without_grad, device)
+            found.append(
+                Finding(
+                    "eval_with_grad",
+                    "evaluation runs the model with autograd on: it records every operation "
+                    "for a backward pass that never comes",
+                    "torch.inference_mode() (or torch.no_grad()) around evaluation",
+                    f"measured: eval step {as_written * 1000:.1f} ms -> {quiet * 1000:.1f} ms "
+                    "under no_grad",
+                    round(as_written / quiet if quiet > 0 else 1.0, 2),
+                    measured=True,
+                )
+            )
+    return found
+
+
+def _host_syncs(train_step: Callable[[Any], Any], batch: Any) -> list[Finding]:
+    """Host syncs inside one call of the user's step, found by torch's sync debug mode."""
+    train_step(batch)  # warm-up: cuDNN's first choices sync by themselves
+    torch.cuda.synchronize()
+    before = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode(1)  # warn on every synchronizing call
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            train_step(batch)
+    finally:
+        torch.cuda.set_sync_debug_mode(before)
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    if not syncs:
+        return []
+    return [
+        Finding(
+            "host_syncs",
+            f"{len(syncs)} host sync(s) per step (.item(), .cpu(), printing a tensor...): the "
+            "CPU waits for the GPU and queues nothing meanwhile",
+            "keep losses and metrics on the GPU; read them (.item()) once per log interval",
+            "each sync drains the GPU's queue: the next step's launches wait for it",
+        )
+    ]
 
 
 def _change(key: str, name: str, base: float, tried: float, fix: str) -> Finding:

@@ -197,3 +197,74 @@ def test_the_trainer_runs_it_first_and_then_trains_as_without_it(capsys) -> None
     err = capsys.readouterr().err
     assert "fastload doctor: 20 steps of batch 4 on cpu" in err and "stem.0 -> stem.1" in err
     assert all(torch.equal(a, b) for a, b in zip(plain, diagnosed, strict=True))
+
+
+def test_the_users_own_steps_are_checked_and_the_costs_measured() -> None:
+    loader = DataLoader(Images(), batch_size=8)
+    model = Net(bias=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def step(batch, *, set_to_none: bool) -> None:
+        images, labels = batch
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=set_to_none)
+
+    def evaluate(batch, *, quiet: bool) -> None:
+        model.eval()
+        with torch.no_grad() if quiet else torch.enable_grad():
+            model(batch[0])
+
+    options = dict(steps=2, warmup=1, try_changes=False, progress=False)
+    careless = doctor(
+        model,
+        loader,
+        optimizer,
+        train_step=lambda b: step(b, set_to_none=False),
+        eval_step=lambda b: evaluate(b, quiet=False),
+        **options,
+    )
+    found = {f.key: f for f in careless.findings}
+    zeros, grad = found["zero_grad_to_zeros"], found["eval_with_grad"]
+    assert zeros.measured and zeros.gain is not None and "set_to_none=True" in zeros.cost
+    assert grad.measured and grad.gain is not None and "under no_grad" in grad.cost
+    assert "torch.inference_mode()" in grad.fix
+    careful = doctor(
+        model,
+        loader,
+        optimizer,
+        train_step=lambda b: step(b, set_to_none=True),
+        eval_step=lambda b: evaluate(b, quiet=True),
+        **options,
+    )
+    assert {"zero_grad_to_zeros", "eval_with_grad"}.isdisjoint(keys(careful.findings))
+    # the user's objects: weights, mode and their own zero_grad as they were
+    assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+    assert model.training and "zero_grad" not in vars(optimizer) and "zero_grad" not in vars(model)
+    assert optimizer.state == {} or all(not s for s in optimizer.state.values())
+
+
+@pytest.mark.gpu
+def test_host_syncs_in_the_users_step_are_found_on_cuda() -> None:
+    loader = DataLoader(Images(), batch_size=8)
+    model = Net(bias=False).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    logged: list[float] = []
+
+    def step(batch, *, log: bool) -> None:
+        images, labels = batch
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if log:
+            logged.append(loss.item())  # a sync every step
+
+    options = dict(steps=2, warmup=1, try_changes=False, progress=False, device="cuda")
+    noisy = doctor(model, loader, optimizer, train_step=lambda b: step(b, log=True), **options)
+    (syncs,) = [f for f in noisy.findings if f.key == "host_syncs"]
+    assert syncs.what.startswith("1 host sync(s) per step") and logged
+    quiet = doctor(model, loader, optimizer, train_step=lambda b: step(b, log=False), **options)
+    assert "host_syncs" not in keys(quiet.findings)
+    assert torch.cuda.get_sync_debug_mode() == 0
