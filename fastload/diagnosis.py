@@ -124,9 +124,15 @@ class DoctorReport:
         ]
         if self.peak_memory_bytes is not None:
             lines.append(f"  peak memory {self.peak_memory_bytes / 2**20:,.0f} MiB")
-        if self.tried:
-            timed = ", ".join(f"{name} x{gain:.2f}" for name, gain in self.tried.items())
+        on_model = {k: g for k, g in self.tried.items() if k != "more_workers"}
+        if on_model:
+            timed = ", ".join(f"{name} x{gain:.2f}" for name, gain in on_model.items())
             lines.append(f"  tried on a copy of the model (compute speedup): {timed}")
+        if "more_workers" in self.tried:
+            lines.append(
+                f"  tried the workers autotune finds (step speedup): "
+                f"x{self.tried['more_workers']:.2f}"
+            )
         if not self.findings:
             lines.append("  nothing to fix found")
             return "\n".join(lines)
@@ -413,7 +419,8 @@ def doctor(
         device: Where to run (the model's device when ``None``).
         autocast: The dtype the user's forward pass runs under (``torch.bfloat16``...), if any.
         try_changes: Also time the cheap changes (channels_last, bf16 autocast, a fused
-            optimizer) on a copy of the model.
+            optimizer) on a copy of the model, and, when the loader is the wall, the worker
+            count :func:`~fastload.autotune.autotune` finds for it (10 s at most).
         progress: Show a progress bar (by default when standard error is a terminal).
         train_step: The user's own training step, called with a batch already on the device
             (forward, loss, backward, ``optimizer.step()``, ``zero_grad``): checked for
@@ -542,8 +549,62 @@ def _diagnose(
             findings = [f for f in findings if f.key != finding.key]  # measured beats stated
             if finding.gain >= _WORTH:
                 findings.append(finding)
+    if try_changes and report.bound == "loader":
+        more = _more_workers(loader, report)
+        if more is not None:
+            report.tried["more_workers"] = more.gain or 1.0
+            if more.gain is not None and more.gain >= _WORTH:
+                findings = [f for f in findings if f.key != "num_workers_0"]  # measured now
+                findings.append(more)
     report.findings = sorted(findings, key=_rank)
     return report
+
+
+_TUNE_BUDGET = 10.0  # seconds autotune may take inside doctor
+# a torch DataLoader's settings that a trial loader must share with it
+_LOADER_SETTINGS = ("collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn")
+
+
+def _more_workers(loader: Any, report: DoctorReport) -> Finding | None:
+    """The loader with the worker count autotune finds, measured: the step's throughput then
+    (the slower of loader and step) against now. ``None`` for a loader autotune cannot rebuild
+    (no ``dataset`` / ``batch_size``, or a batch sampler of its own)."""
+    from fastload.autotune import autotune
+    from fastload.loader import DataLoader
+
+    dataset, batch_size = getattr(loader, "dataset", None), getattr(loader, "batch_size", None)
+    if dataset is None or not isinstance(batch_size, int):
+        return None
+    settings = {k: getattr(loader, k) for k in _LOADER_SETTINGS if hasattr(loader, k)}
+    if isinstance(loader, DataLoader):  # its collate_fn is its own wrapper: it makes it again
+        settings.pop("collate_fn", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a small set's note: the figure is what matters here
+        tuned = autotune(
+            dataset,
+            batch_size=batch_size,
+            loader_kwargs=settings,
+            budget=_TUNE_BUDGET,
+            cache=False,
+            loader=type(loader),
+        )
+    current = getattr(loader, "num_workers", 0)
+    if tuned.num_workers == current:
+        return None
+    before = min(report.loader_rate, report.step_rate)
+    after = min(tuned.images_per_sec, report.step_rate)
+    gain = after / before if before > 0 else 1.0
+    return Finding(
+        "more_workers",
+        f"num_workers={current}: the loader cannot keep up with the step",
+        f"DataLoader(..., num_workers={tuned.num_workers}), or num_workers='auto' "
+        "(fastload.DataLoader)",
+        f"measured: the loader alone {report.loader_rate:,.0f} -> {tuned.images_per_sec:,.0f} "
+        f"images/s with {tuned.num_workers} workers (autotune), the step takes "
+        f"{report.step_rate:,.0f}",
+        round(gain, 2),
+        measured=True,
+    )
 
 
 _WORTH = 1.05  # a tried change below this speedup is not worth a finding (it stays in .tried)

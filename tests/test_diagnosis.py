@@ -268,3 +268,16 @@ def test_host_syncs_in_the_users_step_are_found_on_cuda() -> None:
     quiet = doctor(model, loader, optimizer, train_step=lambda b: step(b, log=False), **options)
     assert "host_syncs" not in keys(quiet.findings)
     assert torch.cuda.get_sync_debug_mode() == 0
+
+
+def test_a_slow_loader_is_tried_with_the_workers_autotune_finds() -> None:
+    # 20 ms a sample in sleep, as on network storage: workers help even on 2 cores
+    loader = DataLoader(Images(n=64, delay=0.02), batch_size=4)
+    report = doctor(Net(bias=False), loader, steps=3, warmup=1, progress=False)
+    assert report.bound == "loader"
+    found = {f.key: f for f in report.findings}
+    more = found["more_workers"]
+    assert more.measured and more.gain is not None and more.gain > 1.5
+    assert more.fix.startswith("DataLoader(..., num_workers=") and "autotune" in more.cost
+    assert "num_workers_0" not in found  # the measured finding replaces the stated one
+    assert report.tried["more_workers"] == more.gain and loader.num_workers == 0
