@@ -419,7 +419,8 @@ def doctor(
         device: Where to run (the model's device when ``None``).
         autocast: The dtype the user's forward pass runs under (``torch.bfloat16``...), if any.
         try_changes: Also time the cheap changes (channels_last, bf16 autocast, a fused
-            optimizer) on a copy of the model, and, when the loader is the wall, the worker
+            optimizer, a batch twice as large) on a copy of the model, and, when the loader is
+            the wall, the worker
             count :func:`~fastload.autotune.autotune` finds for it (10 s at most).
         progress: Show a progress bar (by default when standard error is a terminal).
         train_step: The user's own training step, called with a batch already on the device
@@ -483,7 +484,7 @@ def _diagnose(
 ) -> DoctorReport:
     cuda = device.type == "cuda"
     step = _Step(model, optimizer, loss_fn, device, autocast=autocast)
-    tick = _Ticks(bar, 2 * (warmup + steps) + (4 * (steps + 1) if try_changes else 0))
+    tick = _Ticks(bar, 2 * (warmup + steps) + (5 * (steps + 1) if try_changes else 0))
     waits, copies, computes, shapes = [], [], [], set()
     first: Any = None
     batches = endless(loader)
@@ -697,14 +698,14 @@ def _tried(
             tuned = kind(module.parameters(), **{**given, **changes})
         return _Step(module, tuned, loss_fn, device, **options)
 
-    def timed(step: _Step) -> float:
-        step(batch)  # warm-up: kernels chosen, autocast caches filled
+    def timed(step: _Step, on: Any = batch) -> float:
+        step(on)  # warm-up: kernels chosen, autocast caches filled
         step.sync()
         tick()
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
-            step(batch)
+            step(on)
             step.sync()
             times.append(time.perf_counter() - t0)
             tick()
@@ -724,10 +725,53 @@ def _tried(
         yield "bf16_autocast", _change("bf16_autocast", "bf16 autocast", base, tried, fix)
     inputs = _inputs(batch)
     if _has_conv(model) and isinstance(inputs, torch.Tensor) and inputs.ndim == 4:
+        doubled = _doubled(batch)
+        if doubled is not None:
+            larger = _larger_batch(lambda: timed(step_with(clone, {}), on=doubled))
+            if larger is not None:
+                # twice the samples in `larger` seconds: the throughput's gain
+                yield "larger_batch", _bigger(base, larger, _batch_size(batch))
         clone.to(memory_format=torch.channels_last)  # last: the copy is converted in place
         tried = timed(step_with(clone, {}, channels_last=True))
         fix = "model.to(memory_format=torch.channels_last); DataLoader(..., channels_last=True)"
         yield "channels_last", _change("channels_last", "channels_last", base, tried, fix)
+
+
+def _doubled(batch: Any) -> Any:
+    """The batch twice over (inputs and targets concatenated), or ``None`` for a batch that is
+    not an (inputs, targets) pair of tensors."""
+    if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        return None
+    inputs, targets = batch[0], batch[1]
+    if not (isinstance(inputs, torch.Tensor) and isinstance(targets, torch.Tensor)):
+        return None
+    return (torch.cat([inputs, inputs]), torch.cat([targets, targets]))
+
+
+def _larger_batch(time_it: Callable[[], float]) -> float | None:
+    """Seconds a step takes on the doubled batch, ``None`` if it does not fit in memory."""
+    try:
+        return time_it()
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return None
+
+
+def _bigger(base: float, doubled: float, batch_size: int) -> Finding:
+    gain = 2 * base / doubled if doubled > 0 else 1.0
+    cost = (
+        f"measured: {batch_size / base:,.0f} -> {2 * batch_size / doubled:,.0f} samples/s of "
+        f"compute with a batch of {2 * batch_size}"
+    )
+    return Finding(
+        "larger_batch",
+        f"a batch of {batch_size} leaves the device room to work faster per sample",
+        "fastload.train.find_batch_size(...) for the largest batch that fits, and "
+        "scale_lr(...) for its learning rate",
+        cost,
+        round(gain, 2),
+        measured=True,
+    )
 
 
 _USER_REPEATS = 5  # timings of the user's own functions: a few calls each

@@ -166,7 +166,7 @@ def test_doctor_on_a_folder(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["model"] == "resnet18" and report["batch_size"] == 4 and report["steps"] == 2
     assert report["device"] == "cpu" and report["bound"] in ("loader", "model")
-    assert set(report["tried"]) == {"channels_last", "bf16_autocast"}
+    assert set(report["tried"]) == {"channels_last", "bf16_autocast", "larger_batch"}
     text = run("doctor", str(tmp_path / "data"), *args, "--device", "cpu")
     assert text.returncode == 0, text.stderr
     assert "resnet18 on" in text.stdout and "waiting for data" in text.stdout

@@ -281,3 +281,25 @@ def test_a_slow_loader_is_tried_with_the_workers_autotune_finds() -> None:
     assert more.fix.startswith("DataLoader(..., num_workers=") and "autotune" in more.cost
     assert "num_workers_0" not in found  # the measured finding replaces the stated one
     assert report.tried["more_workers"] == more.gain and loader.num_workers == 0
+
+
+def test_a_larger_batch_is_timed_and_one_that_does_not_fit_is_left_out() -> None:
+    loader = DataLoader(Images(), batch_size=4)
+    report = doctor(Net(bias=False), loader, steps=2, warmup=1, progress=False)
+    gain = report.tried["larger_batch"]
+    found = {f.key: f for f in report.findings}
+    assert ("larger_batch" in found) is (gain >= 1.05)
+    if "larger_batch" in found:
+        assert "with a batch of 8" in found["larger_batch"].cost
+        assert found["larger_batch"].fix.startswith("fastload.train.find_batch_size(")
+
+    class Full(Net):
+        """Out of memory past 4 samples, as a GPU at its limit."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.shape[0] > 4:
+                raise torch.OutOfMemoryError("CUDA out of memory (made up)")
+            return super().forward(x)
+
+    full = doctor(Full(bias=False), loader, steps=2, warmup=1, progress=False)
+    assert "larger_batch" not in full.tried and "channels_last" in full.tried
