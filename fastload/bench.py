@@ -14,10 +14,10 @@ Pipelines: ``train`` (RandomResizedCrop 224; stock adds RandomHorizontalFlip), `
 configuration keeps its workers between rounds; rounds are interleaved and each reports the
 median of its rounds, so drifting machine load hits all configurations alike.
 
-Files whose header shows they are not images (empty, another kind of file, a JPEG or PNG header
-that does not parse) are left out on every side (:func:`unreadable_files`); past the header,
-fastload's sides skip a file they cannot decode and the stock side, which cannot skip, reads the
-next file in its place. A configuration that fails mid-run becomes a row with its error.
+Files whose first bytes are no image format's (empty files, another kind of file) are left out
+on every side (:func:`unreadable_files`); past that, fastload's sides skip a file they cannot
+decode and the stock side, which cannot skip, reads the next file in its place. A
+configuration that fails mid-run becomes a row with its error.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from fastload.autotune import autotune, cache_dir
 from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
 from fastload.errors import one_line
-from fastload.image import probe, sniff
+from fastload.image import sniff
 from fastload.iteration import endless
 from fastload.loader import DataLoader
 from fastload.synthetic import make_image_folder
@@ -113,13 +113,16 @@ def _count(batch: list[Any]) -> int:
     return len(batch)
 
 
-HEADER_BYTES = 1 << 16
+MAGIC_BYTES = 64  # enough for every format's signature: a file is opened, not read
 
 
-def unreadable_files(root: str | Path) -> tuple[int, list[str]]:
+def unreadable_files(
+    root: str | Path, *, progress: Callable[..., None] | None = None
+) -> tuple[int, list[str]]:
     """How many image files a class-folder set holds (torchvision's ImageFolder rules), and
-    those whose header shows they cannot be images: empty or unopenable files, files of no
-    image format, JPEG and PNG files whose header does not parse.
+    those whose first bytes are no image format's signature (empty files, an HTML error page
+    saved as .jpg, files that cannot be opened). Only the first 64 bytes of each file are
+    read: anything broken further in is found when it is decoded.
 
     Raises:
         ValueError: ``root`` holds no class folder with an image file.
@@ -137,18 +140,15 @@ def unreadable_files(root: str | Path) -> tuple[int, list[str]]:
             "DIR/<class>/<image> files (torchvision's ImageFolder layout)"
         )
     bad = []
-    for path, _ in found:
+    for k, (path, _) in enumerate(found):
         try:
             with open(path, "rb") as f:
-                head = f.read(HEADER_BYTES)
-                kind = sniff(head)
-                if kind in ("jpeg", "png") and probe(head).width is None:
-                    head += f.read()  # a JPEG's size can sit past long metadata: read it all
+                if sniff(f.read(MAGIC_BYTES)) == "unknown":
+                    bad.append(path)
         except OSError:
             bad.append(path)
-            continue
-        if kind == "unknown" or (kind in ("jpeg", "png") and probe(head).width is None):
-            bad.append(path)
+        if progress is not None and (k % 1000 == 999 or k + 1 == len(found)):
+            progress(k + 1, len(found))
     return len(found), bad
 
 

@@ -199,13 +199,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         unreadable_files,
         write_plot,
     )
-    from fastload.system import cpu_cores
+    from fastload.system import cpu_cores, load_average
 
     data = _data_folder(_data_argument(args), "making the default image set")
+    checking = Progress(
+        "checking files", rate=False, log="fastload bench: checking the files' first bytes"
+    )
     try:
-        total, bad = unreadable_files(data)
+        total, bad = unreadable_files(data, progress=checking)
     except ValueError as exc:
         raise CLIError(f"{exc}; run 'fastload scan {data}'", status=1) from None
+    finally:
+        checking.close()
     if len(bad) == total:
         raise CLIError(
             f"none of the {total} image files in {data!r} is a readable image; run "
@@ -216,15 +221,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         first = ", ".join(os.path.relpath(p, data) for p in bad[:3])
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         print(
-            f"fastload bench: note: left out {len(bad)} of {total} files, not readable images "
+            f"fastload bench: note: left out {len(bad)} of {total} files that are not images "
             f"({first}{more}), on every side; 'fastload scan {data}' lists them all",
             file=sys.stderr,
         )
     names = tuple(registered()) if args.backend == "all" else (args.backend,)
-    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    progress = Progress(
-        "bench", rate=False
-    )  # the rounds are timed: a count per second says nothing
+    load_before = load_average() or 0.0
+    # the rounds are timed by the clock: a count per second would say nothing
+    progress = Progress("bench", rate=False)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)

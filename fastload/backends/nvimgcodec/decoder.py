@@ -65,14 +65,18 @@ def nvjpeg_version(*, soname: str | None = None) -> tuple[int, int, int] | None:
     """
     if soname is None:
         soname = f"libnvjpeg.so.{13 if version_of(DISTRIBUTIONS[0]) is not None else 12}"
+    no_load = getattr(os, "RTLD_NOLOAD", None)
+    if no_load is None:  # not a POSIX loader (nvImageCodec's wheels are Linux-only anyway)
+        return None
     try:
-        library = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-    except OSError:  # not loaded: nvImageCodec found no nvJPEG (CPU decoders only)
+        library = ctypes.CDLL(soname, mode=no_load | os.RTLD_NOW)
+        get_property = library.nvjpegGetProperty
+    except (OSError, AttributeError):  # not loaded (CPU decoders only), or not nvJPEG
         return None
     parts = []
     for prop in range(3):  # libraryPropertyType: MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
         value = ctypes.c_int()
-        if library.nvjpegGetProperty(prop, ctypes.byref(value)) != 0:
+        if get_property(prop, ctypes.byref(value)) != 0:
             return None
         parts.append(value.value)
     return (parts[0], parts[1], parts[2])
