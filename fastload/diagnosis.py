@@ -29,8 +29,10 @@ from typing import Any
 import torch
 
 from fastload._progress import Progress
+from fastload.autotune import autotune
 from fastload.devices import DeviceLike, resolve_device
 from fastload.iteration import endless
+from fastload.loader import DataLoader
 from fastload.tensors import map_tensors
 
 __all__ = ["DoctorReport", "Finding", "doctor", "static_findings"]
@@ -420,8 +422,8 @@ def doctor(
         autocast: The dtype the user's forward pass runs under (``torch.bfloat16``...), if any.
         try_changes: Also time the cheap changes (channels_last, bf16 autocast, a fused
             optimizer, a batch twice as large) on a copy of the model, and, when the loader is
-            the wall, the worker
-            count :func:`~fastload.autotune.autotune` finds for it (10 s at most).
+            the wall, the worker count :func:`~fastload.autotune.autotune` finds for it (10 s
+            at most).
         progress: Show a progress bar (by default when standard error is a terminal).
         train_step: The user's own training step, called with a batch already on the device
             (forward, loss, backward, ``optimizer.step()``, ``zero_grad``): checked for
@@ -570,9 +572,6 @@ def _more_workers(loader: Any, report: DoctorReport) -> Finding | None:
     """The loader with the worker count autotune finds, measured: the step's throughput then
     (the slower of loader and step) against now. ``None`` for a loader autotune cannot rebuild
     (no ``dataset`` / ``batch_size``, or a batch sampler of its own)."""
-    from fastload.autotune import autotune
-    from fastload.loader import DataLoader
-
     dataset, batch_size = getattr(loader, "dataset", None), getattr(loader, "batch_size", None)
     if dataset is None or not isinstance(batch_size, int):
         return None
