@@ -78,10 +78,8 @@ def plan_sample(
     whole = whole_pixels(*stored.box)
     inside = x0 >= 0 and y0 >= 0 and x1 <= cols and y1 <= rows
     jpeg = info.format == "jpeg" and info.components in (1, 3)
-    if not (regions and whole and inside and jpeg) or (round(x1 - x0), round(y1 - y0)) == (
-        cols,
-        rows,
-    ):
+    everything = (round(x1 - x0), round(y1 - y0)) == (cols, rows)
+    if not (regions and whole and inside and jpeg) or everything:
         return Sample(stored, None)
     return Sample(stored, (round(x0), round(y0), round(x1), round(y1)))
 
@@ -203,7 +201,14 @@ def _sample(
 
 
 class NvImageCodecEngine(Engine):
-    """Decodes each planned batch in one nvImageCodec call, then renders it (in a thread)."""
+    """Decodes each planned batch in one nvImageCodec call, then renders it (in a thread).
+
+    Attributes:
+        regions: Whether crops are decoded as regions: always on the CPU; on a GPU only with
+            an nvJPEG that decodes them exactly (see
+            :func:`~fastload.backends.nvimgcodec.decoder.gpu_regions_exact`), else whole
+            images are decoded and cropped on the GPU.
+    """
 
     def __init__(self, options: ExecutorOptions, translation: Translation, folded: Folded) -> None:
         self.options, self.translation = options, translation
