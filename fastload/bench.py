@@ -23,6 +23,7 @@ configuration that fails mid-run becomes a row with its error.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import statistics
 import time
@@ -273,6 +274,8 @@ def run(
                 streams[label] = _stream(label, ds, pipeline, batch_size, workers[label], target)
             except Exception as exc:  # one configuration that cannot run is a row, not a crash
                 _failed(label, exc, failed)
+            if label in failed:
+                gc.collect()  # its loader, held in the error's frames, collected here (below)
         rates = _interleaved(streams, seconds, rounds, target, progress, failed)
     finally:
         for batches in streams.values():
@@ -440,8 +443,12 @@ def _stream(
         stream = endless(DataLoader(ds, device=target, accelerate=True, **common))
     else:
         stream = endless(DataLoader(ds, device=target, **common))
-    for _ in range(max(2, workers)):  # warm-up: every worker started and delivered once
-        next(stream)
+    try:
+        for _ in range(max(2, workers)):  # warm-up: every worker started and delivered once
+            next(stream)
+    except BaseException:
+        stream.close()  # its workers shut down now, not whenever the collector gets to it
+        raise
     return stream
 
 
@@ -472,9 +479,12 @@ def _interleaved(
                     rates[label].append(_measure(batches, slice_s, target))
                 except Exception as exc:
                     _failed(label, exc, failed)
-                    # shut its workers down now: a loader iterator left to the garbage
-                    # collector can be collected in a later fork, where it cannot stop them
                     batches.close()
+                if label in failed:
+                    # its loader's iterator, held in the error's frames, collected now: left to
+                    # the collector it can be collected inside a later fork, where it cannot
+                    # stop its workers (Python prints "Exception ignored in ...__del__")
+                    gc.collect()
             done += 1
             if progress is not None:
                 progress(done, total)
