@@ -239,8 +239,11 @@ def test_bench_leaves_broken_files_out_and_still_measures(broken: Path) -> None:
         f"(class_00/garbage.jpg, class_01/empty.jpg), on every side; 'fastload scan {broken}' "
         "lists them all"
     )
-    # not a terminal: one line says what is measured, for how long, instead of a bar
-    assert notes[1] == "fastload bench: measuring 3 loaders in 3 interleaved rounds, about 3 s"
+    # not a terminal: one line says what is measured, for how long, instead of a bar; the
+    # accelerated loader is not among them when its warm-up already met the truncated file
+    assert notes[1] in (
+        f"fastload bench: measuring {n} loaders in 3 interleaved rounds, about 3 s" for n in (2, 3)
+    )
     assert all(line.startswith("fastload bench: note: ") for line in notes[2:]), proc.stderr
     rows = {r["backend"]: r for r in json.loads(proc.stdout)["results"]}
     # the stock side reads another file in the truncated one's place; pillow's skips it
