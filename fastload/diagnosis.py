@@ -698,17 +698,7 @@ def _tried(
         return _Step(module, tuned, loss_fn, device, **options)
 
     def timed(step: _Step, on: Any = batch) -> float:
-        step(on)  # warm-up: kernels chosen, autocast caches filled
-        step.sync()
-        tick()
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step(on)
-            step.sync()
-            times.append(time.perf_counter() - t0)
-            tick()
-        return _median(times)
+        return _timed(lambda: step(on), device, repeats=steps, tick=tick)
 
     base = timed(step_with(clone, {}))
     fusable = isinstance(optimizer, _FUSABLE) and not optimizer.defaults.get("fused")
@@ -776,8 +766,15 @@ def _bigger(base: float, doubled: float, batch_size: int) -> Finding:
 _USER_REPEATS = 5  # timings of the user's own functions: a few calls each
 
 
-def _timed(call: Callable[[], Any], device: torch.device) -> float:
-    """Median seconds of ``call()`` after one warm-up call, with the device synced."""
+def _timed(
+    call: Callable[[], Any],
+    device: torch.device,
+    *,
+    repeats: int = _USER_REPEATS,
+    tick: Callable[[], Any] = lambda: None,
+) -> float:
+    """Median seconds of ``call()`` over ``repeats`` calls after one warm-up call (kernels
+    chosen, autocast caches filled), with the device synced; ``tick`` after each call."""
 
     def sync() -> None:
         if device.type == "cuda":
@@ -785,12 +782,14 @@ def _timed(call: Callable[[], Any], device: torch.device) -> float:
 
     call()
     sync()
+    tick()
     times = []
-    for _ in range(_USER_REPEATS):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         call()
         sync()
         times.append(time.perf_counter() - t0)
+        tick()
     return _median(times)
 
 
