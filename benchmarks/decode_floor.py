@@ -16,9 +16,12 @@ conversion outside it, can be skipped. This script measures, on one core and in 
 
 From these it prints the per-sample cost a perfect region decoder would reach (entropy decoding
 down to the crop's bottom, everything else only inside the crop, the rest of fastload's sample
-unchanged), and the ratio to stock that this allows.
+unchanged), and the ratio to stock that this allows. In the same rounds it measures one sample
+of a real region decoder (``--region``, default the ``region`` backend) and how far it stays
+above that floor.
 
 Run: python benchmarks/decode_floor.py [--data DIR] [--images 300] [--backend turbojpeg]
+    [--region region|none]
 """
 
 from __future__ import annotations
@@ -50,13 +53,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a class-folder image set (default: the cached default)")
     parser.add_argument("--images", type=int, default=300)
-    parser.add_argument("--backend", default="turbojpeg")
+    parser.add_argument("--backend", default="turbojpeg", help="the whole-image decoder")
+    parser.add_argument("--region", default="region", help="a region decoder to measure, or none")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    region = None if args.region == "none" else args.region
+    if region is not None and not backends.check(region).usable:
+        raise SystemExit(f"--region {region}: {backends.check(region).reason}; or --region none")
     torch.set_num_threads(1)
     root = Path(args.data or default_data())
     stock = stock_dataset(root, "train")
     ours = fastload_dataset(root, "train", args.backend)
+    cropping = fastload_dataset(root, "train", region) if region is not None else None
     decoder = backends.create(args.backend)
     # colour or grey JPEGs, spread over the classes; other files (CMYK, PNG, broken) are skipped
     picks: list[int] = []
@@ -86,13 +94,17 @@ def main() -> None:
         raise SystemExit(f"no colour or grey JPEG under {root}")
     count = len(picks)
 
-    costs: dict[str, list[float]] = {k: [] for k in ("stock", "fastload", "full", "eighth")}
+    costs: dict[str, list[float]] = {
+        k: [] for k in ("stock", "fastload", "full", "eighth", "region")
+    }
     for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
         costs["stock"].append(_per_item(lambda i: stock[picks[i]], count))
         costs["fastload"].append(_per_item(lambda i: ours[picks[i]], count))
         costs["full"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 1), count))
         costs["eighth"].append(_per_item(lambda i: decoder.decode_jpeg(data[i], 8), count))
-    ms = {k: min(v) * 1000 for k, v in costs.items()}
+        if cropping is not None:
+            costs["region"].append(_per_item(lambda i: cropping[picks[i]], count))
+    ms = {k: min(v) * 1000 for k, v in costs.items() if v}
     row_share, area_share = statistics.fmean(rows), statistics.fmean(areas)
     rest = ms["fastload"] - ms["full"]  # file read, planning, resampling, tensor
     ideal_decode = ms["eighth"] * row_share + (ms["full"] - ms["eighth"]) * area_share
@@ -111,6 +123,10 @@ def main() -> None:
     print(f"  fastload sample with it         {ideal:6.3f} ms")
     print(f"  stock / fastload now            {ms['stock'] / ms['fastload']:6.2f}x")
     print(f"  stock / fastload, at best       {ms['stock'] / ideal:6.2f}x  (one core, no loader)")
+    if cropping is not None:
+        over = ms["region"] / ideal - 1
+        print(f"  fastload sample, {region:<14} {ms['region']:6.3f} ms  ({over:+.1%} on the best)")
+        print(f"  stock / fastload, {region:<13} {ms['stock'] / ms['region']:6.2f}x")
 
 
 if __name__ == "__main__":

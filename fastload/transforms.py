@@ -41,6 +41,7 @@ __all__ = [
     "View",
     "Visible",
     "resample",
+    "source_window",
     "split_transform",
     "visible_part",
     "whole_pixels",
@@ -126,6 +127,7 @@ def resample(
     interpolation: str = "bilinear",
     antialias: bool = True,
     scale: tuple[float, float] = (1.0, 1.0),
+    origin: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """Resample region ``box`` of an H x W x C uint8 array to ``width`` x ``height``.
 
@@ -149,23 +151,29 @@ def resample(
         antialias: Filter when shrinking, as torchvision's ``antialias=True``.
         scale: How many array pixels one source pixel spans, per axis (x, y): below 1 when the
             array was decoded at a reduced DCT scale.
+        origin: For an array that holds only the window of the scaled source that
+            :func:`source_window` names (a region decode): where ``array[0, 0]`` lies in it.
+            ``None``: the array is the whole source.
 
     Returns:
         A ``height`` x ``width`` x C array; a view of ``array`` when nothing needs resampling.
     """
-    x0, y0, x1, y1 = box[0] * scale[0], box[1] * scale[1], box[2] * scale[0], box[3] * scale[1]
     rows, cols = array.shape[:2]
-    eps = 1e-6 * max(rows, cols)  # scaled edges land on the border up to rounding
-    if x0 < -eps or y0 < -eps or x1 > cols + eps or y1 > rows + eps:
+    method, (x0, y0, x1, y1) = _sampling(box, scale, origin, cols, rows, width, height)
+    if method == "padded":
+        if origin is not None:  # a window from source_window always holds the box
+            raise ValueError(
+                f"box {box} at scale {scale} reaches outside the {cols} x {rows} window at "
+                f"origin {origin}"
+            )
         return _resample_padded(array, (x0, y0, x1, y1), width, height, interpolation, antialias)
-    x0, y0, x1, y1 = max(x0, 0.0), max(y0, 0.0), min(x1, float(cols)), min(y1, float(rows))
-    if whole_pixels(x0, y0, x1, y1):
+    if method == "slice":
         region = array[round(y0) : round(y1), round(x0) : round(x1)]
         return _resize(region, width, height, interpolation, antialias)
     # the whole image at the size that makes this box whole pixels: resize, then slice
     fx, fy = width / (x1 - x0), height / (y1 - y0)
-    full_w, full_h, left, top = cols * fx, rows * fy, x0 * fx, y0 * fy
-    if whole_pixels(full_w, full_h, left, top):
+    if method == "whole":
+        full_w, full_h, left, top = cols * fx, rows * fy, x0 * fx, y0 * fy
         full = _resize(array, round(full_w), round(full_h), interpolation, antialias)
         return full[round(top) : round(top) + height, round(left) : round(left) + width]
     sx, sy = 1.0 / fx, 1.0 / fy
@@ -178,6 +186,79 @@ def resample(
         borderMode=cv2.BORDER_REPLICATE,
     )
     return _keep_channels(out)
+
+
+def _sampling(
+    box: tuple[float, float, float, float],
+    scale: tuple[float, float],
+    origin: tuple[int, int] | None,
+    cols: int,
+    rows: int,
+    width: int,
+    height: int,
+) -> tuple[str, tuple[float, float, float, float]]:
+    """How :func:`resample` samples ``box`` from a ``cols`` x ``rows`` array, and the box in
+    array pixels: ``"padded"``, ``"slice"``, ``"whole"`` (resize all, then slice; only for a
+    whole source, ``origin=None``) or ``"warp"``."""
+    left, top = origin or (0, 0)
+    x0, y0 = box[0] * scale[0] - left, box[1] * scale[1] - top
+    x1, y1 = box[2] * scale[0] - left, box[3] * scale[1] - top
+    eps = 1e-6 * max(rows, cols)  # scaled edges land on the border up to rounding
+    if x0 < -eps or y0 < -eps or x1 > cols + eps or y1 > rows + eps:
+        return "padded", (x0, y0, x1, y1)
+    x0, y0, x1, y1 = max(x0, 0.0), max(y0, 0.0), min(x1, float(cols)), min(y1, float(rows))
+    if whole_pixels(x0, y0, x1, y1):
+        return "slice", (x0, y0, x1, y1)
+    fx, fy = width / (x1 - x0), height / (y1 - y0)
+    if origin is None and whole_pixels(cols * fx, rows * fy, x0 * fx, y0 * fy):
+        return "whole", (x0, y0, x1, y1)
+    return "warp", (x0, y0, x1, y1)
+
+
+# How far past the box OpenCV's warp reads, in array pixels: the kernel's reach, plus one for
+# its fixed-point rounding of source positions.
+_WARP_REACH = {"nearest": 1, "bilinear": 2, "bicubic": 3}
+
+
+def source_window(
+    box: tuple[float, float, float, float],
+    size: tuple[int, int],
+    width: int,
+    height: int,
+    *,
+    interpolation: str = "bilinear",
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> tuple[int, int, int, int] | None:
+    """The pixels :func:`resample` reads to render ``box``: what a region decoder must deliver.
+
+    Given an array holding at least this window, placed with ``origin=(x0, y0)``,
+    :func:`resample` returns what it returns for the whole array.
+
+    Args:
+        box: (x0, y0, x1, y1) in source coordinates, as for :func:`resample`.
+        size: The whole array's (width, height).
+        width: Output width.
+        height: Output height.
+        interpolation: As for :func:`resample`.
+        scale: As for :func:`resample`.
+
+    Returns:
+        (x0, y0, x1, y1) in array pixels, end exclusive; ``None`` when it may read the whole
+        array (the box pads, or the whole array is resized before slicing).
+    """
+    cols, rows = size
+    method, (x0, y0, x1, y1) = _sampling(box, scale, None, cols, rows, width, height)
+    if method in ("padded", "whole"):
+        return None
+    if method == "slice":
+        return round(x0), round(y0), round(x1), round(y1)
+    reach = _WARP_REACH[_interpolation(interpolation)]
+    return (
+        max(0, math.floor(x0) - reach),
+        max(0, math.floor(y0) - reach),
+        min(cols, math.ceil(x1) + reach),
+        min(rows, math.ceil(y1) + reach),
+    )
 
 
 def whole_pixels(*values: float) -> bool:

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.backends.pillow",
         "fastload.backends.opencv",
         "fastload.backends.turbojpeg",
+        "fastload.backends.region",
         "fastload.backends.executor",
         "fastload.backends.dali.*",
         "fastload.backends.nvimgcodec.*",

@@ -22,8 +22,13 @@ def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "opencv, one core, 12 images" in done.stdout
-    ratios = re.findall(r"stock / fastload.*?(\d+\.\d+)x", done.stdout)
-    assert len(ratios) == 2 and all(float(r) > 0 for r in ratios)
+    ratios = re.findall(r"stock / fastload(.*?)(\d+\.\d+)x", done.stdout)
+    assert [label.strip(", ") for label, _ in ratios] == ["now", "at best", "region"]
+    assert all(float(r) > 0 for _, r in ratios)
+    over = re.search(
+        r"fastload sample, region\s+[\d.]+ ms\s+\(([+-][\d.]+)% on the best\)", done.stdout
+    )
+    assert over is not None, done.stdout
     shares = re.search(r"rows down to its bottom\s+([\d.]+)%, area ([\d.]+)%", done.stdout)
     assert shares is not None
     rows, area = float(shares[1]), float(shares[2])

@@ -6,7 +6,14 @@ none of them. ``"auto"`` takes the fastest usable here (see :func:`auto_order`).
 
 from typing import Any
 
-from fastload.backends import dali, nvimgcodec, opencv, pillow, turbojpeg  # noqa: F401  (they register)
+from fastload.backends import (  # noqa: F401  (they register)
+    dali,
+    nvimgcodec,
+    opencv,
+    pillow,
+    region,
+    turbojpeg,
+)
 from fastload.backends.base import (
     DEFAULT_MAX_PIXELS,
     KINDS,

@@ -7,7 +7,8 @@ gives the same output for the same file:
 * an image whose header claims more than ``max_pixels`` pixels is refused before decoding;
 * a planned crop/resize (``fastload.transforms``) decides the region and output size first,
   so JPEGs are decoded at a reduced DCT scale (1/2, 1/4, 1/8) when the region is at least
-  twice the output, then resampled once;
+  twice the output, then resampled once; a backend that can decode only part of an image
+  (:meth:`Backend.decode_jpeg_region`) is asked for only the pixels the resampling reads;
 * EXIF orientation is applied, folded with the planned mirror into one final copy;
 * CMYK/YCCK JPEGs and all other formats (PNG, WebP, GIF, BMP, TIFF) go through one Pillow-based
   path that converts grey, palette, alpha, CMYK and 16-bit images to 8-bit RGB.
@@ -28,12 +29,13 @@ import numpy as np
 from fastload._optional import Availability, Requirement, availability
 from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
-from fastload.transforms import View, resample
+from fastload.transforms import View, resample, source_window
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
     "KINDS",
     "Backend",
+    "Decoded",
     "ImageDecodeError",
     "Kind",
     "Stored",
@@ -46,6 +48,25 @@ __all__ = [
 DEFAULT_MAX_PIXELS = 89_478_485
 
 Plan = Callable[[View], View]
+Window = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What a backend decoded from a JPEG at a DCT scale: the whole image, or a region of it.
+
+    Attributes:
+        pixels: H x W x 3 uint8 RGB pixels, in stored orientation.
+        size: The whole image's (width, height) at that scale.
+        origin: Where ``pixels[0, 0]`` lies in the whole scaled image, (column, row);
+            ``None`` when ``pixels`` is the whole image.
+    """
+
+    pixels: np.ndarray
+    size: tuple[int, int]
+    origin: tuple[int, int] | None = None
+
+
 Kind = Literal["decoder", "executor"]
 KINDS: tuple[Kind, ...] = ("decoder", "executor")
 
@@ -98,6 +119,27 @@ class Backend(ABC):
         """
         raise TypeError(f"the {cls.name!r} backend decodes per sample; it has no batch executor")
 
+    def decode_jpeg_region(
+        self, data: bytes, reduce: int, window: Window | None, *, max_pixels: int
+    ) -> Decoded:
+        """Decode at least ``window`` of a grey or colour JPEG, at 1/``reduce`` scale.
+
+        The default decodes the whole image with :meth:`decode_jpeg`; a backend that can skip
+        the rest of the image overrides this.
+
+        Args:
+            data: The JPEG bytes (their header already checked, ``max_pixels`` included).
+            reduce: 1, 2, 4 or 8, as for :meth:`decode_jpeg`.
+            window: (x0, y0, x1, y1), end exclusive, in pixels of the image at 1/``reduce``
+                scale (each side rounded up); ``None`` for the whole image.
+            max_pixels: The caller's pixel limit, for a decoder that re-reads the header.
+
+        Returns:
+            The pixels, holding at least ``window``.
+        """
+        pixels = self.decode_jpeg(data, reduce)
+        return Decoded(pixels, (pixels.shape[1], pixels.shape[0]))
+
     @abstractmethod
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
         """Decode a grey or colour (1- or 3-component) JPEG.
@@ -146,7 +188,7 @@ class Backend(ABC):
             info = replace(info, orientation=1)
         render = render or {}
         if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
-            out = self._decode_jpeg_planned(data, info, plan, render)
+            out = self._decode_jpeg_planned(data, info, plan, render, max_pixels)
         else:
             array = decode_with_pillow(
                 data, max_pixels=max_pixels, exif_orientation=exif_orientation
@@ -160,7 +202,12 @@ class Backend(ABC):
         return out if out.flags.writeable else out.copy()
 
     def _decode_jpeg_planned(
-        self, data: bytes, info: ImageInfo, plan: Plan | None, render: dict[str, Any]
+        self,
+        data: bytes,
+        info: ImageInfo,
+        plan: Plan | None,
+        render: dict[str, Any],
+        max_pixels: int,
     ) -> np.ndarray:
         width, height = info.width, info.height
         assert width is not None and height is not None  # checked by the caller
@@ -172,11 +219,21 @@ class Backend(ABC):
         box, out_w, out_h = stored.box, stored.width, stored.height
         shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
         reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
-        array = self.decode_jpeg(data, reduce)
+        scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
+        window = source_window(
+            box,
+            scaled,
+            out_w,
+            out_h,
+            interpolation=render.get("interpolation", "bilinear"),
+            scale=(scaled[0] / width, scaled[1] / height),
+        )
+        decoded = self.decode_jpeg_region(data, reduce, window, max_pixels=max_pixels)
+        array = decoded.pixels
         if array.ndim != 3 or array.shape[0] == 0 or array.shape[1] == 0:
             raise ValueError(f"{self.name} decoded an empty image")
-        scale = (array.shape[1] / width, array.shape[0] / height)
-        out = resample(array, box, out_w, out_h, scale=scale, **render)
+        scale = (decoded.size[0] / width, decoded.size[1] / height)
+        out = resample(array, box, out_w, out_h, scale=scale, origin=decoded.origin, **render)
         return orient(out, stored.transpose, stored.mirror_lr, stored.mirror_tb)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,7 @@ def test_oversized_header_is_refused_before_decoding(
         raise AssertionError("decoded an image whose header is over the limit")
 
     monkeypatch.setattr(backend, "decode_jpeg", must_not_decode)
+    monkeypatch.setattr(backend, "decode_jpeg_region", must_not_decode)
     with pytest.raises(ValueError, match="over max_pixels=89,478,485"):
         backend.decode(files["oversized_header"].read_bytes())
     good = files["good"].read_bytes()
@@ -169,14 +171,16 @@ def test_unknown_backend_lists_the_valid_names() -> None:
 
 
 def test_auto_picks_the_fastest_usable(require_backend) -> None:
-    for name in ("turbojpeg", "opencv", "pillow"):
+    for name in ("region", "turbojpeg", "opencv", "pillow"):
         require_backend(name)
-    assert backends.auto_order()[:3] == ["turbojpeg", "opencv", "pillow"]
+    assert backends.auto_order()[:4] == ["region", "turbojpeg", "opencv", "pillow"]
     assert "dali" not in backends.auto_order()  # its per-sample path is slow: never chosen
+    assert backends.resolve("auto") == "region"
+
+
+def test_auto_passes_over_unusable_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "fastload.backends._jpegregion", None)  # not built
     assert backends.resolve("auto") == "turbojpeg"
-
-
-def test_auto_passes_over_an_unusable_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FASTLOAD_TURBOJPEG_LIB", "/nowhere/libturbojpeg.so")
     assert backends.resolve("auto") == "opencv"
 

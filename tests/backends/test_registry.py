@@ -45,7 +45,7 @@ def run_cli(*args: str) -> tuple[int, str]:
 
 
 def test_the_registry_knows_each_backends_kind() -> None:
-    assert backends.names("decoder") == ["opencv", "pillow", "turbojpeg"]
+    assert backends.names("decoder") == ["opencv", "pillow", "region", "turbojpeg"]
     assert backends.names("executor") == ["dali", "nvimgcodec"]
     assert backends.kind("dali") == "executor" and backends.kind("pillow") == "decoder"
 
@@ -127,7 +127,7 @@ def test_bench_measures_a_registered_backend(registered: None, folder: Path) -> 
 
 def test_auto_never_picks_a_backend_without_a_priority(registered: None) -> None:
     assert "thirdparty" not in backends.auto_order()
-    assert backends.resolve("auto") in ("turbojpeg", "opencv", "pillow")
+    assert backends.resolve("auto") in ("region", "turbojpeg", "opencv", "pillow")
 
 
 def test_scan_uses_a_registered_backend(registered: None, tmp_path: Path) -> None:

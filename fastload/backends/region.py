@@ -1,0 +1,120 @@
+"""The region backend: decodes only the planned crop, with libjpeg-turbo's libjpeg API.
+
+A random crop of a JPEG needs only some of its pixels. The compiled part
+(``jpegregion.c``, built when fastload is installed) entropy-decodes the rows above the crop
+without turning them into pixels, runs the inverse DCT, upsampling and colour conversion
+only for the crop's columns, and stops after its last row, all at the DCT scale the plan
+asks for. Inside the region, the pixels are those of a whole decode at the same scale, so its
+samples match the turbojpeg backend's.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import shutil
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fastload._optional import Availability, MissingDependencyError, version_of
+from fastload.backends.base import Backend, Decoded, Window
+from fastload.backends.registry import register
+
+__all__ = ["EXTENSION", "INSTALL", "MODES", "RegionBackend", "why_not_built"]
+
+EXTENSION = "fastload.backends._jpegregion"
+
+INSTALL = (
+    "install a C compiler and libjpeg-turbo's headers (Debian: apt-get install gcc "
+    "libjpeg62-turbo-dev; Ubuntu: libjpeg-turbo8-dev), then reinstall fastload "
+    '(pip install --force-reinstall --no-deps "fastload", or bash scripts/install.sh in a '
+    "checkout, which installs them as root)"
+)
+
+# What the extension reports for each decode (its MODE_* values, in order), counted in
+# RegionBackend.counts.
+MODES = (
+    "region",  # rows above skipped, columns cropped, stopped after the last row
+    "progressive",  # the same, but every scan was entropy-decoded first (no skipping there)
+    "rows",  # unusual chroma sampling (over 2x): full-width rows from the top, stopped early
+)
+
+_HEADER_DIRS = ("/usr/include", "/usr/local/include")
+
+
+def _load() -> Any:
+    try:
+        return importlib.import_module(EXTENSION)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the 'region' backend's compiled part is missing: {why_not_built()}. Fix: {INSTALL}"
+        ) from exc
+
+
+def why_not_built() -> str:
+    """Why the extension is not importable here, as far as this machine shows."""
+    missing = []
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None and shutil.which("cc") is None:
+        missing.append(f"no C compiler ({compiler!r} is not on PATH)")
+    include = sysconfig.get_paths().get("include")
+    if include and not (Path(include) / "Python.h").is_file():
+        missing.append(f"no Python headers (Python.h is not in {include})")
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    dirs = [*_HEADER_DIRS, *(f"{d}/{multiarch}" for d in _HEADER_DIRS if multiarch)]
+    if not any((Path(d) / "jpeglib.h").is_file() for d in dirs):
+        missing.append(f"no libjpeg-turbo headers (jpeglib.h is not in {', '.join(dirs)})")
+    if missing:
+        return "it could not be built when fastload was installed: " + "; ".join(missing)
+    return (
+        "it was not built when fastload was installed (the install predates the headers or "
+        "the compiler, or the build failed: see the install log)"
+    )
+
+
+@register
+class RegionBackend(Backend):
+    """Decodes only the pixels a planned crop and resize read, at the planned DCT scale.
+
+    Attributes:
+        counts: How each region decode went, by :data:`MODES` name, plus ``"whole"`` for the
+            decodes that needed the whole image (no plan, or a resize before the crop). Per
+            instance, so per worker process.
+    """
+
+    name = "region"
+    auto_priority = 5  # the fastest on the CPU when built (benchmarks/decode_floor.py)
+
+    @classmethod
+    def check(cls) -> Availability:
+        try:
+            module = importlib.import_module(EXTENSION)
+        except ImportError:
+            reason = f"its compiled part is missing: {why_not_built()}"
+            return Availability(cls.name, False, version_of("fastload"), reason, INSTALL)
+        return Availability(cls.name, True, f"libjpeg-turbo {module.LIBJPEG_TURBO_VERSION}")
+
+    def __init__(self) -> None:
+        self._decode = _load().decode  # raises with the install command when missing
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
+        # decode_jpeg has no pixel limit (decode() checks the header before it gets here)
+        return self.decode_jpeg_region(data, reduce, None, max_pixels=2**62).pixels
+
+    def decode_jpeg_region(
+        self, data: bytes, reduce: int, window: Window | None, *, max_pixels: int
+    ) -> Decoded:
+        whole = window is None
+        x0, y0, x1, y1 = (0, 0, 2**31, 2**31) if window is None else window
+        pixels, rows, cols, left, top, width, height, mode = self._decode(
+            data, reduce, x0, y0, x1, y1, max_pixels
+        )
+        self.counts["whole" if whole else MODES[mode]] += 1
+        array = np.frombuffer(pixels, np.uint8).reshape(rows, cols, 3)
+        if whole:
+            return Decoded(array, (width, height))
+        return Decoded(array, (width, height), (left, top))

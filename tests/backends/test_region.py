@@ -1,0 +1,318 @@
+"""The region backend: only the planned crop is decoded, and it is the whole decode's crop.
+
+The contract suite (test_contract.py) covers what every backend does; these tests cover what
+this one does besides: the pixels inside a region equal a whole decode's at the same DCT
+scale, whatever the chroma sampling, scan type or restart markers; the rows below a region
+are never read; errors from libjpeg become exceptions; and without the compiled part, fastload
+says why and how to get it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from images import jpeg_bytes, photo, with_orientation
+
+import fastload
+from fastload import backends
+from fastload.backends import region
+from fastload.synthetic import make_image_folder
+from fastload.transforms import CenterCrop, Compose, RandomHorizontalFlip, RandomResizedCrop, Resize
+
+LIMIT = 10**9
+
+
+@pytest.fixture(autouse=True)
+def _usable(require_backend) -> None:
+    require_backend("region")
+    require_backend("turbojpeg")  # the reference: a whole decode by the same library
+
+
+@pytest.fixture
+def decoder() -> region.RegionBackend:
+    return backends.create("region")  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def whole() -> backends.Backend:
+    return backends.create("turbojpeg")
+
+
+def cv_jpeg(rgb: np.ndarray, *params: int) -> bytes:
+    ok, out = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [*params])
+    assert ok
+    return out.tobytes()
+
+
+RGB = photo(333, 251, seed=3)  # sides that are no multiple of any iMCU
+VARIANTS = {
+    "4:2:0": jpeg_bytes(RGB),
+    "4:2:2": jpeg_bytes(RGB, subsampling=1),
+    "4:4:4": jpeg_bytes(RGB, subsampling=0),
+    "4:4:0": cv_jpeg(RGB, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_440),
+    "grey": jpeg_bytes(RGB.mean(axis=2).astype(np.uint8)),
+    "progressive": jpeg_bytes(RGB, progressive=True),
+    "restart markers": cv_jpeg(RGB, cv2.IMWRITE_JPEG_RST_INTERVAL, 3),
+    "4:1:1": cv_jpeg(RGB, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_411),
+}
+MODE = {"progressive": "progressive", "4:1:1": "rows"}  # the others: "region"
+
+
+def windows(width: int, height: int, count: int, seed: int) -> list[tuple[int, int, int, int]]:
+    rng = np.random.default_rng(seed)
+    found = [(0, 0, width, height), (width - 1, height - 1, width, height), (0, 0, 1, 1)]
+    while len(found) < count:
+        x0, x1 = sorted(rng.integers(0, width + 1, 2).tolist())
+        y0, y1 = sorted(rng.integers(0, height + 1, 2).tolist())
+        if x1 > x0 and y1 > y0:
+            found.append((x0, y0, x1, y1))
+    return found
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("reduce", [1, 2, 4, 8])
+def test_a_region_is_the_whole_decodes_crop(
+    decoder: region.RegionBackend, whole: backends.Backend, variant: str, reduce: int
+) -> None:
+    data = VARIANTS[variant]
+    reference = whole.decode_jpeg(data, reduce)
+    height, width = reference.shape[:2]
+    for x0, y0, x1, y1 in windows(width, height, 25, seed=reduce):
+        got = decoder.decode_jpeg_region(data, reduce, (x0, y0, x1, y1), max_pixels=LIMIT)
+        assert got.size == (width, height)
+        assert got.origin is not None
+        left, top = got.origin
+        rows, cols = got.pixels.shape[:2]
+        assert left <= x0 and top <= y0 and left + cols >= x1 and top + rows >= y1
+        inside = got.pixels[y0 - top : y1 - top, x0 - left : x1 - left]
+        np.testing.assert_array_equal(inside, reference[y0:y1, x0:x1])
+    assert decoder.counts == {MODE.get(variant, "region"): 25}
+
+
+def test_a_small_region_decodes_little(decoder: region.RegionBackend) -> None:
+    data = jpeg_bytes(photo(640, 480, seed=4))
+    got = decoder.decode_jpeg_region(data, 1, (300, 200, 340, 230), max_pixels=LIMIT)
+    rows, cols = got.pixels.shape[:2]
+    assert rows <= 30 + 2 and cols <= 40 + 2 + 16  # one pixel each side; left to an iMCU edge
+
+
+def corrupt_tail(data: bytes, share: float = 0.2) -> bytes:
+    """The JPEG with the last ``share`` of its entropy-coded data replaced by noise."""
+    start = data.rindex(b"\xff\xda")  # the (last) scan's header
+    start += 2 + int.from_bytes(data[start + 2 : start + 4], "big")
+    end = len(data) - 2  # the end-of-image marker stays
+    cut = end - int((end - start) * share)
+    noise = np.random.default_rng(0).integers(0, 255, end - cut, dtype=np.uint8)  # no 0xFF
+    return data[:cut] + noise.tobytes() + data[end:]
+
+
+def test_the_rows_below_a_region_are_never_read(
+    decoder: region.RegionBackend, whole: backends.Backend
+) -> None:
+    data = corrupt_tail(jpeg_bytes(photo(320, 480, seed=5)))
+    with pytest.raises(ValueError, match="libjpeg-turbo"):
+        whole.decode_jpeg(data, 1)  # a whole decode meets the damage
+    with pytest.raises(ValueError, match="libjpeg-turbo"):
+        decoder.decode_jpeg(data, 1)
+    top = decoder.decode_jpeg_region(data, 1, (10, 10, 300, 150), max_pixels=LIMIT)
+    assert top.pixels.shape[0] <= 152
+
+
+def test_a_progressive_file_is_read_to_its_end(decoder: region.RegionBackend) -> None:
+    """Every scan of a progressive JPEG holds part of every row: all are read before any
+    pixel, so damage anywhere is met, as in a whole decode (counted, not skipped)."""
+    data = corrupt_tail(jpeg_bytes(photo(320, 480, seed=5), progressive=True), share=0.5)
+    with pytest.raises(ValueError, match="libjpeg-turbo"):
+        decoder.decode_jpeg_region(data, 1, (10, 10, 300, 150), max_pixels=LIMIT)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+@pytest.mark.parametrize(
+    "transform",
+    [
+        RandomResizedCrop(224),
+        RandomResizedCrop(96, interpolation="bicubic"),
+        RandomResizedCrop(400),  # enlarging
+        Compose([Resize(256), CenterCrop(224)]),
+        Compose([RandomResizedCrop(128, antialias=False), RandomHorizontalFlip()]),
+    ],
+    ids=["rrc224", "rrc96-bicubic", "rrc400", "resize-centercrop", "rrc-noaa-flip"],
+)
+def test_planned_samples_match_the_turbojpeg_backend(
+    decoder: region.RegionBackend, whole: backends.Backend, orientation: int, transform
+) -> None:
+    data = with_orientation(photo(500, 375, seed=orientation), orientation)
+    for seed in range(6):
+        torch.manual_seed(seed)
+        expected = whole.decode(data, plan=transform.plan, render=transform.render_options)
+        torch.manual_seed(seed)
+        got = decoder.decode(data, plan=transform.plan, render=transform.render_options)
+        assert got.shape == expected.shape
+        difference = np.abs(got.astype(np.int16) - expected.astype(np.int16))
+        # the same pixels, resampled alike; the warp's fixed-point source positions can round
+        # one way or the other once the window moves the origin
+        assert difference.max() <= 1 and difference.mean() <= 0.01
+
+
+def test_the_loader_delivers_the_same_batches(tmp_path: Path) -> None:
+    folder = make_image_folder(tmp_path / "set", images=24, classes=2)
+    batches = {}
+    for name in ("region", "turbojpeg"):
+        ds = fastload.ImageFolder(folder, transform=RandomResizedCrop(160), backend=name)
+        torch.manual_seed(0)
+        loader = fastload.DataLoader(ds, batch_size=8, num_workers=2, shuffle=True)
+        batches[name] = [images for images, _ in loader]
+    for ours, theirs in zip(batches["region"], batches["turbojpeg"], strict=True):
+        assert (ours.int() - theirs.int()).abs().float().mean() <= 0.01
+
+
+def test_libjpeg_errors_become_exceptions(decoder: region.RegionBackend) -> None:
+    data = jpeg_bytes(photo(320, 240, seed=6))
+    with pytest.raises(ValueError, match="libjpeg-turbo: Not a JPEG file"):
+        decoder.decode_jpeg_region(b"GIF89a" + data, 1, (0, 0, 10, 10), max_pixels=LIMIT)
+    with pytest.raises(ValueError, match="libjpeg-turbo: Premature end of JPEG file"):
+        decoder.decode_jpeg_region(data[: len(data) // 2], 1, None, max_pixels=LIMIT)
+    with pytest.raises(ValueError, match="over max_pixels=76799"):
+        decoder.decode_jpeg_region(data, 1, None, max_pixels=320 * 240 - 1)
+    with pytest.raises(ValueError, match="is empty"):
+        decoder.decode_jpeg_region(data, 2, (200, 0, 300, 10), max_pixels=LIMIT)
+    with pytest.raises(ValueError, match="reduce=3; valid: 1, 2, 4, 8"):
+        decoder.decode_jpeg_region(data, 3, None, max_pixels=LIMIT)
+    # after all that, the same instance still decodes
+    assert decoder.decode_jpeg(data, 1).shape == (240, 320, 3)
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+def test_errors_leak_nothing(decoder: region.RegionBackend) -> None:
+    data = corrupt_tail(jpeg_bytes(photo(1024, 768, seed=7)), share=0.1)
+
+    def fail_many() -> None:
+        for _ in range(300):  # each fails deep in the decode, with 2.3 MB of pixels allocated
+            with pytest.raises(ValueError):
+                decoder.decode_jpeg_region(data, 1, None, max_pixels=LIMIT)
+
+    fail_many()  # the allocator's pools settle
+    before = _rss_mib()
+    fail_many()
+    assert _rss_mib() - before < 64  # a leaked pixel buffer each time would be 690 MiB
+
+
+def test_without_the_compiled_part_it_says_why_and_how(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, region.EXTENSION, None)
+    status = backends.check("region")
+    assert not status.usable
+    assert "compiled part is missing" in (status.reason or "")
+    assert "libjpeg62-turbo-dev" in (status.fix or "")
+    with pytest.raises(fastload.MissingDependencyError, match="libjpeg62-turbo-dev"):
+        backends.create("region")
+    assert backends.resolve("auto") == "turbojpeg"
+
+
+def test_why_not_built_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "was not built" in region.why_not_built()  # here everything is present
+    monkeypatch.setenv("PATH", "")
+    assert "no C compiler" in region.why_not_built()
+
+
+def test_fastload_info_reports_it(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        if sys.argv[1] == "hidden":
+            sys.modules["fastload.backends._jpegregion"] = None
+        from fastload.cli import main
+        sys.exit(main(["info"]))
+        """
+    )
+    for state in ("built", "hidden"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, state], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        line = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["region"])
+        if state == "built":
+            assert "usable" in line and "libjpeg-turbo" in line
+        else:
+            assert "unusable" in line
+            assert "compiled part is missing" in done.stdout
+            assert "libjpeg62-turbo-dev" in done.stdout
+
+
+FUZZ = textwrap.dedent(
+    """
+    import collections, json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[2])
+    from images import jpeg_bytes, photo, with_orientation
+    from fastload import backends
+    from fastload.transforms import RandomResizedCrop
+
+    decoder = backends.create("region")
+    rgb = photo(160, 120, seed=8)
+    seeds = [
+        jpeg_bytes(rgb),
+        jpeg_bytes(rgb, subsampling=0),
+        jpeg_bytes(rgb, progressive=True),
+        jpeg_bytes(rgb.mean(axis=2).astype(np.uint8)),
+        with_orientation(rgb, 6),
+    ]
+    rng = np.random.default_rng(int(sys.argv[1]))
+    crop = RandomResizedCrop(64)
+    outcomes = collections.Counter()
+    for case in range(3000):
+        data = bytearray(seeds[case % len(seeds)])
+        if case % 3 == 0:  # truncated, at any point
+            del data[int(rng.integers(1, len(data))):]
+        else:  # 1 to 8 bits flipped, anywhere (headers included)
+            for bit in rng.integers(0, len(data) * 8, int(rng.integers(1, 9))):
+                data[bit // 8] ^= 1 << (bit % 8)
+        data = bytes(data)
+        x0, y0 = (int(v) for v in rng.integers(0, 200, 2))
+        calls = [
+            lambda: decoder.decode(data, plan=crop.plan),
+            lambda: decoder.decode_jpeg_region(
+                data, int(rng.choice([1, 2, 4, 8])), (x0, y0, x0 + 40, y0 + 30),
+                max_pixels=10**6,
+            ),
+        ]
+        for call in calls:
+            try:
+                call()
+                outcomes["decoded"] += 1
+            except (ValueError, OSError):  # OSError: Pillow's, for the files that route to it
+                outcomes["refused"] += 1
+            except Exception as exc:  # anything else is a finding
+                outcomes[type(exc).__name__ + ": " + str(exc)[:80]] += 1
+    print(json.dumps(outcomes))
+    """
+)
+
+
+@pytest.mark.slow
+def test_garbage_never_crashes_it() -> None:
+    """Truncated and bit-flipped JPEGs, 3000 of them, through the shared path and straight
+    into the extension: each decodes or raises ValueError (OSError from Pillow, where a flipped
+    bit routes the file there); none crashes the process."""
+    done = subprocess.run(
+        [sys.executable, "-c", FUZZ, "0", str(Path(__file__).resolve().parents[1])],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    outcomes = json.loads(done.stdout.splitlines()[-1])
+    assert set(outcomes) == {"decoded", "refused"}, outcomes
