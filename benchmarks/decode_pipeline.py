@@ -5,6 +5,7 @@ pipelines with more rounds, for the README's table. See ``fastload/bench.py`` fo
 pipeline includes.
 
 Run: python benchmarks/decode_pipeline.py [--data DIR] [--workers 2] [--seconds 60]
+    [--backends region turbojpeg ...]
 Without --data, the cached ImageNet-like default set is used (made on first use); real photos
 are better: point --data at any class-folder set of JPEGs.
 """
@@ -18,6 +19,7 @@ import torch
 import torchvision
 
 import fastload
+from fastload import backends
 from fastload.bench import default_data, format_table, run
 
 
@@ -29,8 +31,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="measuring time per pipeline")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pipelines", nargs="+", default=["train", "val"])
+    parser.add_argument(
+        "--backends", nargs="+", help="per-sample backends to measure (default: all usable)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args()
+    names = args.backends or [n for n in backends.names("decoder") if backends.check(n).usable]
     data = args.data or default_data()
     print(
         f"fastload {fastload.__version__}, torch {torch.__version__}, torchvision "
@@ -41,7 +47,7 @@ def main() -> None:
     for pipeline in args.pipelines:
         rows = run(
             data,
-            names=("pillow", "opencv", "turbojpeg"),
+            names=tuple(names),
             pipeline=pipeline,
             batch_size=args.batch_size,
             num_workers=args.workers,

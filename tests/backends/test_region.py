@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
@@ -103,6 +104,21 @@ def test_a_small_region_decodes_little(decoder: region.RegionBackend) -> None:
     got = decoder.decode_jpeg_region(data, 1, (300, 200, 340, 230), max_pixels=LIMIT)
     rows, cols = got.pixels.shape[:2]
     assert rows <= 30 + 2 and cols <= 40 + 2 + 16  # one pixel each side; left to an iMCU edge
+
+
+def test_threads_decode_side_by_side(decoder: region.RegionBackend) -> None:
+    """The GIL is released while libjpeg works; nothing is shared between calls."""
+    data = [VARIANTS[v] for v in ("4:2:0", "4:4:4", "progressive", "grey")]
+    jobs = [(data[i % 4], 1 + (i % 2), (i % 50, i % 40, 100 + i % 50, 90)) for i in range(64)]
+
+    def run(job: tuple[bytes, int, tuple[int, int, int, int]]) -> np.ndarray:
+        return decoder.decode_jpeg_region(job[0], job[1], job[2], max_pixels=LIMIT).pixels
+
+    alone = [run(job) for job in jobs]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(run, jobs))
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def corrupt_tail(data: bytes, share: float = 0.2) -> bytes:
