@@ -5,8 +5,9 @@
 #   bash scripts/install.sh [EXTRAS]
 #
 # On Debian/Ubuntu it also installs, when it runs as root (or with passwordless sudo), the
-# two system packages a bare machine lacks: python3.X-venv and libturbojpeg0. Without root it
-# says what to install and goes on: the turbojpeg backend is then reported as unusable by
+# system packages a bare machine lacks: python3.X-venv, libturbojpeg0, and what the region
+# backend is compiled with (a C compiler, Python's and libjpeg-turbo's headers). Without root it
+# says what to install and goes on: the backend concerned is then reported as unusable by
 # `fastload info` instead of breaking anything else.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -71,6 +72,44 @@ case ",$extras," in
     fi
     ;;
 esac
+
+# The region backend is compiled when fastload is installed: it needs a C compiler, Python's
+# headers and libjpeg-turbo's. Without them fastload installs anyway and `fastload info` says
+# what is missing.
+py_include="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+can_build_region() {
+    command -v "${CC:-cc}" >/dev/null 2>&1 &&
+        printf '#include <stdio.h>\n#include <jpeglib.h>\n#include <Python.h>\n' |
+        "${CC:-cc}" -E -I"$py_include" - >/dev/null 2>&1
+}
+have_jpeg_headers() {
+    local header
+    for header in /usr/include/jpeglib.h /usr/include/*/jpeglib.h /usr/local/include/jpeglib.h; do
+        [ -f "$header" ] && return 0
+    done
+    return 1
+}
+if ! can_build_region; then
+    packages=()
+    command -v "${CC:-cc}" >/dev/null 2>&1 || packages+=(gcc libc6-dev)
+    [ -f "$py_include/Python.h" ] ||
+        packages+=("python$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev")
+    # Debian names libjpeg-turbo's headers libjpeg62-turbo-dev, Ubuntu libjpeg-turbo8-dev
+    if ! have_jpeg_headers; then
+        if apt-cache show libjpeg62-turbo-dev >/dev/null 2>&1; then
+            packages+=(libjpeg62-turbo-dev)
+        else
+            packages+=(libjpeg-turbo8-dev)
+        fi
+    fi
+    if apt_install "${packages[@]}" && can_build_region; then
+        say "installed ${packages[*]} to build the region backend"
+    else
+        say "cannot build the region backend (it needs ${packages[*]}): fastload installs" \
+            "without it; 'fastload info' says why. Fix: sudo apt-get install ${packages[*]}," \
+            "then run this script again."
+    fi
+fi
 
 .venv/bin/python -m pip install --upgrade --quiet pip
 # strict: the environment links the package's files instead of a finder for the checkout, so a
