@@ -178,3 +178,51 @@ def test_interpolation_accepts_torchvisions_enum() -> None:
 def test_wrong_input_says_what_it_got(bad) -> None:
     with pytest.raises(TypeError, match="takes a C x H x W uint8 tensor, got"):
         fl.CenterCrop(4)(bad)
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "bilinear", "bicubic"])
+@pytest.mark.parametrize("antialias", [True, False])
+def test_a_source_window_resamples_as_the_whole_array(interpolation, antialias) -> None:
+    """What a region decoder delivers: the window source_window names, placed at its origin,
+    renders the same pixels as the whole array (warps may round a source position the other
+    way once the origin moves: one level, rarely)."""
+    array = photo(301, 203, seed=9)
+    rng = np.random.default_rng(1)
+    windows = 0
+    for _ in range(200):
+        x0, x1 = sorted(rng.uniform(0, 301, 2).tolist())
+        y0, y1 = sorted(rng.uniform(0, 203, 2).tolist())
+        if rng.random() < 0.3:  # whole pixels, as RandomResizedCrop's boxes at full scale
+            x0, y0, x1, y1 = (float(round(v)) for v in (x0, y0, x1, y1))
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            continue
+        box, width, height = (x0, y0, x1, y1), int(rng.integers(8, 160)), int(rng.integers(8, 160))
+        options = {"interpolation": interpolation, "antialias": antialias}
+        expected = fl.resample(array, box, width, height, **options)
+        window = fl.source_window(box, (301, 203), width, height, interpolation=interpolation)
+        if window is None:
+            continue
+        windows += 1
+        wx0, wy0, wx1, wy1 = window
+        assert 0 <= wx0 < wx1 <= 301 and 0 <= wy0 < wy1 <= 203
+        part = np.ascontiguousarray(array[wy0:wy1, wx0:wx1])
+        got = fl.resample(part, box, width, height, origin=(wx0, wy0), **options)
+        difference = np.abs(got.astype(np.int16) - expected.astype(np.int16))
+        assert difference.max() <= 1 and difference.mean() < 0.01
+    assert windows > 150  # most boxes need only a window
+
+
+def test_source_window_is_none_where_the_whole_array_is_read() -> None:
+    # Resize(256) then CenterCrop(224) of 400 x 300: the whole image is resized, then sliced
+    view = fl.CenterCrop(224).plan(fl.Resize(256).plan(fl.View.full(400, 300)))
+    assert fl.source_window(view.box, (400, 300), view.width, view.height) is None
+    # a box reaching outside the image is padded
+    assert fl.source_window((-10.0, 0.0, 100.0, 100.0), (400, 300), 50, 50) is None
+    # a crop on whole pixels needs exactly its pixels
+    assert fl.source_window((10.0, 20.0, 110.0, 220.0), (400, 300), 50, 100) == (10, 20, 110, 220)
+
+
+def test_a_window_that_misses_the_box_is_an_error() -> None:
+    part = photo(50, 50, seed=2)
+    with pytest.raises(ValueError, match="reaches outside the 50 x 50 window at origin"):
+        fl.resample(part, (10.0, 10.0, 100.0, 100.0), 20, 20, origin=(0, 0))
