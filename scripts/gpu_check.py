@@ -11,6 +11,8 @@ Run through ``scripts/gpu_check.sh`` (see its header). Two steps:
   on a machine without a GPU: the parts that need one are skipped (their commands are still
   checked to start), everything else runs.
 
+First, where the region backend's extension does not import (the GPU machine runs fastload from
+the source tree), it is compiled in place, with the libjpeg-turbo .debs ``--fetch`` carries.
 The parts: the GPU-marked tests; ``fastload bench --device cuda --backend all`` (train and val,
 stock torchvision with one worker per core as the baseline); the prefetcher's overlap;
 ``fastload.gpu`` against torchvision v2's per-image loop; the training recipe side by side
@@ -25,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_MB = 60
+# libjpeg-turbo's library and headers (Debian's packages), for compiling the region backend there.
+REGION_DEBS = ["libjpeg62-turbo", "libjpeg62-turbo-dev"]
 # What the GPU machine lacks (it has torch, torchvision, Pillow, OpenCV and numpy). PyTurboJPEG
 # 1.x (for libjpeg-turbo 2.x) is published as source only: it is built into a wheel here.
 PURE = ["PyTurboJPEG>=1.7,<2"]
@@ -192,7 +197,7 @@ def fetch(folder: Path) -> int:
     built = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(folder), *PURE]
     status = status or subprocess.run(built).returncode
     if shutil.which("apt-get"):  # libturbojpeg, for a machine that may lack it (Debian/Ubuntu)
-        subprocess.run(["apt-get", "download", "libturbojpeg0"], cwd=folder)
+        subprocess.run(["apt-get", "download", "libturbojpeg0", *REGION_DEBS], cwd=folder)
     files = [*folder.glob("*.whl"), *folder.glob("*.deb")]
     size = sum(f.stat().st_size for f in files) / 2**20
     print(f"gpu_check: {len(files)} files, {size:.1f} MB in {folder}")
@@ -224,6 +229,46 @@ def install(wheels: Path, env: dict[str, str]) -> Path:
         if libraries:
             env["FASTLOAD_TURBOJPEG_LIB"] = str(libraries[0])
     return target
+
+
+def build_region(wheels: Path | None, env: dict[str, str]) -> tuple[str, str]:
+    """Compile the region backend's extension into the source tree when it does not import.
+
+    The GPU machine runs fastload from the source tree, where nothing is compiled; libjpeg-turbo's
+    headers and library come from the .debs ``--fetch`` carries when the machine has none.
+
+    Returns:
+        (status, detail) for the summary.
+    """
+    probe = [sys.executable, "-c", "import fastload.backends._jpegregion"]
+    if subprocess.run(probe, cwd=ROOT, env=env, capture_output=True).returncode == 0:
+        return "passed", "already built"
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    include = sysconfig.get_paths()["include"]
+    if compiler is None:
+        return "skipped", "no C compiler: the region backend is left out"
+    if not (Path(include) / "Python.h").is_file():
+        return "skipped", f"no Python.h in {include}: the region backend is left out"
+    flags = [f"-I{include}"]
+    debs = sorted(wheels.glob("libjpeg62-turbo*.deb")) if wheels is not None else []
+    if debs and shutil.which("dpkg"):
+        unpacked = Path(tempfile.mkdtemp(prefix="fastload-libjpeg-"))
+        for deb in debs:
+            subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True)
+        flags += [f"-I{d}" for d in sorted({h.parent for h in unpacked.rglob("j*.h")})]
+        for folder in sorted({lib.parent for lib in unpacked.rglob("libjpeg.so*")}):
+            flags += [f"-L{folder}", f"-Wl,-rpath,{folder}"]
+    target = ROOT / "fastload" / "backends" / f"_jpegregion{sysconfig.get_config_var('EXT_SUFFIX')}"
+    source = ROOT / "fastload" / "backends" / "jpegregion.c"
+    command = [compiler, "-shared", "-fPIC", "-O2", "-std=c99", *flags, str(source)]
+    built = subprocess.run([*command, "-ljpeg", "-o", str(target)], capture_output=True, text=True)
+    if built.returncode != 0:
+        last = built.stderr.strip().splitlines()[-1:] or [""]
+        return "failed", f"compiling jpegregion.c: {last[0][:200]}"
+    if subprocess.run(probe, cwd=ROOT, env=env, capture_output=True).returncode != 0:
+        target.unlink()
+        return "failed", "built, but it does not import (libjpeg.so.62 missing?)"
+    return "passed", f"built {target.name}" + (" with the carried libjpeg-turbo" if debs else "")
 
 
 def cuda_available(env: dict[str, str]) -> bool:
@@ -288,6 +333,9 @@ def check(out: Path, wheels: Path | None, dry_run: bool, only: list[str] | None 
         results.append(
             {"part": "wheels", "status": "passed", "detail": f"installed {', '.join(installed)}"}
         )
+    status, detail = build_region(wheels, env)
+    print(f"{'region build':<20} {status:<8} {detail}", flush=True)
+    results.append({"part": "region build", "status": status, "detail": detail})
     for part in parts(sys.executable):
         if only is not None and part.name not in only:
             continue
