@@ -84,8 +84,9 @@ class AutotuneResult:
         cached: Whether this came from the cache (nothing measured now).
         key: The cache key.
         load: The load average before measuring (``None`` where the system has none).
-        noise: Under load, how far apart two measurements of the same candidate came (the
-            largest relative difference); ``None`` when nothing was measured twice.
+        noise: Under load or with waiting workers, how far apart two measurements of the same
+            candidate came (the largest relative difference); ``None`` when nothing was
+            measured twice.
     """
 
     num_workers: int
@@ -477,14 +478,29 @@ def _check_arguments(
 
 
 def prefer_larger(
-    first: dict[int, float], again: dict[int, float], choice: int, larger: int, tolerance: float
+    first: dict[int, float],
+    again: dict[int, float],
+    choice: int,
+    larger: int,
+    tolerance: float,
+    *,
+    why: str = "under load",
 ) -> tuple[int, float, str]:
     """Between the choice and the next larger count, each measured twice: the larger one
     unless it is slower beyond the noise the repeats show (or ``tolerance``, if more).
 
     Under load one window can favour either candidate: a first measurement had 1 worker at
-    295 images/s against 240 for 2. More workers cost memory, too few cost the whole run,
-    so within the noise the larger count is the safer answer.
+    295 images/s against 240 for 2. Workers that wait on I/O are as noisy: on a plateau of
+    16-32 such workers one measurement varies by about 8 %. More workers cost memory, too
+    few cost the whole run, so within the noise the larger count is the safer answer.
+
+    Args:
+        first: The first measurement of each count (images/s).
+        again: The second measurement of ``choice`` and ``larger``.
+        choice: The search's choice.
+        larger: The next larger count measured.
+        tolerance: The least slack, as a fraction.
+        why: Why both were measured again, for the reason (``"under load"``).
 
     Returns:
         (chosen count, noise: the largest relative difference between two measurements of
@@ -497,10 +513,10 @@ def prefer_larger(
         return (
             larger,
             noise,
-            f"; under load, {larger} workers were within the noise ({slack:.0%}) of {choice} "
+            f"; {why}, {larger} workers were within the noise ({slack:.0%}) of {choice} "
             "when both were measured again, and more workers is the safer side",
         )
-    return choice, noise, f"; confirmed when measured again under load (noise {noise:.0%})"
+    return choice, noise, f"; confirmed when measured again {why} (noise {noise:.0%})"
 
 
 def _from_cache(file: Path, key: str) -> AutotuneResult | None:
@@ -685,12 +701,17 @@ def autotune(
         )
         noise = None
         larger = min((m.num_workers for m in table if m.num_workers > choice), default=None)
-        if load is not None and load > cores and larger is not None and required is None:
-            # under load one window can mislead: both contenders again, interleaved
+        share, why = busy.get(choice), None
+        if load is not None and load > cores:
+            why = "under load"
+        elif share is not None and share < WAITING:
+            why = "as the workers wait (their rate is noisy)"
+        if why is not None and larger is not None and required is None:
+            # one window can mislead: both contenders again, interleaved
             first = {m.num_workers: m.images_per_sec for m in table}
             again = {w: measure(w, None) for w in (choice, larger)}
             table += [Measurement(w, again[w], per_candidate) for w in (choice, larger)]
-            choice, noise, note = prefer_larger(first, again, choice, larger, TOLERANCE)
+            choice, noise, note = prefer_larger(first, again, choice, larger, TOLERANCE, why=why)
             reason += note
     table = [dataclasses.replace(m, busy=busy.get(m.num_workers)) for m in table]
     rate = next(m.images_per_sec for m in table if m.num_workers == choice)

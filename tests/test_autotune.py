@@ -387,6 +387,34 @@ def test_within_the_noise_the_larger_count_is_chosen() -> None:
     assert choice == 1 and noise == pytest.approx(10 / 300) and "confirmed" in note
 
 
+def test_waiting_workers_measure_the_top_two_again(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a quiet machine, workers that wait (busy 10 %) are as noisy as a loaded machine:
+    the choice and the next larger count are measured again and the larger kept within it."""
+    calls: list[int] = []
+    first = {0: 50.0, 1: 100.0, 2: 200.0, 4: 195.0}  # 4 reads 2.5 % below 2: 2 is chosen
+    again = {2: 190.0, 4: 205.0}  # measured again, 4 is ahead
+
+    def measure(make_loader, workers: int, seconds: float, **options: object):
+        calls.append(workers)
+        rates = again if calls.count(workers) > 1 else first
+        return rates[workers], None if workers == 0 else 0.1
+
+    monkeypatch.setattr(tune, "measure_usage", measure)
+    result = tune.autotune(Tensors(), batch_size=16, max_workers=4)
+    assert calls[-2:] == [2, 4] and result.num_workers == 4 and not result.loaded
+    assert "as the workers wait" in result.reason and "within the noise" in result.reason
+    assert result.noise == pytest.approx(10 / 200)  # 2 workers: 200, then 190
+    # computing workers (busy 90 %) on a quiet machine: one measurement each, as before
+    calls.clear()
+    monkeypatch.setattr(
+        tune, "measure_usage", lambda make_loader, w, s, **o: (first[w], 0.9 if w else None)
+    )
+    busy = tune.autotune(Tensors(), batch_size=16, max_workers=4, cache=False)
+    assert busy.num_workers == 2 and busy.noise is None
+
+
 def test_under_load_the_top_two_are_measured_again_and_the_load_is_cached(
     cache: Path, fake_measure: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
