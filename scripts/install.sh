@@ -102,7 +102,10 @@ if ! can_build_region; then
             packages+=(libjpeg-turbo8-dev)
         fi
     fi
-    if apt_install "${packages[@]}" && can_build_region; then
+    if [ "${#packages[@]}" = 0 ]; then
+        say "cannot build the region backend: ${CC:-cc} fails on jpeglib.h and Python.h" \
+            "although both are present; fastload installs without it"
+    elif apt_install "${packages[@]}" && can_build_region; then
         say "installed ${packages[*]} to build the region backend"
     else
         say "cannot build the region backend (it needs ${packages[*]}): fastload installs" \
