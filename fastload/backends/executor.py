@@ -38,6 +38,7 @@ from fastload.backends.base import check_header
 from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
 from fastload.sampling import sample_seed, seeded
+from fastload.system import trim_heap
 from fastload.transforms import CenterCrop, TransformSplit, View
 
 __all__ = [
@@ -641,6 +642,8 @@ class _Epoch:
         self._reader.shutdown(wait=False, cancel_futures=True)
         errors.warn_skipped(self._skipped, stacklevel=4)
         self._skipped = 0
+        # the engine's threads fragment the C heap epoch after epoch; a few ms hand it back
+        trim_heap()
 
     def __del__(self) -> None:
         reader = getattr(self, "_reader", None)
