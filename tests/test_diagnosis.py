@@ -216,28 +216,26 @@ def test_the_users_own_steps_are_checked_and_the_costs_measured() -> None:
         with torch.no_grad() if quiet else torch.enable_grad():
             model(batch[0])
 
-    options = dict(steps=2, warmup=1, try_changes=False, progress=False)
-    careless = doctor(
-        model,
-        loader,
-        optimizer,
-        train_step=lambda b: step(b, set_to_none=False),
-        eval_step=lambda b: evaluate(b, quiet=False),
-        **options,
-    )
+    def diagnose(*, careful: bool):
+        return doctor(
+            model,
+            loader,
+            optimizer,
+            train_step=lambda b: step(b, set_to_none=careful),
+            eval_step=lambda b: evaluate(b, quiet=careful),
+            steps=2,
+            warmup=1,
+            try_changes=False,
+            progress=False,
+        )
+
+    careless = diagnose(careful=False)
     found = {f.key: f for f in careless.findings}
     zeros, grad = found["zero_grad_to_zeros"], found["eval_with_grad"]
     assert zeros.measured and zeros.gain is not None and "set_to_none=True" in zeros.cost
     assert grad.measured and grad.gain is not None and "under no_grad" in grad.cost
     assert "torch.inference_mode()" in grad.fix
-    careful = doctor(
-        model,
-        loader,
-        optimizer,
-        train_step=lambda b: step(b, set_to_none=True),
-        eval_step=lambda b: evaluate(b, quiet=True),
-        **options,
-    )
+    careful = diagnose(careful=True)
     assert {"zero_grad_to_zeros", "eval_with_grad"}.isdisjoint(keys(careful.findings))
     # the user's objects: weights, mode and their own zero_grad as they were
     assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
