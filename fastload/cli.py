@@ -323,12 +323,23 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     elif result.cached:
         source = "from the cache; --no-cache measures again"
     print(f"{dataset.backend} backend, batch {args.batch_size}, {data} ({source})")
-    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8} {'busy':>5}")
-    for m in sorted(result.table, key=lambda m: m.num_workers):
-        mark = "  <- chosen" if m.num_workers == result.num_workers else ""
+    # a prefetch_factor column only when one was tried (blank: the loader's default)
+    tried = any(m.prefetch_factor is not None for m in result.table)
+    extra = f" {'prefetch':>8}" if tried else ""
+    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8} {'busy':>5}{extra}")
+    for m in sorted(result.table, key=lambda m: (m.num_workers, m.prefetch_factor or 0)):
+        chosen = (m.num_workers, m.prefetch_factor) == (result.num_workers, result.prefetch_factor)
+        mark = "  <- chosen" if chosen else ""
         busy = "" if m.busy is None else f"{m.busy:.0%}"
-        print(f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f} {busy:>5}{mark}")
-    print(f"num_workers={result.num_workers}: {result.reason}")
+        factor = f" {m.prefetch_factor or '':>8}" if tried else ""
+        print(
+            f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f} {busy:>5}"
+            f"{factor}{mark}"
+        )
+    setting = f"num_workers={result.num_workers}"
+    if result.prefetch_factor is not None:
+        setting += f", prefetch_factor={result.prefetch_factor}"
+    print(f"{setting}: {result.reason}")
     return 0
 
 

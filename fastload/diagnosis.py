@@ -589,18 +589,21 @@ def _more_workers(loader: Any, report: DoctorReport) -> Finding | None:
             loader=type(loader),
         )
     current = getattr(loader, "num_workers", 0)
-    if tuned.num_workers == current:
+    if tuned.num_workers == current and tuned.prefetch_factor is None:
         return None
     before = min(report.loader_rate, report.step_rate)
     after = min(tuned.images_per_sec, report.step_rate)
     gain = after / before if before > 0 else 1.0
+    setting, prefetch = f"num_workers={tuned.num_workers}", ""
+    if tuned.prefetch_factor is not None:
+        setting += f", prefetch_factor={tuned.prefetch_factor}"
+        prefetch = f" and prefetch_factor {tuned.prefetch_factor}"
     return Finding(
         "more_workers",
         f"num_workers={current}: the loader cannot keep up with the step",
-        f"DataLoader(..., num_workers={tuned.num_workers}), or num_workers='auto' "
-        "(fastload.DataLoader)",
+        f"DataLoader(..., {setting}), or num_workers='auto' (fastload.DataLoader)",
         f"measured: the loader alone {report.loader_rate:,.0f} -> {tuned.images_per_sec:,.0f} "
-        f"images/s with {tuned.num_workers} workers (autotune), the step takes "
+        f"images/s with {tuned.num_workers} workers{prefetch} (autotune), the step takes "
         f"{report.step_rate:,.0f}",
         round(gain, 2),
         measured=True,

@@ -134,7 +134,7 @@ def plan_loader(
     autotuned = given.get("num_workers") == "auto"
     if autotuned:
         # fastload's own value for a torch parameter: measure, then hand torch an int
-        given["num_workers"] = _autotuned_workers(
+        given["num_workers"], prefetch = _autotuned_workers(
             given,
             loader_class,
             device=device,
@@ -143,6 +143,8 @@ def plan_loader(
             backend=backend,
             accelerate=False,  # the dataset is translated already
         )
+        if prefetch is not None and given.get("prefetch_factor") is None:
+            given["prefetch_factor"] = prefetch
     dataset = given.get("dataset")
     name = backend if backend is not None else getattr(dataset, "backend", None)
     if isinstance(name, str) and name in backends.names("executor"):
@@ -275,6 +277,8 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
     ``num_workers="auto"`` (fastload's only extension of a torch parameter) measures which
     worker count loads fastest with these very arguments (:func:`fastload.autotune.autotune`,
     cached on disk), passes that int to torch, and logs the choice on the ``fastload`` logger.
+    When the workers mostly wait (on network storage, say) and ``prefetch_factor`` is not
+    given, it also sets the ``prefetch_factor`` that autotune measured to beat torch's default.
 
     Args:
         *args: torch's positional parameters (``dataset``, ``batch_size``, ...).
@@ -690,8 +694,9 @@ def _check_executor_arguments(given: dict[str, Any], name: str) -> bool:
 
 def _autotuned_workers(
     arguments: dict[str, Any], loader_class: Callable[..., Any], **fastload_options: Any
-) -> int:
-    """Run fastload.autotune for a loader built with these arguments; log and return the choice."""
+) -> tuple[int, int | None]:
+    """Run fastload.autotune for a loader built with these arguments; log and return the choice
+    (the worker count, and a ``prefetch_factor`` when one beat the default)."""
     dataset = arguments["dataset"]
     batch_size = arguments.get("batch_size", 1)
     if batch_size is None:
@@ -716,7 +721,7 @@ def _autotuned_workers(
         result.images_per_sec,
         result.reason,
     )
-    return result.num_workers
+    return result.num_workers, result.prefetch_factor
 
 
 def _is_default(name: str, value: Any) -> bool:

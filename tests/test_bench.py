@@ -314,7 +314,7 @@ def test_autotune_command_json_and_cache(data: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert isinstance(result["num_workers"], int) and result["table"] and not result["cached"]
-    keys = {"num_workers", "images_per_sec", "seconds", "busy"}
+    keys = {"num_workers", "images_per_sec", "seconds", "busy", "prefetch_factor"}
     assert all(set(m) == keys for m in result["table"])
     # the workers' CPU share is read where there are workers (from /proc, there in CI)
     assert all((m["busy"] is None) == (m["num_workers"] == 0) for m in result["table"])
@@ -325,6 +325,27 @@ def test_autotune_command_json_and_cache(data: Path, tmp_path: Path) -> None:
     assert cached["cached"] and cached["num_workers"] == result["num_workers"]
     text = fastload("autotune", "--data", str(data), "--batch-size", "8", "--budget", "4", env=env)
     assert "<- chosen" in text.stdout and "from the cache" in text.stdout and "busy" in text.stdout
+
+
+def test_autotune_command_shows_the_prefetch_factor_tried(
+    data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastload import autotune as tune
+    from fastload.cli import main
+
+    table = [
+        tune.Measurement(1, 100.0, 1.0, 0.1),
+        tune.Measurement(4, 300.0, 1.0, 0.1),
+        tune.Measurement(4, 390.0, 1.0, 0.1, 4),
+    ]
+    found = tune.AutotuneResult(4, 390.0, table, "the reason", prefetch_factor=4)
+    monkeypatch.setattr(tune, "autotune", lambda *a, **k: found)
+    assert main(["autotune", str(data), "--batch-size", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "prefetch" in lines[1]
+    assert lines[-2].split() == ["4", "390", "1.0", "10%", "4", "<-", "chosen"]
+    assert lines[-3].split() == ["4", "300", "1.0", "10%"]  # the default: not chosen
+    assert lines[-1] == "num_workers=4, prefetch_factor=4: the reason"
 
 
 def test_default_data_is_made_once_and_cached(

@@ -35,6 +35,24 @@ def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
     assert 0 < area <= rows <= 100  # a crop covers no more area than the rows down to it
 
 
+def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
+    tmp_path: Path,
+) -> None:
+    data = make_image_folder(tmp_path / "set", images=48, classes=2)
+    script = ROOT / "benchmarks" / "autotune_sweep.py"
+    args = ["--data", str(data), "--io-latency", "5", "--io-sigma", "1", "--max-workers", "2"]
+    args += ["--budget", "2", "--rounds", "2", "--batch-size", "4"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "5 ms mean wait per sample (sigma 1)" in done.stdout
+    assert re.search(r"exhaustive sweep \(0\.\.2\)", done.stdout)
+    assert "measured again, 2 rounds interleaved" in done.stdout
+    shares = re.findall(r"of the means \(rounds ([\d.]+)% to ([\d.]+)%", done.stdout)
+    assert shares and all(0 < float(a) <= float(b) for a, b in shares)
+
+
 def test_accelerate_torchvision_measures_the_three_loaders(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
     script = ROOT / "benchmarks" / "accelerate_torchvision.py"
