@@ -14,7 +14,9 @@ RAM for the same speed.
 :func:`autotune` measures a real loader for each candidate (warm-up excluded) and caches the
 result on disk, keyed by everything that changes the answer. A candidate's measurement ends as
 soon as its rate is known well enough, or is clearly on one side of the rate at which it would
-change the answer (racing), so clear losers and clear gains cost a second or so each.
+change the answer (racing), so clear losers and clear gains cost a second or so each. Where the
+chosen workers wait, it also doubles ``prefetch_factor`` while that gains beyond the noise
+(:func:`search_prefetch`).
 """
 
 from __future__ import annotations
@@ -541,7 +543,7 @@ def prefer_larger(
 
 
 def search_prefetch(
-    measure: Callable[[int], float],
+    measure: Callable[[int, float | None], float],
     base: list[float],
     *,
     tolerance: float,
@@ -550,14 +552,16 @@ def search_prefetch(
     """Double ``prefetch_factor`` from torch's default of 2 while each doubling gains.
 
     One measurement can mislead on waiting workers (about +-13 % apart for the same loader on
-    2 busy cores), and more batches in flight cost shared memory, so a doubling that reads
-    faster is measured again, interleaved with the factor it would replace: it is kept only
-    when its mean beats that factor's by more than the noise the repeats show (or
-    ``tolerance``, if more). The first doubling not kept ends the search; one that reads no
-    faster at all is not measured again.
+    2 busy cores), and more batches in flight cost shared memory. So a doubling must first read
+    faster than ``tolerance`` over the factor it would replace; then it is measured again (and
+    that factor too, if it has only one reading), and kept only when its mean beats that
+    factor's by more than the noise the repeats show. The first doubling not kept ends the
+    search.
 
     Args:
-        measure: Called as ``measure(prefetch_factor)``; returns the images/s measured with it.
+        measure: Called as ``measure(prefetch_factor, bar)``; returns the images/s measured
+            with it. ``bar`` is the rate it must beat (``None`` for a repeat of the factor in
+            use): the measurer may stop once its side of it is clear.
         base: The images/s measured so far with the default of 2 (one or more).
         tolerance: The least gain, as a fraction, that a doubling must beat.
         limit: The largest ``prefetch_factor`` to try (below 4: nothing is tried).
@@ -569,17 +573,19 @@ def search_prefetch(
     rates: dict[int, list[float]] = {PREFETCH: list(base)}
     tried: list[tuple[int, float]] = []
 
-    def run(factor: int) -> None:
-        rates.setdefault(factor, []).append(measure(factor))
+    def run(factor: int, bar: float | None) -> None:
+        rates.setdefault(factor, []).append(measure(factor, bar))
         tried.append((factor, rates[factor][-1]))
 
     chosen, factor, slack = PREFETCH, 2 * PREFETCH, tolerance
     while factor <= limit:
-        run(factor)
-        if rates[factor][0] <= statistics.fmean(rates[chosen]):
-            break  # not even one reading faster
-        run(chosen)
-        run(factor)
+        bar = statistics.fmean(rates[chosen]) * (1 + tolerance)
+        run(factor, bar)
+        if rates[factor][0] <= bar:
+            break  # not even one reading clearly faster
+        if len(rates[chosen]) < 2:
+            run(chosen, None)
+        run(factor, bar)
         noise = max((max(r) - min(r)) / max(max(r), 1e-9) for r in (rates[chosen], rates[factor]))
         slack = max(tolerance, noise)
         if statistics.fmean(rates[factor]) <= statistics.fmean(rates[chosen]) * (1 + slack):
@@ -712,7 +718,9 @@ def autotune(
         loader_kwargs: Other loader arguments (``collate_fn``, ``pin_memory``, and with
             ``loader=fastload.DataLoader`` its ``device``, ``gpu_transforms``, ...), as
             training will use them.
-        budget: Seconds to spend measuring (default 30; the first candidate is always measured).
+        budget: Seconds the search may spend measuring (default 30; the first candidate is
+            always measured). Under load or with waiting workers, up to 8 more measurements
+            follow: the top two again, and ``prefetch_factor``'s doublings.
         max_workers: The largest candidate. Default: twice the usable cores, and past that, up
             to 64, while the workers are found waiting (their CPU time under half their wall
             time) and more of them still help.
@@ -843,13 +851,14 @@ def autotune(
         ):
             # waiting workers: whether more batches in flight help too
 
-            def measure_prefetch(factor: int) -> float:
+            def measure_prefetch(factor: int, bar: float | None) -> float:
                 began = time.monotonic()
                 got, used = measure_usage(
                     lambda w: make_loader(w, None if factor == PREFETCH else factor),
                     choice,
                     per_candidate,
                     precision=PRECISION,
+                    bar=bar,
                 )
                 seconds = time.monotonic() - began
                 table.append(
