@@ -553,10 +553,11 @@ def search_prefetch(
 
     One measurement can mislead on waiting workers (about +-13 % apart for the same loader on
     2 busy cores), and more batches in flight cost shared memory. So a doubling must first read
-    faster than ``tolerance`` over the factor it would replace; then it is measured again (and
-    that factor too, if it has only one reading), and kept only when its mean beats that
-    factor's by more than the noise the repeats show. The first doubling not kept ends the
-    search.
+    faster than ``tolerance`` over the factor it would replace. It is kept at once when that
+    factor was measured twice and the reading beats their mean by twice the noise they show
+    (or ``tolerance``, if more). Otherwise it is measured again (and that factor too, if it has
+    only one reading), and kept only when its mean beats that factor's by more than the noise
+    the repeats show. The first doubling not kept ends the search.
 
     Args:
         measure: Called as ``measure(prefetch_factor, bar)``; returns the images/s measured
@@ -577,19 +578,24 @@ def search_prefetch(
         rates.setdefault(factor, []).append(measure(factor, bar))
         tried.append((factor, rates[factor][-1]))
 
+    def spread(readings: list[float]) -> float:
+        return (max(readings) - min(readings)) / max(max(readings), 1e-9)
+
     chosen, factor, slack = PREFETCH, 2 * PREFETCH, tolerance
     while factor <= limit:
-        bar = statistics.fmean(rates[chosen]) * (1 + tolerance)
+        now = statistics.fmean(rates[chosen])
+        bar = now * (1 + tolerance)
         run(factor, bar)
         if rates[factor][0] <= bar:
             break  # not even one reading clearly faster
-        if len(rates[chosen]) < 2:
-            run(chosen, None)
-        run(factor, bar)
-        noise = max((max(r) - min(r)) / max(max(r), 1e-9) for r in (rates[chosen], rates[factor]))
-        slack = max(tolerance, noise)
-        if statistics.fmean(rates[factor]) <= statistics.fmean(rates[chosen]) * (1 + slack):
-            break
+        slack = max(tolerance, spread(rates[chosen]))
+        if len(rates[chosen]) < 2 or rates[factor][0] <= now * (1 + 2 * slack):
+            if len(rates[chosen]) < 2:
+                run(chosen, None)
+            run(factor, bar)
+            slack = max(tolerance, spread(rates[chosen]), spread(rates[factor]))
+            if statistics.fmean(rates[factor]) <= statistics.fmean(rates[chosen]) * (1 + slack):
+                break
         chosen, factor = factor, 2 * factor
     if not tried:
         return chosen, tried, ""
