@@ -28,39 +28,17 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import os
-import random
 import statistics
 import tempfile
 import time
 from typing import Any
 
-import torch
-
 import fastload
 from fastload import transforms as T
 from fastload.autotune import _coarse, autotune, measure_loader
 from fastload.bench import default_data
-
-
-class Latency(torch.utils.data.Dataset):
-    """Each sample waits first: a log-normal latency (``sigma``) of mean ``ms``, seeded by its
-    index, so every run and every candidate waits the same for the same sample."""
-
-    def __init__(self, dataset: Any, ms: float, sigma: float = 0.5) -> None:
-        self.dataset, self.ms, self.sigma = dataset, ms, sigma
-        self.mu = math.log(ms / 1000.0) - sigma**2 / 2  # the mean of exp(N(mu, sigma)) is ms
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> Any:
-        time.sleep(random.Random(int(index)).lognormvariate(self.mu, self.sigma))
-        return self.dataset[index]
-
-    def __repr__(self) -> str:  # what autotune's cache key sees
-        return f"Latency({self.dataset!r}, ms={self.ms}, sigma={self.sigma})"
+from fastload.synthetic import SlowStorage
 
 
 def main() -> None:
@@ -76,7 +54,7 @@ def main() -> None:
     images = fastload.ImageFolder(args.data or default_data(), transform=T.RandomResizedCrop(224))
     dataset: Any = images
     if args.io_latency is not None:
-        dataset = Latency(images, args.io_latency, args.io_sigma)
+        dataset = SlowStorage(images, args.io_latency, args.io_sigma)
     cores = len(os.sched_getaffinity(0))
     ceiling = None if args.io_latency is None else args.max_workers
     max_workers = 2 * cores if ceiling is None else ceiling

@@ -1,18 +1,58 @@
-"""Make ImageNet-like JPEG folders, for benchmarks and demos that must not download anything.
+"""Stand-ins for real data, for benchmarks and demos that must not download anything.
 
-The images are not photos, but they are shaped like ImageNet's: shorter side 300-500 px, aspect
-0.75-1.33, JPEG quality 85-96, about one in ten progressive, smooth shapes with camera-like grain
-so that files weigh 60-120 KB and decode at the speed real photos do.
+:func:`make_image_folder` makes ImageNet-like JPEG folders. The images are not photos, but they
+are shaped like ImageNet's: shorter side 300-500 px, aspect 0.75-1.33, JPEG quality 85-96, about
+one in ten progressive, smooth shapes with camera-like grain so that files weigh 60-120 KB and
+decode at the speed real photos do.
+
+:class:`SlowStorage` makes any dataset wait like network storage before each sample.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import random
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["make_image_folder"]
+__all__ = ["SlowStorage", "make_image_folder"]
+
+
+class SlowStorage:
+    """A dataset whose every sample first waits, as on network storage: a log-normal latency
+    of mean ``ms`` and shape ``sigma``, seeded by the sample's index, so every run and every
+    loader waits the same for the same sample.
+
+    Args:
+        dataset: What to read after the wait (any map-style dataset).
+        ms: The mean wait, in milliseconds.
+        sigma: How uneven the waits are (the log-normal's sigma; 1 gives a long tail: about one
+            sample in twenty waits three times the mean).
+    """
+
+    def __init__(self, dataset: Any, ms: float, sigma: float = 0.5) -> None:
+        if not ms > 0 or not sigma >= 0:
+            raise ValueError(f"ms={ms!r} must be > 0 and sigma={sigma!r} >= 0")
+        self.dataset, self.ms, self.sigma = dataset, ms, sigma
+        self.mu = math.log(ms / 1000.0) - sigma**2 / 2  # the mean of exp(N(mu, sigma)) is ms
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def wait(self, index: int) -> float:
+        """The seconds sample ``index`` waits."""
+        return random.Random(int(index)).lognormvariate(self.mu, self.sigma)
+
+    def __getitem__(self, index: int) -> Any:
+        time.sleep(self.wait(index))
+        return self.dataset[index]
+
+    def __repr__(self) -> str:  # what autotune's cache key sees
+        return f"SlowStorage({self.dataset!r}, ms={self.ms}, sigma={self.sigma})"
 
 
 def _image(rng: np.random.Generator, width: int, height: int) -> np.ndarray:

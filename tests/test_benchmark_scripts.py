@@ -53,6 +53,18 @@ def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
     assert shares and all(0 < float(a) <= float(b) for a, b in shares)
 
 
+def test_prefetch_waits_compares_each_factor_with_the_default() -> None:
+    script = ROOT / "benchmarks" / "prefetch_waits.py"
+    args = ["--workers", "2", "--io-latency", "2", "--seconds", "0.5", "--rounds", "1"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ceiling (workers / mean wait): 1,000 images/s" in done.stdout
+    factors = re.findall(r"prefetch_factor (\d): .*?([\d.]+)x the default's", done.stdout)
+    assert [f for f, _ in factors] == ["1", "2", "4", "8"] and float(factors[1][1]) == 1.0
+
+
 def test_accelerate_torchvision_measures_the_three_loaders(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
     script = ROOT / "benchmarks" / "accelerate_torchvision.py"

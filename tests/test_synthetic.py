@@ -1,0 +1,35 @@
+"""fastload.synthetic: the stand-ins for real data."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from fastload.synthetic import SlowStorage
+
+
+def test_slow_storage_waits_a_seeded_latency_of_the_mean_asked() -> None:
+    storage = SlowStorage(list(range(10)), ms=20.0, sigma=1.0)
+    waits = [storage.wait(i) for i in range(20_000)]
+    assert statistics.fmean(waits) == pytest.approx(0.020, rel=0.05)
+    assert storage.wait(7) == SlowStorage([], ms=20.0, sigma=1.0).wait(7)  # same sample, same wait
+    long_tail = sum(w > 0.060 for w in waits) / len(waits)
+    assert 0.04 < long_tail < 0.07  # sigma 1: about one in twenty waits 3x the mean
+    even = SlowStorage([], ms=20.0, sigma=0.0)
+    assert {round(even.wait(i), 9) for i in range(50)} == {0.02}
+
+
+def test_slow_storage_returns_the_sample_after_its_wait() -> None:
+    storage = SlowStorage(["a", "b", "c"], ms=5.0, sigma=0.5)
+    start = time.perf_counter()
+    assert [storage[i] for i in range(3)] == ["a", "b", "c"] and len(storage) == 3
+    assert time.perf_counter() - start >= sum(storage.wait(i) for i in range(3))
+    assert repr(storage) == "SlowStorage(['a', 'b', 'c'], ms=5.0, sigma=0.5)"
+
+
+@pytest.mark.parametrize("ms, sigma", [(0.0, 0.5), (-1.0, 0.5), (20.0, -0.1)])
+def test_slow_storage_refuses_bad_waits(ms: float, sigma: float) -> None:
+    with pytest.raises(ValueError, match=f"ms={ms!r} must be > 0 and sigma={sigma!r} >= 0"):
+        SlowStorage([], ms=ms, sigma=sigma)
