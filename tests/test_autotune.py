@@ -573,6 +573,31 @@ def test_waiting_workers_get_the_prefetch_factor_that_gains(
     assert cached.cached and cached.prefetch_factor == 8 and cached.table == result.table
 
 
+def test_a_prefetch_gain_within_the_noise_of_the_workers_repeats_is_not_believed(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 2 workers read 200 twice; 3 (the fine pass looks between 2 and 4) 150 then 120, a noise
+    # of 20 %: 2 is confirmed. A 6 % faster reading of prefetch_factor 4 is within that
+    # noise, so it is not even repeated (against the 3 % tolerance alone it would be kept)
+    readings = {(2, 2): [200.0, 200.0], (3, 2): [150.0, 120.0], (4, 2): [190.0]}
+    readings[2, 4] = [212.0, 212.0]
+    calls: list[tuple[int, int]] = []
+
+    def measure(make_loader, workers: int, seconds: float, **options: object):
+        factor = make_loader(workers).prefetch_factor if workers else 0
+        calls.append((workers, factor))
+        if workers < 2:
+            return 50.0 * (workers + 1), None if workers == 0 else 0.1
+        return readings[workers, factor][calls.count((workers, factor)) - 1], 0.1
+
+    monkeypatch.setattr(tune, "measure_usage", measure)
+    monkeypatch.setattr(tune.shutil, "disk_usage", lambda path: _Usage(10**12))
+    result = tune.autotune(Tensors(), batch_size=16, max_workers=4)
+    assert result.num_workers == 2 and result.noise == pytest.approx(30 / 150)
+    assert calls[-1] == (2, 4) and calls.count((2, 4)) == 1 and result.prefetch_factor is None
+    assert "beyond the noise (20%)" in result.reason
+
+
 def test_prefetch_is_left_alone_when_given_or_when_workers_compute(
     cache: Path, uneven_waits: list[tuple[int, int | None]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

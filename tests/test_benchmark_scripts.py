@@ -41,12 +41,12 @@ def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
     data = make_image_folder(tmp_path / "set", images=48, classes=2)
     script = ROOT / "benchmarks" / "autotune_sweep.py"
     args = ["--data", str(data), "--io-latency", "5", "--io-sigma", "1", "--max-workers", "2"]
-    args += ["--budget", "2", "--rounds", "2", "--batch-size", "4"]
+    args += ["--budget", "2", "--rounds", "2", "--batch-size", "4", "--epoch-images", "100"]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert "5 ms mean wait per sample (sigma 1)" in done.stdout
+    assert "48 images (100 samples an epoch), 5 ms mean wait per sample (sigma 1)" in done.stdout
     assert re.search(r"exhaustive sweep \(0\.\.2\)", done.stdout)
     assert "measured again, 2 rounds interleaved" in done.stdout
     shares = re.findall(r"of the means \(rounds ([\d.]+)% to ([\d.]+)%", done.stdout)

@@ -281,6 +281,28 @@ def test_a_slow_loader_is_tried_with_the_workers_autotune_finds() -> None:
     assert report.tried["more_workers"] == more.gain and loader.num_workers == 0
 
 
+def test_the_prefetch_factor_autotune_finds_is_in_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiting workers whose batches arrive unevenly: autotune keeps the worker count and finds
+    a prefetch_factor (faked here; its search is tested in test_autotune), and the fix names it."""
+    from fastload import diagnosis
+    from fastload.autotune import AutotuneResult
+
+    asked = []
+
+    def found(dataset, **options):
+        asked.append(options["loader"])
+        return AutotuneResult(1, 1e9, prefetch_factor=8)
+
+    monkeypatch.setattr(diagnosis, "autotune", found)
+    # one worker, 0.2 s a batch: past its two prefetched batches, the step waits on it
+    loader = DataLoader(Images(n=64, delay=0.05), batch_size=4, num_workers=1)
+    report = doctor(Net(bias=False), loader, steps=6, warmup=1, progress=False)
+    assert report.bound == "loader" and asked == [DataLoader]
+    more = {f.key: f for f in report.findings}["more_workers"]
+    assert more.fix.startswith("DataLoader(..., num_workers=1, prefetch_factor=8)")
+    assert "with 1 workers and prefetch_factor 8 (autotune)" in more.cost
+
+
 def test_a_larger_batch_is_timed_and_one_that_does_not_fit_is_left_out() -> None:
     loader = DataLoader(Images(), batch_size=4)
     report = doctor(Net(bias=False), loader, steps=2, warmup=1, progress=False)
