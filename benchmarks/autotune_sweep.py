@@ -78,7 +78,7 @@ def main() -> None:
     images = fastload.ImageFolder(args.data or default_data(), transform=T.RandomResizedCrop(224))
     dataset: Any = images if args.epoch_images is None else Cycled(images, args.epoch_images)
     if args.io_latency is not None:
-        dataset = SlowStorage(dataset, args.io_latency, args.io_sigma)
+        dataset = SlowStorage(dataset, ms=args.io_latency, sigma=args.io_sigma)
     cores = len(os.sched_getaffinity(0))
     ceiling = None if args.io_latency is None else args.max_workers
     max_workers = 2 * cores if ceiling is None else ceiling

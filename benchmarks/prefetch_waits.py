@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    dataset = SlowStorage(Small(), args.io_latency, args.io_sigma)
+    dataset = SlowStorage(Small(), ms=args.io_latency, sigma=args.io_sigma)
 
     def make(workers: int, factor: int) -> Any:
         return torch.utils.data.DataLoader(

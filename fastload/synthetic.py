@@ -34,9 +34,11 @@ class SlowStorage:
             sample in twenty waits three times the mean).
     """
 
-    def __init__(self, dataset: Any, ms: float, sigma: float = 0.5) -> None:
-        if not ms > 0 or not sigma >= 0:
-            raise ValueError(f"ms={ms!r} must be > 0 and sigma={sigma!r} >= 0")
+    def __init__(self, dataset: Any, *, ms: float, sigma: float = 0.5) -> None:
+        if not ms > 0:
+            raise ValueError(f"ms={ms!r} must be a positive number of milliseconds")
+        if not sigma >= 0:
+            raise ValueError(f"sigma={sigma!r} must be >= 0 (0: every sample waits ms)")
         self.dataset, self.ms, self.sigma = dataset, ms, sigma
         self.mu = math.log(ms / 1000.0) - sigma**2 / 2  # the mean of exp(N(mu, sigma)) is ms
 
