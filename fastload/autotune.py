@@ -726,7 +726,7 @@ def autotune(
             ``loader=fastload.DataLoader`` its ``device``, ``gpu_transforms``, ...), as
             training will use them.
         budget: Seconds the search may spend measuring (default 30; the first candidate is
-            always measured). Under load or with waiting workers, up to 8 more measurements
+            always measured). Under load or with waiting workers, up to 6 more measurements
             follow: the top two again, and ``prefetch_factor``'s doublings.
         max_workers: The largest candidate. Default: twice the usable cores, and past that, up
             to 64, while the workers are found waiting (their CPU time under half their wall
