@@ -530,7 +530,7 @@ def prefer_larger(
         (chosen count, noise: the largest relative difference between two measurements of
         the same count, the reason's ending).
     """
-    noise = max(abs(first[w] - again[w]) / max(first[w], again[w], 1e-9) for w in (choice, larger))
+    noise = max(_spread([first[w], again[w]]) for w in (choice, larger))
     slack = max(noise, tolerance)
     mean = {w: (first[w] + again[w]) / 2 for w in (choice, larger)}
     if mean[larger] >= mean[choice] * (1 - slack):
@@ -541,6 +541,11 @@ def prefer_larger(
             "when both were measured again, and more workers is the safer side",
         )
     return choice, noise, f"; confirmed when measured again {why} (noise {noise:.0%})"
+
+
+def _spread(readings: list[float]) -> float:
+    """How far apart readings of the same candidate came: (largest - smallest) / largest."""
+    return (max(readings) - min(readings)) / max(max(readings), 1e-9)
 
 
 def search_prefetch(
@@ -579,9 +584,6 @@ def search_prefetch(
         rates.setdefault(factor, []).append(measure(factor, bar))
         tried.append((factor, rates[factor][-1]))
 
-    def spread(readings: list[float]) -> float:
-        return (max(readings) - min(readings)) / max(max(readings), 1e-9)
-
     chosen, factor, slack = PREFETCH, 2 * PREFETCH, tolerance
     while factor <= limit:
         now = statistics.fmean(rates[chosen])
@@ -589,12 +591,12 @@ def search_prefetch(
         run(factor, bar)
         if rates[factor][0] <= bar:
             break  # not even one reading clearly faster
-        slack = max(tolerance, spread(rates[chosen]))
+        slack = max(tolerance, _spread(rates[chosen]))
         if len(rates[chosen]) < 2 or rates[factor][0] <= now * (1 + 2 * slack):
             if len(rates[chosen]) < 2:
                 run(chosen, None)
             run(factor, bar)
-            slack = max(tolerance, spread(rates[chosen]), spread(rates[factor]))
+            slack = max(tolerance, _spread(rates[chosen]), _spread(rates[factor]))
             if statistics.fmean(rates[factor]) <= statistics.fmean(rates[chosen]) * (1 + slack):
                 break
         chosen, factor = factor, 2 * factor
@@ -847,7 +849,8 @@ def autotune(
             choice, noise, note = prefer_larger(first, again, choice, larger, TOLERANCE, why=why)
             reason += note
         table = [dataclasses.replace(m, busy=busy.get(m.num_workers)) for m in table]
-        rate = statistics.fmean(m.images_per_sec for m in table if m.num_workers == choice)
+        base = [m.images_per_sec for m in table if m.num_workers == choice]
+        rate = statistics.fmean(base)
         prefetch, share = None, busy.get(choice)
         if (
             choice > 0
@@ -859,21 +862,18 @@ def autotune(
             # waiting workers: whether more batches in flight help too
 
             def measure_prefetch(factor: int, bar: float | None) -> float:
+                given = None if factor == PREFETCH else factor  # None: the loader's default
                 began = time.monotonic()
                 got, used = measure_usage(
-                    lambda w: make_loader(w, None if factor == PREFETCH else factor),
+                    lambda w: make_loader(w, given),
                     choice,
                     per_candidate,
                     precision=PRECISION,
                     bar=bar,
                 )
-                seconds = time.monotonic() - began
-                table.append(
-                    Measurement(choice, got, seconds, used, None if factor == PREFETCH else factor)
-                )
+                table.append(Measurement(choice, got, time.monotonic() - began, used, given))
                 return got
 
-            base = [m.images_per_sec for m in table if m.num_workers == choice]
             limit = _prefetch_limit(dataset, batch_size, choice)
             # the noise the worker counts' repeats showed is the least gain worth believing:
             # readings taken later can drift from those (run 12 of autotune_sweep: a 5 %
