@@ -105,7 +105,7 @@ def main() -> None:
             persistent_workers=args.workers > 0,
             device=device,
             channels_last=True,
-            gpu_transforms=gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(MEAN, STD)]),
+            batch_transforms=gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(MEAN, STD)]),
         )
     )
 

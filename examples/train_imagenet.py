@@ -76,13 +76,13 @@ def main() -> None:
         sampler=train.distributed.sampler(train_set),
         shuffle=None if world.size > 1 else True,
         drop_last=True,
-        gpu_transforms=gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(MEAN, STD)]),
+        batch_transforms=gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(MEAN, STD)]),
         **common,
     )
     val_loader = fastload.DataLoader(
         val_set,
         sampler=train.distributed.sampler(val_set, shuffle=False),
-        gpu_transforms=gpu.Normalize(MEAN, STD),
+        batch_transforms=gpu.Normalize(MEAN, STD),
         **common,
     )
     model = torchvision.models.get_model(args.arch, num_classes=len(train_set.classes))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fastload.version import __version__
 
 if TYPE_CHECKING:
-    from fastload import backends, gpu, transforms
+    from fastload import autotune, backends, gpu, train, transforms
     from fastload._optional import MissingDependencyError
     from fastload.accelerate import explain
     from fastload.datasets import ImageFolder, ImageList
@@ -33,11 +33,13 @@ _WHERE = {
     "MissingDependencyError": "fastload._optional",
     "Skipped": "fastload.skipping",
     "UnreadableImageWarning": "fastload.errors",
+    "autotune": "fastload.autotune",
     "backends": "fastload.backends",
     "doctor": "fastload.diagnosis",
     "explain": "fastload.accelerate",
     "gpu": "fastload.gpu",
     "map_tensors": "fastload.tensors",
+    "train": "fastload.train",
     "transforms": "fastload.transforms",
 }
 
@@ -51,11 +53,13 @@ __all__ = [
     "Skipped",
     "UnreadableImageWarning",
     "__version__",
+    "autotune",
     "backends",
     "doctor",
     "explain",
     "gpu",
     "map_tensors",
+    "train",
     "transforms",
 ]
 

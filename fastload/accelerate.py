@@ -383,13 +383,13 @@ def explain(loader: Any) -> str:
     Args:
         loader: A ``fastload.DataLoader``.
     """
-    acceleration = getattr(loader, "acceleration", None)
-    if acceleration is None:
+    plan = getattr(loader, "plan", None)
+    if plan is None:
         raise ValueError(f"explain takes a fastload.DataLoader, got {type(loader).__name__}")
-    device = getattr(loader, "device", None)
+    device = plan.device
     head = (
         f"fastload.DataLoader: batch_size={loader.batch_size}, num_workers={loader.num_workers}, "
         f"device={str(device) if device is not None else 'as torch yields'}, "
-        f"backend={getattr(loader, 'backend', None) or getattr(loader.dataset, 'backend', 'n/a')}"
+        f"backend={plan.backend or 'n/a'}"
     )
-    return f"{head}\n{acceleration}"
+    return f"{head}\n{plan.acceleration}"

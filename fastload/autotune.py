@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from fastload.iteration import endless
+from fastload.options import DEPRECATED, NAMES
 from fastload.system import children_cpu_seconds, cpu_cores, load_average
 from fastload.version import __version__
 
@@ -685,16 +686,13 @@ def _to_cache(file: Path, result: AutotuneResult) -> None:
         warnings.warn(f"could not write the autotune cache {file}: {exc}", stacklevel=3)
 
 
-# What only fastload.DataLoader takes: measuring with them needs it as the loader.
-_FASTLOAD_OPTIONS = ("device", "device_prefetch", "gpu_transforms", "channels_last", "backend")
-
-
 def _loader_class(
     loader: Callable[..., Any] | None, dataset: Any, loader_kwargs: dict[str, Any]
 ) -> Callable[..., Any]:
     if loader is not None:
         return loader
-    needs = [k for k in _FASTLOAD_OPTIONS if k in loader_kwargs]
+    # what only fastload.DataLoader takes: measuring with them needs it as the loader
+    needs = [k for k in (*NAMES, *DEPRECATED) if k in loader_kwargs]
     if getattr(dataset, "on_error", None) == "skip":
         needs.append("a dataset with on_error='skip'")
     if needs:
@@ -725,7 +723,7 @@ def autotune(
         dataset: What the loader will read.
         batch_size: The training batch size.
         loader_kwargs: Other loader arguments (``collate_fn``, ``pin_memory``, and with
-            ``loader=fastload.DataLoader`` its ``device``, ``gpu_transforms``, ...), as
+            ``loader=fastload.DataLoader`` its ``device``, ``batch_transforms``, ...), as
             training will use them.
         budget: Seconds the search may spend measuring (default 30; the first candidate is
             always measured). Under load or with waiting workers, up to 6 more measurements

@@ -383,7 +383,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         drop_last=True,
         num_workers=args.num_workers,
         device=device,
-        gpu_transforms=gpu.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        batch_transforms=gpu.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
         channels_last=args.channels_last,
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -249,7 +249,7 @@ def static_findings(
                 "float32_batches",
                 "the loader hands over float32 images",
                 "deliver uint8 and normalize on the device: "
-                "gpu_transforms=fastload.gpu.Normalize(mean, std)",
+                "batch_transforms=fastload.gpu.Normalize(mean, std)",
                 "4x the bytes of uint8 to collate, share between processes and copy",
             )
         )

@@ -18,7 +18,7 @@ things that torch's loader does not:
   depend on which worker loads the sample or what it loaded before. The same seed gives the
   same batches for any ``num_workers``, and a resumed epoch the same pixels. Each batch
   carries a seed of its own too (:func:`batch_seed`, from the batch's number in the epoch):
-  the batch ops (``gpu_transforms``) draw from it, wherever they run.
+  the batch ops (``batch_transforms``) draw from it, wherever they run.
 
 The epoch's seed is derived (never drawn: the loader consumes exactly the random numbers
 torch's does) from the starting state, the number of epochs this loader has started, and the

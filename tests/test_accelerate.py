@@ -193,7 +193,8 @@ def test_torchvision_ops_after_fastload_ops_move_to_the_batch(folder: Path) -> N
     plain = torch.utils.data.DataLoader(dataset, batch_size=6)
     fast = fastload.DataLoader(dataset, batch_size=6, accelerate=True)
     assert fast.acceleration.batch == ("ConvertImageDtype()", repr(v1.Normalize(MEAN, STD)))
-    assert fast.dataset.transform_split.after == ()  # nothing left per sample
+    assert fast.dataset is dataset  # yours; the workers read the translation
+    assert fast.plan.dataset.transform_split.after == ()  # nothing left per sample
     want, got = torch.cat([x for x, _ in plain]), torch.cat([x for x, _ in fast])
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
@@ -260,11 +261,25 @@ def test_custom_loader_is_not_accelerated(folder: Path) -> None:
         accelerate_dataset(dataset)
 
 
-def test_custom_collate_is_not_accelerated(folder: Path) -> None:
+def test_torchs_own_default_collate_is_the_default(folder: Path) -> None:
+    # torchvision's reference train.py always passes collate_fn=default_collate
     dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
-    fast = fastload.DataLoader(
+    given = fastload.DataLoader(
         dataset, batch_size=4, accelerate=True, collate_fn=torch.utils.data.default_collate
     )
+    assert given.acceleration.accelerated and given.collate_fn is torch.utils.data.default_collate
+    want, _ = _epoch(fastload.DataLoader(dataset, batch_size=4, accelerate=True), seed=1)
+    got, _ = _epoch(given, seed=1)
+    assert torch.equal(got, want)
+
+
+def test_a_collate_of_ones_own_is_not_accelerated(folder: Path) -> None:
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["val-v1"]())
+
+    def mine(samples: list) -> object:  # same result, but not provably torch's
+        return torch.utils.data.default_collate(samples)
+
+    fast = fastload.DataLoader(dataset, batch_size=4, accelerate=True, collate_fn=mine)
     assert not fast.acceleration.accelerated
     assert "collate_fn" in fast.acceleration.reason
 

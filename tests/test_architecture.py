@@ -16,6 +16,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fastload"
 LAYERS: list[tuple[str, ...]] = [
     (  # foundations: no fastload imports at all, or only each other
         "fastload.version",
+        "fastload.checks",
+        "fastload.options",
         "fastload.errors",
         "fastload.system",
         "fastload.devices",
@@ -55,8 +57,8 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.scan",
         "fastload.info",
     ),
-    ("fastload.loader",),
-    ("fastload.bench", "fastload.diagnosis", "fastload.train.*"),
+    ("fastload.loader.*",),
+    ("fastload.bench", "fastload.diagnosis", "fastload.train.*", "fastload.integrations.*"),
     ("fastload.cli", "fastload.__main__", "fastload"),
 ]
 

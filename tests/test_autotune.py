@@ -11,6 +11,7 @@ import torch
 
 import fastload
 from fastload import autotune as tune
+from fastload import options
 
 
 class FakeClock:
@@ -243,6 +244,13 @@ def test_small_dataset_is_measured_with_a_warning(cache: Path, fake_measure: lis
 def test_bad_arguments(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         tune.autotune(Tensors(), **kwargs)
+
+
+@pytest.mark.parametrize("option", [*options.NAMES, *options.DEPRECATED])
+def test_every_fastload_option_asks_for_fastloads_loader(option: str) -> None:
+    # read from the one list of fastload's options: accelerate and seeding were once missing
+    with pytest.raises(ValueError, match=f"which cannot take {option}: pass loader=fastload"):
+        tune.autotune(Tensors(), batch_size=4, loader_kwargs={option: True}, cache=False)
 
 
 def test_empty_dataset() -> None:

@@ -101,7 +101,7 @@ def test_version_help_and_the_first_lines_of_info_do_not_wait_for_torch() -> Non
 def test_the_package_resolves_its_names_on_first_use() -> None:
     script = (
         "import sys, fastload; names = set(dir(fastload)); "
-        "assert fastload.DataLoader.__module__ == 'fastload.loader'; "
+        "assert fastload.DataLoader.__module__ == 'fastload.loader.core'; "
         "assert fastload.transforms.__name__ == 'fastload.transforms'; "
         "assert {'DataLoader', 'ImageFolder', 'gpu', 'doctor'} <= names; "
         "print(type(fastload.ImageFolder).__name__, 'torch' in sys.modules)"
@@ -173,3 +173,11 @@ def test_doctor_on_a_folder(tmp_path: Path) -> None:
     bad = run("doctor", str(tmp_path / "data"), "--model", "resnet7")
     assert bad.returncode == 2 and "--model 'resnet7' is not a torchvision model" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("name", ["autotune", "train"])
+def test_the_readmes_submodules_resolve_without_importing_them_first(name: str) -> None:
+    # `fastload.autotune.autotune(...)` in the README, in a fresh process
+    script = f"import fastload; print(fastload.{name}.__name__)"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.split() == [f"fastload.{name}"], proc.stderr

@@ -15,6 +15,7 @@ from PIL import Image
 
 import fastload
 from fastload import transforms as fl
+from fastload.loader.collate import collate_chain
 
 
 def make_folder(root: Path, per_class: int = 5) -> Path:
@@ -215,7 +216,15 @@ def test_skip_policy_batches_pin(mixed, require_backend) -> None:
     ds = fastload.ImageList(
         mixed, list(range(len(mixed))), transform=fl.CenterCrop(8), on_error="skip"
     )
-    collated = fastload.DataLoader(ds, batch_size=3).collate_fn([ds[0], ds[2]])
+    chain = collate_chain(  # what the loader's workers collate with, for on_error="skip"
+        torch.utils.data.default_collate,
+        stage=None,
+        on_device=False,
+        skipping=True,
+        batched=True,
+        keyed=False,
+    )
+    collated = chain([ds[0], ds[2]])
     assert collated.skipped and collated.batch[0].shape == (1, 3, 8, 8)
     if torch.cuda.is_available():
         assert collated.pin_memory().batch[0].is_pinned()

@@ -66,9 +66,105 @@ def test_cpu_and_none_return_torchs_own_iterator(device: Any) -> None:
     assert len(list(it)) == 5
 
 
-def test_device_attribute() -> None:
+def test_device_attribute_is_what_was_given_and_the_plan_holds_the_device() -> None:
+    # "cuda" stays "cuda": a loader sent to another rank's process resolves it there
     assert fastload.DataLoader(Squares()).device is None
-    assert fastload.DataLoader(Squares(), device="cpu").device == torch.device("cpu")
+    loader = fastload.DataLoader(Squares(), device="cpu")
+    assert loader.device == "cpu" and loader.plan.device == torch.device("cpu")
+
+
+# ---------------------------------------------------------------- what the loader holds
+
+
+def _batches(loader: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    torch.manual_seed(3)
+    return list(loader)
+
+
+def _rebuilt_from_attributes(loader: fastload.DataLoader) -> fastload.DataLoader:
+    """What a framework that re-instantiates a loader from its attributes passes (Lightning
+    reads vars(loader) against the signature; torch's own sampler is made again)."""
+    import inspect
+
+    signature = inspect.signature(type(loader))
+    given = {
+        name: value
+        for name, value in vars(loader).items()
+        if name in signature.parameters and value is not signature.parameters[name].default
+    }
+    if type(loader.batch_sampler) is torch.utils.data.BatchSampler:
+        given.pop("batch_sampler", None)
+    return type(loader)(**given)
+
+
+def _norm() -> Any:
+    return fastload.gpu.Normalize([0.5] * 3, [0.25] * 3)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"batch_transforms": _norm()}, {"channels_last": True}, {"seeding": "worker"}],
+    ids=["plain", "batch ops", "channels_last", "worker seeding"],
+)
+def test_attributes_hold_what_was_given_so_a_rebuilt_loader_is_the_same(options: dict) -> None:
+    ds = Squares()
+    loader = fastload.DataLoader(ds, batch_size=8, shuffle=True, **options)
+    assert loader.dataset is ds
+    assert loader.collate_fn is torch.utils.data.default_collate  # torch's, not a wrapper
+    for name, value in options.items():
+        assert getattr(loader, name) is value
+    again = _rebuilt_from_attributes(loader)
+    for (a, la), (b, lb) in zip(_batches(loader), _batches(again), strict=True):
+        assert torch.equal(a, b) and torch.equal(la, lb)  # nothing applied twice
+
+
+def test_setting_an_option_after_construction_takes_effect() -> None:
+    loader = fastload.DataLoader(Squares(), batch_size=8)
+    assert next(iter(loader))[0].dtype == torch.uint8
+    loader.batch_transforms = _norm()  # as a framework replaying assignments does
+    assert next(iter(loader))[0].dtype == torch.float32
+
+
+def test_a_new_sampler_is_the_one_read() -> None:
+    loader = fastload.DataLoader(Squares(), batch_size=8)
+    assert len(loader) == 5
+    shard = torch.utils.data.DistributedSampler(Squares(), num_replicas=2, rank=1, shuffle=False)
+    rebuilt = type(loader)(Squares(), batch_size=8, sampler=shard)
+    assert len(rebuilt) == 3
+    assert torch.cat([y for _, y in rebuilt]).tolist() == list(range(1, 40, 2))
+
+
+def test_a_pickled_loader_is_planned_again_where_it_lands() -> None:
+    import pickle
+
+    loader = fastload.DataLoader(Squares(), batch_size=8, batch_transforms=_norm())
+    iter(loader)
+    copy = pickle.loads(pickle.dumps(loader))
+    assert "_delivery" not in vars(copy)  # the path is made again on first use
+    for (a, _), (b, _) in zip(_batches(loader), _batches(copy), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_gpu_transforms_is_the_old_name_of_batch_transforms() -> None:
+    ops = _norm()
+    with pytest.warns(FutureWarning, match="now batch_transforms"):
+        loader = fastload.DataLoader(Squares(), batch_size=8, gpu_transforms=ops)
+    assert loader.batch_transforms is ops and loader.gpu_transforms is ops
+    assert next(iter(loader))[0].dtype == torch.float32
+    with pytest.raises(TypeError, match="both given"):
+        fastload.DataLoader(Squares(), gpu_transforms=ops, batch_transforms=ops)
+
+
+@pytest.mark.parametrize("value", ["auto", None])
+def test_accelerate_auto_is_the_default_and_none_its_old_spelling(value: Any) -> None:
+    loader = fastload.DataLoader(Squares(), accelerate=value)
+    assert loader.accelerate == "auto" and not loader.acceleration.accelerated
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "AUTO"])
+def test_bad_accelerate_names_the_choices(value: Any) -> None:
+    with pytest.raises(ValueError, match=r"accelerate=.* valid: True, False, 'auto'"):
+        fastload.DataLoader(Squares(), accelerate=value)
 
 
 # ---------------------------------------------------------------- nothing left behind

@@ -8,6 +8,7 @@ they carry process ids) and the warnings must be the same.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import inspect
 import os
@@ -26,6 +27,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 import fastload
+from fastload import options
 
 TorchDataLoader = torch.utils.data.DataLoader
 
@@ -227,16 +229,13 @@ def test_signature_is_torchs_then_keyword_only_options() -> None:
     theirs = list(inspect.signature(TorchDataLoader).parameters.values())
     assert ours[: len(theirs)] == theirs  # names, order, defaults, kinds, annotations
     extra = ours[len(theirs) :]
-    assert [p.name for p in extra] == [
-        "device",
-        "device_prefetch",
-        "gpu_transforms",
-        "channels_last",
-        "backend",
-        "accelerate",
-        "seeding",
-    ]
+    # fastload's options, in the order of their one definition, then the deprecated names
+    # (kept in the signature: frameworks that rebuild a loader pass back what it was given)
+    assert [p.name for p in extra] == [*options.NAMES, *options.DEPRECATED]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in extra)
+    assert {p.name: p.default for p in extra if p.name in options.NAMES} == {
+        f.name: f.default for f in dataclasses.fields(options.LoaderOptions)
+    }
 
 
 def test_fastload_options_cannot_be_positional() -> None:

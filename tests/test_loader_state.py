@@ -192,13 +192,13 @@ def batch_ops(generator: int | None = None) -> gpu.Compose:
 def test_batch_ops_resume_with_the_same_draws(folder: Path, name: str, require_backend) -> None:
     require_backend(name)
     workers = 0 if name in backends.names("executor") else 2
-    whole, _ = run(make(folder, backend=name, num_workers=workers, gpu_transforms=batch_ops()), 2)
+    whole, _ = run(make(folder, backend=name, num_workers=workers, batch_transforms=batch_ops()), 2)
     first, state = run(
-        make(folder, backend=name, num_workers=workers, gpu_transforms=batch_ops()),
+        make(folder, backend=name, num_workers=workers, batch_transforms=batch_ops()),
         2,
         stop_after=PER_EPOCH + 2,
     )
-    loader = make(folder, backend=name, num_workers=workers, gpu_transforms=batch_ops())
+    loader = make(folder, backend=name, num_workers=workers, batch_transforms=batch_ops())
     loader.load_state_dict(saved(state))
     rest, _ = run(loader, 1)
     assert same(whole, first + rest)
@@ -208,15 +208,15 @@ def test_batch_ops_resume_with_the_same_draws(folder: Path, name: str, require_b
 
 @pytest.mark.parametrize("generator", [None, 3], ids=["torch's stream", "own generator"])
 def test_batch_ops_draw_the_same_for_any_num_workers(folder: Path, generator) -> None:
-    want, _ = run(make(folder, num_workers=0, gpu_transforms=batch_ops(generator)), 2)
+    want, _ = run(make(folder, num_workers=0, batch_transforms=batch_ops(generator)), 2)
     for workers in (1, 2):
-        got, _ = run(make(folder, num_workers=workers, gpu_transforms=batch_ops(generator)), 2)
+        got, _ = run(make(folder, num_workers=workers, batch_transforms=batch_ops(generator)), 2)
         assert same(want, got), workers
 
     # each batch draws apart: were every batch seeded alike, all would flip the same samples
     own = None if generator is None else torch.Generator().manual_seed(generator)
     before = None if own is None else own.get_state()
-    flipped = [x for x, _ in make(folder, gpu_transforms=gpu.RandomHorizontalFlip(generator=own))]
+    flipped = [x for x, _ in make(folder, batch_transforms=gpu.RandomHorizontalFlip(generator=own))]
     plain = [x for x, _ in make(folder)]
     patterns = set()
     for x, y in zip(flipped[:-1], plain[:-1], strict=True):  # the full batches
@@ -231,7 +231,7 @@ def test_batch_ops_draw_the_same_for_any_num_workers(folder: Path, generator) ->
 @pytest.mark.gpu
 def test_batch_ops_on_the_device_resume_and_ignore_num_workers(folder: Path) -> None:
     def loader(workers: int):
-        return make(folder, num_workers=workers, device="cuda", gpu_transforms=batch_ops())
+        return make(folder, num_workers=workers, device="cuda", batch_transforms=batch_ops())
 
     want, _ = run(loader(0), 2)
     got, _ = run(loader(2), 2)

@@ -112,7 +112,7 @@ class Backend(ABC):
         Args:
             dataset: A ``fastload.ImageList`` or ``ImageFolder``.
             options: A ``fastload.backends.executor.ExecutorOptions``.
-            batch_ops: The loader's ``gpu_transforms``: the executor folds what it can run.
+            batch_ops: The loader's ``batch_transforms``: the executor folds what it can run.
 
         Returns:
             A ``fastload.backends.executor.BatchExecutor``.

@@ -92,7 +92,7 @@ def translate(split: TransformSplit, backend: str) -> Translation:
         raise ValueError(
             f"the {backend} backend cannot run {op!r}: it runs fastload.transforms ops "
             "(RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Compose of them); "
-            "run batch ops as gpu_transforms=fastload.gpu..., or use a CPU backend for this "
+            "run batch ops as batch_transforms=fastload.gpu..., or use a CPU backend for this "
             "transform"
         )
     return Translation(
@@ -379,7 +379,7 @@ class BatchExecutor:
         dataset: A ``fastload.ImageList`` or ``fastload.ImageFolder``.
         options: Device, threads and prefetch depth.
         engine: Builds the engine from the translation and the folded ops (called once).
-        batch_ops: The loader's ``gpu_transforms``; the leading ops the engine runs are
+        batch_ops: The loader's ``batch_transforms``; the leading ops the engine runs are
             folded into it, the rest left in :attr:`remaining_ops` for ``fastload.gpu``.
         normalize_dtypes: The output dtypes of a ``Normalize`` the engine can fold.
     """

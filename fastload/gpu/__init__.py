@@ -1,7 +1,7 @@
 """Batch augmentation on any device, with parameters drawn per sample.
 
 ``fastload.gpu.functional`` holds the pure kernels; the classes here draw parameters and call
-them. Wire them into a loader with ``fastload.DataLoader(..., gpu_transforms=...)``.
+them. Wire them into a loader with ``fastload.DataLoader(..., batch_transforms=...)``.
 """
 
 from fastload.gpu import functional

@@ -63,7 +63,7 @@ class BatchStage:
 
     def __init__(self, transforms: Callable[..., Any] | None, *, channels_last: bool) -> None:
         if transforms is not None and not callable(transforms):
-            raise ValueError(f"gpu_transforms={transforms!r} is not callable")
+            raise ValueError(f"batch_transforms={transforms!r} is not callable")
         self.transforms, self.channels_last = transforms, channels_last
 
     def __call__(self, batch: Any, *, seed: int | None = None) -> Any:
@@ -83,7 +83,7 @@ class BatchStage:
             rest, kind = tuple(batch[2 if has_labels else 1 :]), type(batch)
         else:
             raise TypeError(
-                "gpu_transforms and channels_last need batches that are an image tensor or a "
+                "batch_transforms and channels_last need batches that are an image tensor or a "
                 f"sequence (images, labels, ...); got {type(batch).__name__}"
             )
         if self.transforms is not None:

@@ -183,7 +183,7 @@ def test_leading_flips_fold_with_their_own_draws(folder: Path, seeding: str) -> 
             dataset(folder, T.Resize((24, 24))),
             batch_size=6,
             backend=backend,
-            gpu_transforms=ops,
+            batch_transforms=ops,
             seeding=seeding,
             generator=torch.Generator().manual_seed(2),
         )
@@ -511,5 +511,5 @@ def test_autotune_tunes_its_thread_count(folder: Path) -> None:
     )
     assert {m.num_workers for m in result.table} <= {0, 1, 2} and result.images_per_sec > 0
     loader = fastload.DataLoader(ds, batch_size=4, num_workers=result.num_workers)
-    assert loader.backend == "nvimgcodec"
+    assert loader.plan.backend == "nvimgcodec"
     assert loader.executor.options.num_threads == max(1, result.num_workers)

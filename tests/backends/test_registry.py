@@ -148,8 +148,8 @@ def test_loader_backend_names_a_decoder_to_use_in_the_workers(
     val = T.Compose([T.Resize(40), T.CenterCrop(32)])
     ds = fastload.ImageFolder(folder, transform=val, backend="pillow")
     loader = fastload.DataLoader(ds, batch_size=8, num_workers=2, backend="thirdparty")
-    assert loader.backend == "thirdparty" and loader.dataset.backend == "thirdparty"
-    assert ds.backend == "pillow"  # the user's dataset is left as it was
+    assert loader.backend == "thirdparty" and loader.plan.dataset.backend == "thirdparty"
+    assert loader.dataset is ds and ds.backend == "pillow"  # the user's dataset is left as it was
     ours = batches(loader)
     reference = batches(fastload.DataLoader(ds, batch_size=8))
     for (a, la), (b, lb) in zip(ours, reference, strict=True):

@@ -31,7 +31,7 @@ def where_it_ran(images: torch.Tensor, labels: torch.Tensor | None = None):
 @pytest.mark.parametrize("device", [None, "cpu"])
 def test_cpu_stage_runs_in_the_workers(device) -> None:
     loader = fastload.DataLoader(
-        Constant(), batch_size=8, num_workers=2, device=device, gpu_transforms=where_it_ran
+        Constant(), batch_size=8, num_workers=2, device=device, batch_transforms=where_it_ran
     )
     pids = {int(p) for batch, _ in loader for p in batch}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -45,7 +45,7 @@ def test_cpu_stage_normalizes_and_mixes_labels() -> None:
         ]
     )
     images, labels = next(
-        iter(fastload.DataLoader(Constant(), batch_size=8, num_workers=1, gpu_transforms=aug))
+        iter(fastload.DataLoader(Constant(), batch_size=8, num_workers=1, batch_transforms=aug))
     )
     assert images.dtype == torch.float32 and labels.shape == (8, 4)
     assert torch.allclose(labels.sum(1), torch.ones(8))
@@ -65,7 +65,7 @@ def test_workers_reseed_explicit_generators() -> None:
             Constant(),
             batch_size=8,
             num_workers=2,
-            gpu_transforms=flip,
+            batch_transforms=flip,
             generator=torch.Generator().manual_seed(seed),
         )
         return [(b[:, 0, 0, 0] != 0).tolist() for b, _ in loader]
@@ -87,7 +87,7 @@ def test_stage_with_the_skip_policy(tmp_path) -> None:
         [good, bad, good], [0, 1, 2], transform=fastload.transforms.CenterCrop(16), on_error="skip"
     )
     loader = fastload.DataLoader(
-        ds, batch_size=3, gpu_transforms=gpu.Normalize([0.5] * 3, [0.5] * 3)
+        ds, batch_size=3, batch_transforms=gpu.Normalize([0.5] * 3, [0.5] * 3)
     )
     with pytest.warns(fastload.UnreadableImageWarning):
         ((images, labels),) = list(loader)
@@ -103,7 +103,7 @@ def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> 
         return images.float() / 255, labels
 
     loader = fastload.DataLoader(
-        Constant(), batch_size=8, device="cuda", gpu_transforms=record, channels_last=True
+        Constant(), batch_size=8, device="cuda", batch_transforms=record, channels_last=True
     )
     batches = list(loader)
     assert streams == ["side"] * 4
@@ -116,7 +116,7 @@ def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        ({"gpu_transforms": 3}, ValueError, "gpu_transforms=3 is not callable"),
+        ({"batch_transforms": 3}, ValueError, "batch_transforms=3 is not callable"),
         ({"channels_last": "yes"}, ValueError, "channels_last='yes' must be True or False"),
     ],
 )
@@ -133,7 +133,9 @@ def test_batches_the_stage_cannot_read() -> None:
         def __getitem__(self, i: int) -> dict:
             return {"image": torch.zeros(3, 4, 4)}
 
-    loader = fastload.DataLoader(Dicts(), batch_size=2, gpu_transforms=gpu.Normalize([0.5], [0.5]))
+    loader = fastload.DataLoader(
+        Dicts(), batch_size=2, batch_transforms=gpu.Normalize([0.5], [0.5])
+    )
     with pytest.raises(TypeError, match="an image tensor or a sequence"):
         next(iter(loader))
 
@@ -152,7 +154,7 @@ def test_real_cuda_stage() -> None:
         batch_size=8,
         num_workers=2,
         device="cuda",
-        gpu_transforms=aug,
+        batch_transforms=aug,
         channels_last=True,
     )
     for images, labels in loader:

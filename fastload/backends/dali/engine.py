@@ -144,7 +144,7 @@ class DaliBatches(BatchExecutor):
     Args:
         dataset: A ``fastload.ImageList`` or ``fastload.ImageFolder``.
         options: Device, threads and prefetch depth.
-        batch_ops: The loader's ``gpu_transforms``: leading horizontal flips and a float32 or
+        batch_ops: The loader's ``batch_transforms``: leading horizontal flips and a float32 or
             float16 ``Normalize`` fold into DALI's ``crop_mirror_normalize``; the rest are left
             in :attr:`remaining_ops` for ``fastload.gpu`` to run on the delivered batch.
     """

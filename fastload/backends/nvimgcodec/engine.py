@@ -328,7 +328,7 @@ class NvImageCodecBatches(BatchExecutor):
     Args:
         dataset: A ``fastload.ImageList`` or ``fastload.ImageFolder``.
         options: Device, threads and prefetch depth.
-        batch_ops: The loader's ``gpu_transforms``: leading horizontal flips fold into the
+        batch_ops: The loader's ``batch_transforms``: leading horizontal flips fold into the
             render (drawn by the ops' own ``make_params``); the rest run on the delivered batch.
     """
 

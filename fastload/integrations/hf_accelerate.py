@@ -1,0 +1,138 @@
+"""Hugging Face Accelerate: prepare fastload loaders so that they stay fastload's.
+
+``accelerator.prepare(loader)`` builds torch's own ``DataLoader`` from ``loader.dataset``,
+``loader.batch_sampler`` and torch's named arguments. For a ``fastload.DataLoader`` that drops
+the batch executor, the batch ops, the translated pipeline, per-sample seeding and the
+loader's ``state_dict`` (the dataset you gave is read as you gave it). fastload warns when
+that happens (Accelerate asks every loader it prepares whether it is prepared already).
+
+:func:`prepare` does Accelerate's work the fastload way instead:
+
+* **the shard**: with several processes, a loader that samples with what ``shuffle=`` makes
+  reads a ``DistributedSampler`` shard of its own that moves to the next epoch at each pass,
+  as Accelerate's loaders do; a sampler that shards itself (``DistributedSampler``) is kept;
+* **the device**: with Accelerate's device placement, a loader with no ``device`` delivers its
+  batches on ``accelerator.device`` (through fastload's CUDA prefetcher);
+* **the state**: the loader is registered with ``accelerator.register_for_checkpointing``, so
+  ``accelerator.save_state`` / ``load_state`` resume it mid-epoch exactly (do not also call
+  ``skip_first_batches``).
+
+One difference remains: Accelerate's gradient accumulation syncs at the end of its own
+loaders' epochs (``GradientState.end_of_dataloader``); with a fastload loader, steps are
+counted across epochs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+import torch.utils.data
+from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, SequentialSampler
+
+from fastload.loader import DataLoader
+from fastload.options import NAMES
+
+__all__ = ["EpochShard", "prepare"]
+
+_TORCH_PARAMETERS = [
+    name
+    for name in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    if name not in ("self", "shuffle")
+]
+
+
+_PREPARED: weakref.WeakSet[DataLoader] = weakref.WeakSet()  # loaders prepare() made
+
+
+class EpochShard(DistributedSampler):
+    """A ``DistributedSampler`` that moves to the next epoch after each pass.
+
+    Accelerate's prepared loaders set their sampler's epoch at each pass; a loop written for
+    them never calls ``set_epoch``. ``set_epoch`` still sets it.
+    """
+
+    def __iter__(self) -> Any:
+        indices = super().__iter__()  # drawn now, from this epoch
+        self.epoch += 1
+        return indices
+
+
+def prepare(accelerator: Any, *objects: Any, device_placement: bool | None = None) -> Any:
+    """``accelerator.prepare(*objects)``, with each ``fastload.DataLoader`` prepared fastload's
+    way (see the module's notes); everything else goes to ``accelerator.prepare`` as it is.
+
+    Args:
+        accelerator: An ``accelerate.Accelerator``.
+        *objects: What you would pass to ``accelerator.prepare``, in any order.
+        device_placement: Put batches on ``accelerator.device`` (default: the accelerator's
+            own ``device_placement``).
+
+    Returns:
+        The prepared objects in the order given (one object alone when one was given).
+
+    Raises:
+        ValueError: A fastload loader with a sampler of its own that does not shard, under
+            several processes: fastload cannot shard it without changing what it draws.
+    """
+    results = list(objects)
+    others = [i for i, obj in enumerate(objects) if not isinstance(obj, DataLoader)]
+    if others:
+        prepared = accelerator.prepare(*(objects[i] for i in others))
+        if len(others) == 1:
+            prepared = (prepared,)
+        for i, obj in zip(others, prepared, strict=True):
+            results[i] = obj
+    place = accelerator.device_placement if device_placement is None else device_placement
+    for i, obj in enumerate(objects):
+        if isinstance(obj, DataLoader):
+            results[i] = _prepared(accelerator, obj, place=place)
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _prepared(accelerator: Any, loader: DataLoader, *, place: bool) -> DataLoader:
+    if loader in _PREPARED:
+        return loader
+    arguments = {name: getattr(loader, name) for name in _TORCH_PARAMETERS}
+    options = {name: getattr(loader, name) for name in NAMES}
+    if _made_by_torch(loader):
+        arguments["batch_sampler"] = None  # made again from the sampler and batch_size
+    elif loader.batch_sampler is not None:
+        arguments.update(batch_size=1, drop_last=False, sampler=None)
+    if accelerator.num_processes > 1:
+        arguments["sampler"] = _shard(loader, accelerator)
+    if place and options["device"] is None and accelerator.device.type == "cuda":
+        options["device"] = accelerator.device
+    new = type(loader)(**arguments, **options)
+    accelerator.register_for_checkpointing(new)
+    _PREPARED.add(new)
+    new._is_accelerate_prepared = True  # so that accelerator.prepare() leaves it as it is
+    return new
+
+
+def _made_by_torch(loader: DataLoader) -> bool:
+    """Whether the batch sampler is the one torch's loader made from ``batch_size``."""
+    batches = loader.batch_sampler
+    return type(batches) is BatchSampler and batches.sampler is loader.sampler
+
+
+def _shard(loader: DataLoader, accelerator: Any) -> Any:
+    sampler = loader.sampler
+    if isinstance(sampler, DistributedSampler):
+        return sampler  # it shards itself
+    plain = type(sampler) in (SequentialSampler, RandomSampler) and _made_by_torch(loader)
+    if not plain or getattr(sampler, "data_source", None) is not loader.dataset:
+        raise ValueError(
+            f"fastload's prepare shards the samplers shuffle= makes; this loader samples with "
+            f"{type(sampler).__name__} / {type(loader.batch_sampler).__name__}: give it a "
+            "sampler that reads this rank's part (a DistributedSampler)"
+        )
+    generator = loader.generator
+    return EpochShard(
+        loader.dataset,
+        num_replicas=accelerator.num_processes,
+        rank=accelerator.process_index,
+        shuffle=type(sampler) is RandomSampler,
+        seed=generator.initial_seed() if generator is not None else 0,
+    )

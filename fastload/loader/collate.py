@@ -1,0 +1,57 @@
+"""The collate chain: what turns a batch's samples into the batch, in the worker that read them.
+
+One function builds it, so its order is written once. Outermost first, as a batch's samples
+meet the links:
+
+1. ``SeedTag`` (a CUDA device, and samples that carry seeds): the batch stage runs after the
+   copy, in the main process, so the batch's seed travels with the collated batch;
+2. ``SkipCollate`` (``on_error="skip"``): the markers of unreadable files leave the batch before
+   collating, and come back beside it, for the main process to report; the batch's seed stays
+   with the samples that remain;
+3. ``CollateThenStage`` (batch ops and no CUDA device): the batch ops run on the collated batch,
+   in the worker, under the batch's seed;
+4. the collate function itself: the loader's ``collate_fn`` (torch's default when none was
+   given).
+
+The main process undoes 1 and 2 in the reverse order (``DeviceStage.untag``, then
+``SkipReport``) before a batch is delivered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
+from fastload.skipping import SkipCollate
+
+__all__ = ["collate_chain"]
+
+
+def collate_chain(
+    collate_fn: Callable[[Any], Any],
+    *,
+    stage: BatchStage | None,
+    on_device: bool,
+    skipping: bool,
+    batched: bool,
+    keyed: bool,
+) -> Callable[[Any], Any]:
+    """The loader's collate chain (see the module's notes for the order).
+
+    Args:
+        collate_fn: The collate function (the innermost link).
+        stage: The batch stage, if there are batch ops (or ``channels_last``).
+        on_device: The stage runs after the copy to a CUDA device, not in the workers.
+        skipping: The dataset returns markers for unreadable files.
+        batched: The loader makes batches (a batch sampler), not single samples.
+        keyed: Samples carry their seeds (``seeding="sample"``).
+    """
+    chain = collate_fn
+    if stage is not None and not on_device:
+        chain = CollateThenStage(chain, stage)
+    if skipping:
+        chain = SkipCollate(chain, batched=batched)
+    if stage is not None and on_device and keyed:
+        chain = SeedTag(chain)
+    return chain

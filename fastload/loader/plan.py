@@ -1,0 +1,342 @@
+"""What a ``fastload.DataLoader`` does, settled in named steps into one of two plans.
+
+:func:`plan_loader` reads the loader's arguments as the loader holds them (torch's attributes
+and fastload's options) and returns a :class:`WorkerPlan` (torch's worker processes read the
+dataset) or an :class:`ExecutorPlan` (a batch executor reads and decodes whole batches in their
+place). The steps, in order:
+
+1. **translate** (:func:`translate`): with ``accelerate``, the dataset's torchvision pipeline
+   becomes fastload's ops (:mod:`fastload.accelerate`), or the reason it cannot is kept;
+2. **choose**: an executor when the backend (``backend=``, else the dataset's) is one;
+3. **executor** (:func:`executor_plan`): refuse what an executor cannot honour, shard under
+   ``torch.distributed``;
+4. **workers** (:func:`worker_plan`): swap in the per-sample decoder ``backend=`` names.
+
+A plan is pure data: it starts nothing (no process, no executor), so it can be made again
+whenever the loader's attributes change, in whatever process iterates the loader.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+
+from fastload import backends, system
+from fastload._optional import require
+from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
+from fastload.backends.executor import translate as executor_translation
+from fastload.devices import resolve_device
+from fastload.gpu.transforms import Compose as BatchCompose
+from fastload.options import LoaderOptions
+
+__all__ = [
+    "ExecutorPlan",
+    "Translation",
+    "WorkerPlan",
+    "executor_plan",
+    "is_default_collate",
+    "plan_loader",
+    "translate",
+    "worker_plan",
+]
+
+log = logging.getLogger("fastload")
+_LOGGED: set[str] = set()  # what accelerate said already, in this process
+
+
+def is_default_collate(collate_fn: Any) -> bool:
+    """Whether ``collate_fn`` is what torch's loader uses when given none: ``default_collate``
+    (batches) or ``default_convert`` (``batch_size=None``), by identity, never by name."""
+    from torch.utils.data import default_collate, default_convert
+
+    return collate_fn is None or collate_fn is default_collate or collate_fn is default_convert
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What the translate step made of the dataset's pipeline.
+
+    Attributes:
+        dataset: What is read: the loader's dataset, or fastload's translation of it.
+        acceleration: What was done, or why not.
+        batch_ops: The translation's batch ops, then ``batch_transforms``.
+    """
+
+    dataset: Any
+    acceleration: Acceleration
+    batch_ops: Callable[..., Any] | None
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """torch's worker processes (or the main process) read the dataset.
+
+    Attributes:
+        dataset: What the workers read (the loader's dataset, translated or decoding with
+            another backend).
+        acceleration: What ``accelerate`` did.
+        batch_ops: Run on each collated batch (in the workers, or after the copy to a CUDA
+            device).
+        device: Where batches are delivered (``None``: as torch yields them).
+        device_prefetch: Batches copied ahead with a CUDA device.
+        channels_last: Deliver 4-D images channels-last.
+        keyed: Each index goes out with its sample's seed (``seeding="sample"`` on a dataset
+            that takes seeds).
+        skipping: The dataset returns markers for unreadable files (``on_error="skip"``).
+        decoder: The per-sample decoder ``backend=`` swapped in, if any.
+    """
+
+    dataset: Any
+    acceleration: Acceleration
+    batch_ops: Callable[..., Any] | None
+    device: torch.device | None
+    device_prefetch: int
+    channels_last: bool
+    keyed: bool
+    skipping: bool
+    decoder: str | None = None
+
+    @property
+    def backend(self) -> str | None:
+        """The per-sample decoder the workers decode with (the dataset's, or ``backend=``)."""
+        return getattr(self.dataset, "backend", None)
+
+    @property
+    def cuda(self) -> bool:
+        """Whether batches go to a CUDA device (the batch stage then runs there)."""
+        return self.device is not None and self.device.type == "cuda"
+
+
+@dataclass(frozen=True)
+class ExecutorPlan:
+    """A batch executor reads, decodes and transforms whole batches; no worker processes.
+
+    Attributes:
+        dataset: The fastload dataset the executor reads.
+        acceleration: What ``accelerate`` did.
+        batch_ops: The batch ops; the executor folds the leading ones it can run.
+        backend: The executor's registered name.
+        device: Where batches are delivered (``None``: the CPU).
+        channels_last: Deliver 4-D images channels-last.
+        threads: The executor's CPU threads (``num_workers``, at least 1).
+        prefetch: Batches decoded ahead (``prefetch_factor``, default 2).
+        shard: Under ``torch.distributed`` with torch's default sampler: this rank's
+            ``DistributedSampler``, else ``None``.
+        keyed: Each index goes out with its sample's seed.
+    """
+
+    dataset: Any
+    acceleration: Acceleration
+    batch_ops: Callable[..., Any] | None
+    backend: str
+    device: torch.device | None
+    channels_last: bool
+    threads: int
+    prefetch: int
+    shard: torch.utils.data.DistributedSampler | None
+    keyed: bool
+
+
+def plan_loader(loader: Any, options: LoaderOptions) -> WorkerPlan | ExecutorPlan:
+    """Settle what a loader does from its attributes (torch's) and fastload's ``options``.
+
+    Args:
+        loader: The ``fastload.DataLoader`` (its torch attributes are read, nothing is set).
+        options: Its fastload options.
+
+    Raises:
+        ValueError: A combination the chosen path cannot honour; the message names it.
+    """
+    device = resolve_device(options.device)
+    if options.backend is not None:
+        backends.get(options.backend)  # an unknown name lists the valid ones
+    translation = translate(loader, options, device)
+    dataset = translation.dataset
+    name = options.backend if options.backend is not None else getattr(dataset, "backend", None)
+    if isinstance(name, str) and name in backends.names("executor"):
+        return executor_plan(loader, options, translation, name, device)
+    return worker_plan(loader, options, translation, device)
+
+
+def translate(loader: Any, options: LoaderOptions, device: torch.device | None) -> Translation:
+    """The translate step: the dataset's torchvision pipeline as fastload's ops, when asked
+    (``accelerate=True``, or ``"auto"`` with a CUDA device) and possible; why not, said once
+    on the ``fastload`` logger, when not."""
+    dataset = loader.dataset
+    kind = type(dataset).__name__
+    cuda = device is not None and device.type == "cuda"
+    wanted = options.accelerate is True or (options.accelerate == "auto" and cuda)
+    ops = options.batch_transforms
+    if not wanted:
+        why = (
+            "accelerate=False"
+            if options.accelerate is False
+            else (
+                "not asked: accelerate=True, or a CUDA device with accelerate='auto', turns it on"
+            )
+        )
+        return Translation(dataset, Acceleration(False, why, kind), ops)
+    try:
+        if not is_default_collate(loader.collate_fn):
+            raise NotAccelerated(
+                f"collate_fn={loader.collate_fn!r}",
+                "a collate function of your own (the batch ops run on torch's default collate)",
+            )
+        if loader.batch_sampler is None:
+            raise NotAccelerated("batch_size=None", "no batches for the batch ops")
+        fast, translated = accelerate_dataset(dataset)
+    except NotAccelerated as why:
+        acceleration = Acceleration(False, str(why), kind)
+        message = f"accelerate: {acceleration}"
+        if message not in _LOGGED:
+            _LOGGED.add(message)
+            log.info(message)
+        return Translation(dataset, acceleration, ops)
+    if translated.batch_ops is not None:
+        ops = translated.batch_ops if ops is None else BatchCompose([translated.batch_ops, ops])
+    name = options.backend if options.backend is not None else fast.backend
+    decoding = "in the worker processes" if loader.num_workers else "in this process"
+    where = f"{decoding}, after collating"
+    if cuda:
+        where = f"on {device}, on the prefetcher's side stream"
+    if name in backends.names("executor"):
+        decoding = where = f"by the {name} executor"
+    acceleration = Acceleration(
+        True,
+        dataset=kind,
+        decoder=name,
+        decoding=decoding,
+        fused=translated.fused_from,
+        batch=translated.batch_from,
+        where=where,
+        dtype=str(translated.dtype).replace("torch.", ""),
+    )
+    log.info(
+        "accelerate: %s: %d ops fused with decoding, %d on whole batches",
+        kind,
+        len(translated.fused_from),
+        len(translated.batch_from),
+    )
+    return Translation(fast, acceleration, ops)
+
+
+def executor_plan(
+    loader: Any,
+    options: LoaderOptions,
+    translation: Translation,
+    name: str,
+    device: torch.device | None,
+) -> ExecutorPlan:
+    """The executor step: refuse what an executor cannot honour, and shard it.
+
+    An executor replaces the worker processes, so what only they would run (a collate
+    function of one's own, ``worker_init_fn``) is refused rather than silently skipped.
+
+    Raises:
+        ValueError: The dataset is not a fastload dataset an executor can read, or an argument
+            would not run; the message says what to do.
+        fastload.MissingDependencyError: The executor's library is not installed.
+    """
+    for requirement in backends.get(name).requires:  # a missing library is named now
+        require(requirement, backend=name)
+    dataset = translation.dataset
+    if getattr(dataset, "transform_split", None) is None or not hasattr(dataset, "path"):
+        raise ValueError(
+            f"backend={name!r} reads the files itself: the dataset must be a fastload.ImageFolder "
+            f"or fastload.ImageList, got {type(dataset).__name__}"
+        )
+    if loader.batch_sampler is None:
+        raise ValueError(f"backend={name!r} makes whole batches: batch_size=None is not supported")
+    if getattr(dataset, "exif_orientation", True) is False:
+        raise ValueError(
+            f"backend={name!r} always applies EXIF orientation, and this dataset keeps the stored "
+            "pixels (exif_orientation=False, as torchvision's ImageFolder does): use a per-sample "
+            "backend, or a fastload.ImageFolder"
+        )
+    executor_translation(dataset.transform_split, name)  # an op it cannot run is named now
+    if not is_default_collate(loader.collate_fn):
+        _refuse(name, "collate_fn", loader.collate_fn)
+    if loader.worker_init_fn is not None:
+        _refuse(name, "worker_init_fn", loader.worker_init_fn)
+    return ExecutorPlan(
+        dataset,
+        translation.acceleration,
+        translation.batch_ops,
+        name,
+        device,
+        options.channels_last,
+        threads=max(1, loader.num_workers),
+        prefetch=loader.prefetch_factor or 2,
+        shard=_shard(loader),
+        keyed=options.seeding == "sample" and getattr(dataset, "sample_keys", False),
+    )
+
+
+def _refuse(name: str, option: str, value: Any) -> None:
+    raise ValueError(
+        f"backend={name!r} makes batches without worker processes or collating, so "
+        f"{option}={value!r} would not run; remove it, or use a CPU backend"
+    )
+
+
+def _shard(loader: Any) -> torch.utils.data.DistributedSampler | None:
+    """This rank's shard for an executor under ``torch.distributed``, when the loader samples
+    with what ``shuffle=`` makes (torch's default sampler in torch's ``BatchSampler``): a
+    sampler of one's own (Lightning's ``DistributedSampler`` among them) is used as it is."""
+    if system.world_size() <= 1:
+        return None
+    dataset: Any = loader.dataset
+    sampler, batches = loader.sampler, loader.batch_sampler
+    if type(batches) is not BatchSampler or batches.sampler is not sampler:
+        return None
+    if type(sampler) not in (SequentialSampler, RandomSampler):
+        return None
+    if getattr(sampler, "data_source", None) is not dataset:
+        return None
+    generator = loader.generator
+    return torch.utils.data.DistributedSampler(
+        dataset,  # type: ignore[arg-type]
+        shuffle=type(sampler) is RandomSampler,
+        seed=generator.initial_seed() if generator is not None else 0,
+    )
+
+
+def worker_plan(
+    loader: Any, options: LoaderOptions, translation: Translation, device: torch.device | None
+) -> WorkerPlan:
+    """The workers step: the dataset they read, decoding with ``backend=`` when it names a
+    per-sample decoder.
+
+    Raises:
+        ValueError: ``backend=`` names a decoder, and the dataset is not fastload's.
+    """
+    dataset, decoder = translation.dataset, None
+    if options.backend is not None:
+        using = getattr(dataset, "using", None)
+        if using is None:
+            raise ValueError(
+                f"backend={options.backend!r} decodes a fastload dataset's files: the dataset "
+                f"must be a fastload.ImageFolder or fastload.ImageList, got "
+                f"{type(dataset).__name__}"
+            )
+        dataset, decoder = using(options.backend), options.backend
+    return WorkerPlan(
+        dataset,
+        translation.acceleration,
+        translation.batch_ops,
+        device,
+        options.device_prefetch,
+        options.channels_last,
+        keyed=(
+            options.seeding == "sample"
+            and not isinstance(dataset, torch.utils.data.IterableDataset)
+            and getattr(dataset, "sample_keys", False)
+        ),
+        skipping=getattr(dataset, "on_error", None) == "skip",
+        decoder=decoder,
+    )

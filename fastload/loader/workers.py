@@ -1,0 +1,145 @@
+"""The worker path: torch's worker processes read the dataset, fastload delivers the batches.
+
+fastload never changes the attributes of the loader the user holds: the planned dataset, the
+collate chain (:mod:`fastload.loader.collate`) and the :class:`~fastload.sampling.EpochSampler`
+that records where the epoch stands go to a torch ``DataLoader`` of the path's own, whose
+iterators are torch's (subclassed under their own names, so that profiler labels and
+``iter(loader)`` on the CPU stay torch's). With a CUDA device the batches then go through a
+:class:`~fastload.prefetch.CUDAPrefetcher`, which runs the batch stage on its side stream.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch.utils.data
+
+from fastload.gpu.stage import BatchStage, DeviceStage
+from fastload.loader.collate import collate_chain
+from fastload.loader.delivery import Counting, counted
+from fastload.loader.plan import WorkerPlan
+from fastload.prefetch import CUDAPrefetcher
+from fastload.sampling import EpochSampler
+from fastload.skipping import SkipReport
+
+__all__ = ["WorkerPath"]
+
+# torch's parameters that the path's own loader takes from the user's loader as they are
+# (whatever the installed torch has: in_order, pin_memory_device, ...)
+_AS_GIVEN = tuple(
+    name
+    for name in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    if name
+    not in (
+        "self",
+        "dataset",
+        "batch_size",
+        "shuffle",
+        "sampler",
+        "batch_sampler",
+        "drop_last",
+        "collate_fn",
+    )
+)
+
+
+class WorkerPath:
+    """Batches from torch's worker processes, as a :class:`WorkerPlan` says.
+
+    Args:
+        loader: The user's loader (its torch attributes are read once, here).
+        plan: What to read and what runs where.
+    """
+
+    def __init__(self, loader: Any, plan: WorkerPlan) -> None:
+        self.plan = plan
+        has_ops = plan.batch_ops is not None or plan.channels_last
+        self.stage = (
+            BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
+        )
+        self.device_stage = DeviceStage(self.stage) if plan.cuda and self.stage else None
+        self._own_generator = loader.generator is not None
+        batched = loader.batch_sampler is not None
+        arguments: dict[str, Any] = {name: getattr(loader, name) for name in _AS_GIVEN}
+        self.epochs: EpochSampler | None = None
+        if isinstance(loader.dataset, torch.utils.data.IterableDataset):
+            arguments.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+        else:
+            self.epochs = EpochSampler(
+                loader.batch_sampler if batched else loader.sampler,
+                batched=batched,
+                generator=loader.generator,
+                sampler=loader.sampler,
+                keyed=plan.keyed,
+            )
+            if batched:
+                arguments["batch_sampler"] = self.epochs
+            else:
+                arguments.update(sampler=self.epochs, batch_size=None)
+        arguments["collate_fn"] = collate_chain(
+            loader.collate_fn,
+            stage=self.stage,
+            on_device=plan.cuda,
+            skipping=plan.skipping,
+            batched=batched,
+            keyed=plan.keyed,
+        )
+        self.torch_loader = _TorchLoader(plan.dataset, **arguments)
+
+    def __len__(self) -> int:
+        return len(self.torch_loader)
+
+    def batches(self) -> Iterator[Any]:
+        """One pass: torch's iterator on the CPU, the prefetcher's with a CUDA device."""
+        return counted(self.epochs, self._start, own_generator=self._own_generator)
+
+    def _start(self) -> Iterator[Any]:
+        plan = self.plan
+        batches: Iterator[Any] = iter(self.torch_loader)
+        if self.device_stage is not None and plan.keyed:
+            batches = self.device_stage.untag(batches)  # the seed rode along with the batch
+        if plan.skipping:
+            dropped = self.epochs.drop if self.epochs is not None else None
+            batches = SkipReport(batches, plan.dataset, on_drop=dropped)
+        if not plan.cuda:
+            return batches
+        assert plan.device is not None
+        prefetcher = CUDAPrefetcher(
+            batches, device=plan.device, depth=plan.device_prefetch, transform=self.device_stage
+        )
+        return iter(prefetcher)  # started: `for batch in loader` calls iter() only on the loader
+
+    def state(self) -> dict[str, Any]:
+        """Where the epoch stands (see :class:`EpochSampler`)."""
+        assert self.epochs is not None
+        return {"epochs": self.epochs.state(), "executor_epochs": 0}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state`."""
+        assert self.epochs is not None
+        self.epochs.load(state["epochs"])
+
+
+class _TorchLoader(torch.utils.data.DataLoader):
+    """torch's loader over the planned dataset, whose iterators count what they hand out."""
+
+    def _get_iterator(self) -> Any:
+        if self.num_workers == 0:
+            return _SingleProcessDataLoaderIter(self)
+        self.check_worker_number_rationality()
+        return _MultiProcessingDataLoaderIter(self)
+
+
+# torch's two iterators under their own names (torch's profiler labels use them)
+class _SingleProcessDataLoaderIter(
+    Counting, torch.utils.data.dataloader._SingleProcessDataLoaderIter
+):
+    pass
+
+
+class _MultiProcessingDataLoaderIter(
+    Counting, torch.utils.data.dataloader._MultiProcessingDataLoaderIter
+):
+    pass

@@ -1,0 +1,96 @@
+"""fastload.DataLoader's own options: their names, defaults and checks, in one place.
+
+The loader's signature is torch's parameters followed by these, keyword-only. Everything that
+needs to know which options are fastload's reads :data:`NAMES` from here: the loader itself,
+``autotune`` (which refuses them for torch's loader), and the loader's re-creation by
+frameworks (an option is stored on the loader under its own name, as given).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from fastload.checks import check_int
+from fastload.devices import DeviceLike
+
+__all__ = ["DEPRECATED", "NAMES", "Accelerate", "LoaderOptions", "renamed"]
+
+Accelerate = bool | Literal["auto"]
+_SEEDING = ("sample", "worker")
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """What ``fastload.DataLoader`` takes besides torch's parameters (see its docstring).
+
+    Attributes:
+        device: Where batches are delivered (``None``: as torch yields them).
+        device_prefetch: With a CUDA device, how many batches are copied ahead.
+        batch_transforms: Batch ops (``fastload.gpu``) applied to whole batches.
+        channels_last: Deliver 4-D images in channels-last memory format.
+        backend: Who executes the dataset's pipeline (a registered backend's name), if not the
+            dataset's own.
+        accelerate: Run an unchanged torchvision pipeline fastload's way: ``True``, ``False``,
+            or ``"auto"`` (on with a CUDA ``device``).
+        seeding: ``"sample"`` (each sample its own random stream) or ``"worker"`` (torch's).
+    """
+
+    device: DeviceLike | None = None
+    device_prefetch: int = 2
+    batch_transforms: Callable[..., Any] | None = None
+    channels_last: bool = False
+    backend: str | None = None
+    accelerate: Accelerate = "auto"
+    seeding: Literal["sample", "worker"] = "sample"
+
+    def __post_init__(self) -> None:
+        check_int("device_prefetch", self.device_prefetch, minimum=1)
+        if self.batch_transforms is not None and not callable(self.batch_transforms):
+            raise ValueError(f"batch_transforms={self.batch_transforms!r} is not callable")
+        if not isinstance(self.channels_last, bool):
+            raise ValueError(f"channels_last={self.channels_last!r} must be True or False")
+        if self.backend is not None and not isinstance(self.backend, str):
+            raise ValueError(f"backend={self.backend!r} must be a backend's name or None")
+        if not (self.accelerate is True or self.accelerate is False or self.accelerate == "auto"):
+            raise ValueError(
+                f"accelerate={self.accelerate!r} is not valid; valid: True, False, 'auto'"
+            )
+        if self.seeding not in _SEEDING:
+            raise ValueError(f"seeding={self.seeding!r} is not valid; valid: 'sample', 'worker'")
+
+
+NAMES: tuple[str, ...] = tuple(f.name for f in fields(LoaderOptions))
+# old name -> new name; the old one still works, with a FutureWarning
+DEPRECATED = {"gpu_transforms": "batch_transforms"}
+
+
+def renamed(given: dict[str, Any]) -> dict[str, Any]:
+    """The options with deprecated names replaced by their new ones (warning once per call).
+
+    ``accelerate=None``, the old spelling of the default, becomes ``"auto"`` quietly.
+
+    Raises:
+        TypeError: Both an old name and its new one were given.
+    """
+    out = dict(given)
+    for old, new in DEPRECATED.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if value is None:
+            continue
+        if out.get(new) is not None:
+            raise TypeError(f"{old}= and {new}= were both given; {old} is the old name of {new}")
+        warnings.warn(
+            f"fastload.DataLoader({old}=...) is now {new}=... (the ops also run on the CPU); "
+            f"the old name will be removed",
+            FutureWarning,
+            stacklevel=3,
+        )
+        out[new] = value
+    if out.get("accelerate", "auto") is None:
+        out["accelerate"] = "auto"
+    return out
