@@ -261,8 +261,10 @@ def test_empty_dataset() -> None:
 def test_real_measurement_end_to_end(cache: Path) -> None:
     """No fakes: two candidates measured for real within a short budget."""
     result = tune.autotune(Tensors(), batch_size=16, max_workers=1, budget=2.0)
-    assert result.num_workers in (0, 1) and result.images_per_sec > 0
     assert {m.num_workers for m in result.table} == {0, 1}
+    # the figure reported is the chosen count's own (the mean of its readings)
+    chosen = [m.images_per_sec for m in result.table if m.num_workers == result.num_workers]
+    assert min(chosen) <= result.images_per_sec <= max(chosen)
 
 
 def test_dataloader_num_workers_auto(cache: Path, fake_measure: list[int], caplog) -> None:

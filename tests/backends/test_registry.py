@@ -45,8 +45,14 @@ def run_cli(*args: str) -> tuple[int, str]:
 
 
 def test_the_registry_knows_each_backends_kind() -> None:
-    assert backends.names("decoder") == ["opencv", "pillow", "region", "turbojpeg"]
-    assert backends.names("executor") == ["dali", "nvimgcodec"]
+    decoders, executors = backends.names("decoder"), backends.names("executor")
+    # the two kinds split the registry, and each name is listed under its class's kind
+    assert sorted(decoders + executors) == sorted(backends.names())
+    assert all(backends.get(n).kind == "decoder" for n in decoders)
+    assert all(backends.get(n).kind == "executor" for n in executors)
+    # what fastload ships, whatever else is registered
+    assert {"opencv", "pillow", "region", "turbojpeg"} <= set(decoders)
+    assert {"dali", "nvimgcodec"} <= set(executors)
     assert backends.kind("dali") == "executor" and backends.kind("pillow") == "decoder"
 
 

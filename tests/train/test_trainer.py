@@ -263,11 +263,26 @@ def test_auto_on_the_cpu_chooses_what_measures_faster(
     assert trainer.precision.name == name
 
 
-def test_the_cpu_measurement_is_a_real_ratio() -> None:
+@pytest.mark.parametrize(("fp32", "bf16", "want"), [(1.0, 3.0, 3.0), (2.0, 1.0, 0.5)])
+def test_the_cpu_measurement_is_bf16_time_over_fp32_time(
+    monkeypatch: pytest.MonkeyPatch, fp32: float, bf16: float, want: float
+) -> None:
+    import itertools
+
     from fastload.train import precision
 
-    ratio = precision._cpu_bf16_ratio()
-    assert 0.01 < ratio < 1000  # whatever this CPU is; the choice follows from it
+    # a fake clock: each timing reads it twice, fp32 and bf16 in alternation; the first
+    # fp32 timing after the warm-up is a burst of other work, which the fastest reading ignores
+    durations = itertools.chain([fp32, bf16, 10 * fp32, bf16], itertools.cycle([fp32, bf16]))
+    readings = itertools.chain.from_iterable((0.0, d) for d in durations)
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += next(readings)
+        return now[0]
+
+    monkeypatch.setattr(precision.time, "perf_counter", clock)
+    assert precision._cpu_bf16_ratio() == pytest.approx(want)
 
 
 def test_precision_owns_backward_and_step() -> None:
