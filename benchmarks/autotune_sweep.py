@@ -43,7 +43,8 @@ from typing import Any
 
 import fastload
 from fastload import transforms as T
-from fastload.autotune import _coarse, autotune, measure_loader
+from fastload.autotune import autotune, measure_loader
+from fastload.autotune.search import coarse_candidates
 from fastload.bench import default_data
 from fastload.synthetic import SlowStorage
 
@@ -83,7 +84,9 @@ def main() -> None:
     ceiling = None if args.io_latency is None else args.max_workers
     max_workers = 2 * cores if ceiling is None else ceiling
     # the time per candidate autotune gives (its planned candidates: up to 2x the cores)
-    per_candidate = max(0.5, args.budget / (len(_coarse(min(2 * cores, max_workers))) + 2) - 0.5)
+    per_candidate = max(
+        0.5, args.budget / (len(coarse_candidates(min(2 * cores, max_workers))) + 2) - 0.5
+    )
 
     def make(workers: int, prefetch: int | None = None) -> fastload.DataLoader:
         return fastload.DataLoader(

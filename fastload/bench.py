@@ -26,7 +26,6 @@ import functools
 import gc
 import os
 import statistics
-import time
 from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
 from fastload.errors import one_line
 from fastload.image import sniff
-from fastload.iteration import endless
+from fastload.iteration import endless, read_rate
 from fastload.loader import DataLoader
 from fastload.synthetic import make_image_folder
 
@@ -504,20 +503,9 @@ def _to_device(
         batches.close()
 
 
-def _size(batch: Any) -> int:
-    return batch if isinstance(batch, int) else len(batch[0])
-
-
 def _measure(batches: Iterator[Any], seconds: float, device: torch.device) -> float:
-    seen, start = 0, time.perf_counter()
-    while True:
-        seen += _size(next(batches))
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-                elapsed = time.perf_counter() - start
-            return seen / elapsed
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
+    return read_rate(batches, seconds=seconds, sync=sync).rate
 
 
 def format_table(rows: list[BenchRow]) -> list[str]:

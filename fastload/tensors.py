@@ -1,4 +1,8 @@
-"""Walking nested batches: the one helper every stage that touches a batch's tensors uses."""
+"""Reading batches: their parts (inputs, targets, size) and their tensors, in one place.
+
+A batch is a tensor, a sequence ``(inputs, targets, ...)`` or a mapping whose first value is
+the inputs; whatever measures, moves or transforms batches reads them with these helpers.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,43 @@ from typing import Any
 
 import torch
 
-__all__ = ["map_tensors"]
+__all__ = ["batch_size_of", "inputs_of", "map_tensors", "targets_of"]
+
+
+def inputs_of(batch: Any) -> Any:
+    """The inputs of a batch: the batch itself when it is a tensor, the first item of a
+    sequence, the first value of a mapping; ``None`` otherwise."""
+    if isinstance(batch, torch.Tensor):
+        return batch
+    if isinstance(batch, (list, tuple)) and batch:
+        return batch[0]
+    if isinstance(batch, dict) and batch:
+        return next(iter(batch.values()))
+    return None
+
+
+def targets_of(batch: Any) -> Any:
+    """The targets of a ``(inputs, targets, ...)`` batch; ``None`` otherwise."""
+    if isinstance(batch, (list, tuple)) and len(batch) > 1:
+        return batch[1]
+    return None
+
+
+def batch_size_of(batch: Any) -> int:
+    """How many samples a batch holds: the leading size of its inputs (an int counts as a
+    batch of that many, as measuring code passes sizes along).
+
+    Raises:
+        TypeError: The batch holds no tensor to count.
+    """
+    if isinstance(batch, int):
+        return batch
+    inputs = inputs_of(batch)
+    if isinstance(inputs, torch.Tensor):
+        return int(inputs.shape[0]) if inputs.ndim else 1
+    if inputs is not None and inputs is not batch:
+        return batch_size_of(inputs)
+    raise TypeError(f"cannot tell how many samples a {type(batch).__name__} batch holds")
 
 
 def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:

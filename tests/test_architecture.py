@@ -53,12 +53,12 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "fastload.datasets",
         "fastload.accelerate",
-        "fastload.autotune",
+        "fastload.autotune.*",
         "fastload.scan",
         "fastload.info",
     ),
     ("fastload.loader.*",),
-    ("fastload.bench", "fastload.diagnosis", "fastload.train.*", "fastload.integrations.*"),
+    ("fastload.bench", "fastload.diagnosis.*", "fastload.train.*", "fastload.integrations.*"),
     ("fastload.cli", "fastload.__main__", "fastload"),
 ]
 

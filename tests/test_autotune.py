@@ -12,6 +12,9 @@ import torch
 import fastload
 from fastload import autotune as tune
 from fastload import options
+from fastload.autotune import measuring
+from fastload.autotune import tune as steps
+from fastload.system import cpu_cores
 
 
 class FakeClock:
@@ -181,7 +184,7 @@ class Tensors(torch.utils.data.Dataset):
 def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """A load average of zero unless a test sets one: the choice must not depend on what else
     the test machine runs (tests about load set their own)."""
-    monkeypatch.setattr(tune, "load_average", lambda: 0.0)
+    monkeypatch.setattr(steps, "load_average", lambda: 0.0)
 
 
 @pytest.fixture
@@ -202,7 +205,7 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         assert loader.num_workers == workers
         return 100.0 * min(max(workers, 0.5), 2), 0.9  # busy workers: computing
 
-    monkeypatch.setattr(tune, "measure_usage", measure)
+    monkeypatch.setattr(measuring, "measure_usage", measure)
     return calls
 
 
@@ -236,7 +239,7 @@ def test_small_dataset_is_measured_with_a_warning(cache: Path, fake_measure: lis
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"batch_size": 0}, "batch_size=0 must be a positive int"),
+        ({"batch_size": 0}, "batch_size=0 must be an int >= 1"),
         ({"budget": 0}, "budget=0 must be a positive number"),
         ({"step_time": -1.0}, "step_time=-1.0 must be a positive number"),
     ],
@@ -289,30 +292,30 @@ def test_prefetch_factor_is_kept_for_workers_and_dropped_without(cache: Path, mo
         seen[workers] = make_loader(workers).prefetch_factor
         return 100.0 * min(max(workers, 0.5), 2), None
 
-    monkeypatch.setattr(tune, "measure_usage", measure)
+    monkeypatch.setattr(measuring, "measure_usage", measure)
     tune.autotune(Tensors(), batch_size=16, max_workers=2, loader_kwargs={"prefetch_factor": 4})
     assert seen[0] is None and seen[1] == 4 and seen[2] == 4
 
 
 def test_a_measurement_settles_once_its_mean_is_known_well_enough() -> None:
     steady = [1000.0, 1010.0, 990.0, 1005.0, 995.0]
-    assert tune._settled(steady, 0.015)
-    assert not tune._settled(steady[:3], 0.015)  # at least four windows
+    assert measuring.settled(steady, 0.015)
+    assert not measuring.settled(steady[:3], 0.015)  # at least four windows
     noisy = [600.0, 1400.0, 700.0, 1300.0, 1000.0]
-    assert not tune._settled(noisy, 0.015)
-    assert tune._settled(noisy * 200, 0.015)  # enough rounds pin down even a noisy mean
-    assert not tune._settled([0.0] * 5, 0.015)
+    assert not measuring.settled(noisy, 0.015)
+    assert measuring.settled(noisy * 200, 0.015)  # enough rounds pin down even a noisy mean
+    assert not measuring.settled([0.0] * 5, 0.015)
 
 
 def test_a_measurement_stops_once_its_side_of_the_bar_is_clear() -> None:
     noisy = [900.0, 1100.0, 950.0, 1050.0, 1000.0]  # mean 1000, standard error 35
-    assert not tune._settled(noisy, 0.02)
-    assert tune._settled(noisy, 0.02, bar=1100.0)  # clearly below: not a gain, stop
-    assert not tune._settled(noisy, 0.02, bar=1050.0)  # within two errors: keep measuring
-    assert tune._settled(noisy, 0.02, bar=900.0)  # clearly above, and known to 5 %
+    assert not measuring.settled(noisy, 0.02)
+    assert measuring.settled(noisy, 0.02, bar=1100.0)  # clearly below: not a gain, stop
+    assert not measuring.settled(noisy, 0.02, bar=1050.0)  # within two errors: keep measuring
+    assert measuring.settled(noisy, 0.02, bar=900.0)  # clearly above, and known to 5 %
     wild = [500.0, 1500.0, 600.0, 1400.0, 1000.0]  # clearly above 100, but known to 20 % only
-    assert not tune._settled(wild, 0.02, bar=100.0)
-    assert not tune._settled(noisy[:3], 0.02, bar=5000.0)  # still at least four windows
+    assert not measuring.settled(wild, 0.02, bar=100.0)
+    assert not measuring.settled(noisy[:3], 0.02, bar=5000.0)  # still at least four windows
 
 
 # ---------------------------------------------------------------- workers that wait on I/O
@@ -363,28 +366,41 @@ class Waiting(torch.utils.data.Dataset):
         return torch.zeros(4)
 
 
-def test_the_workers_cpu_share_tells_waiting_from_computing() -> None:
-    def make(compute: bool):
-        def loader(workers: int):
-            return torch.utils.data.DataLoader(
-                Waiting(0.01, compute=compute), batch_size=4, num_workers=workers
-            )
+@pytest.mark.parametrize(("cpu_seconds", "busy"), [(1.2, 0.6), (0.1, 0.05)])
+def test_the_workers_cpu_share_is_their_cpu_time_over_their_wall_time(
+    cpu_seconds: float, busy: float
+) -> None:
+    # real workers; a fake clock (each reading 0.25 s after the last) and a fake CPU reading
+    ticks = iter(0.25 * k for k in range(1000))
+    cpu = iter([0.0, cpu_seconds])
 
-        return loader
+    def loader(workers: int) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(Tensors(), batch_size=16, num_workers=workers)
 
-    _, waiting = tune.measure_usage(make(False), 2, 1.5)
-    _, computing = tune.measure_usage(make(True), 1, 1.5)
-    assert waiting is not None and computing is not None  # /proc is there in CI
-    assert waiting < tune.WAITING < computing
-    assert tune.measure_usage(make(False), 0, 0.5)[1] is None  # no workers: not measured
+    rate, share = tune.measure_usage(
+        loader, 2, 1.0, clock=lambda: next(ticks), cpu=lambda: next(cpu)
+    )
+    assert rate == 4 * 16 / 1.0  # four batches of 16 in the second the clock says passed
+    assert share == busy  # CPU seconds over (wall seconds x 2 workers)
+    assert (share < tune.WAITING) is (cpu_seconds < 1.0)
+    no_workers = tune.measure_usage(loader, 0, 1.0, clock=lambda: next(ticks))
+    assert no_workers[1] is None  # no workers: not measured
 
 
-def test_autotune_goes_past_the_cores_for_waiting_workers(cache: Path) -> None:
-    """Real workers, each sample a 40 ms wait: 25 samples/s a worker, far from the cores' limit."""
-    result = tune.autotune(Waiting(0.04, compute=False), batch_size=4, budget=12.0)
-    cores = tune.cpu_cores()
-    assert result.num_workers > 2 * cores, result.table
-    assert max(m.num_workers for m in result.table) > 2 * cores
+def test_autotune_goes_past_the_cores_for_waiting_workers(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers that wait (busy 5 %), 25 samples/s each: far from the cores' limit."""
+    measured: list[int] = []
+
+    def measure(make_loader, workers: int, seconds: float, **options: object):
+        measured.append(workers)
+        return 25.0 * max(workers, 0.5), None if workers == 0 else 0.05
+
+    monkeypatch.setattr(measuring, "measure_usage", measure)
+    result = tune.autotune(Tensors(), batch_size=4, budget=12.0)
+    assert result.num_workers > 2 * cpu_cores(), result.table
+    assert max(measured) > 2 * cpu_cores()
     assert all(m.busy is None or m.busy < tune.WAITING for m in result.table)
 
 
@@ -411,7 +427,7 @@ def test_waiting_workers_measure_the_top_two_again(
         rates = again if calls.count(workers) > 1 else first
         return rates[workers], None if workers == 0 else 0.1
 
-    monkeypatch.setattr(tune, "measure_usage", measure)
+    monkeypatch.setattr(measuring, "measure_usage", measure)
     result = tune.autotune(Tensors(), batch_size=16, max_workers=4)
     # then prefetch_factor 4 for the choice, which this fake ignores: it reads 205, within 3 %
     # of the default's 195 and 205, so it is not measured again and the default stays
@@ -423,7 +439,7 @@ def test_waiting_workers_measure_the_top_two_again(
     # computing workers (busy 90 %) on a quiet machine: one measurement each, as before
     calls.clear()
     monkeypatch.setattr(
-        tune, "measure_usage", lambda make_loader, w, s, **o: (first[w], 0.9 if w else None)
+        measuring, "measure_usage", lambda make_loader, w, s, **o: (first[w], 0.9 if w else None)
     )
     busy = tune.autotune(Tensors(), batch_size=16, max_workers=4, cache=False)
     assert busy.num_workers == 2 and busy.noise is None
@@ -435,7 +451,7 @@ def test_under_load_the_top_two_are_measured_again_and_the_load_is_cached(
     from fastload.system import cpu_cores
 
     busy = cpu_cores() + 3.0
-    monkeypatch.setattr(tune, "load_average", lambda: busy)
+    monkeypatch.setattr(steps, "load_average", lambda: busy)
     result = tune.autotune(Tensors(), batch_size=16, max_workers=4)
     # 2 and 4 workers give the same 200 images/s: under load the larger is the safer answer
     assert result.num_workers == 4 and result.load == busy and result.loaded
@@ -446,7 +462,7 @@ def test_under_load_the_top_two_are_measured_again_and_the_load_is_cached(
     n = len(fake_measure)
     again = tune.autotune(Tensors(), batch_size=16, max_workers=4)
     assert again.cached and again.loaded and len(fake_measure) == n
-    monkeypatch.setattr(tune, "load_average", lambda: 0.0)
+    monkeypatch.setattr(steps, "load_average", lambda: 0.0)
     fresh = tune.autotune(Tensors(), batch_size=16, max_workers=4, remeasure_loaded=True)
     assert not fresh.cached and fresh.num_workers == 2 and fresh.noise is None
     assert not fresh.loaded and len(fake_measure) > n
@@ -517,20 +533,20 @@ def test_prefetch_limit_keeps_the_batches_in_flight_within_shared_memory(
     per_batch = 16 * sample
 
     def free(size: float) -> None:
-        monkeypatch.setattr(tune.shutil, "disk_usage", lambda path: _Usage(int(size)))
+        monkeypatch.setattr(measuring.shutil, "disk_usage", lambda path: _Usage(int(size)))
 
     free(1e12)
-    assert tune._prefetch_limit(Tensors(), 16, 4) == tune.PREFETCH_LIMIT
+    assert measuring.prefetch_limit(Tensors(), 16, 4) == tune.PREFETCH_LIMIT
     free(4 * 4 * 4 * per_batch)  # a quarter holds 4 workers x 4 batches, not x 8
-    assert tune._prefetch_limit(Tensors(), 16, 4) == 4
+    assert measuring.prefetch_limit(Tensors(), 16, 4) == 4
     free(4 * 4 * 4 * per_batch - 1)
-    assert tune._prefetch_limit(Tensors(), 16, 4) == 2
+    assert measuring.prefetch_limit(Tensors(), 16, 4) == 2
 
     def unreadable(path: str) -> None:
         raise FileNotFoundError(path)
 
-    monkeypatch.setattr(tune.shutil, "disk_usage", unreadable)  # no /dev/shm: nothing tried
-    assert tune._prefetch_limit(Tensors(), 16, 4) == 2
+    monkeypatch.setattr(measuring.shutil, "disk_usage", unreadable)  # no /dev/shm: nothing tried
+    assert measuring.prefetch_limit(Tensors(), 16, 4) == 2
 
 
 class _Usage:
@@ -544,7 +560,7 @@ def test_sample_sizes_are_counted_for_tensors_arrays_images_and_containers() -> 
 
     image = Image.new("RGB", (10, 4))
     sample = {"x": torch.zeros(2, 3), "y": [np.zeros(5, dtype=np.int16), image], "z": 7}
-    assert tune._nbytes(sample) == 2 * 3 * 4 + 5 * 2 + 10 * 4 * 3 + 8
+    assert measuring.nbytes(sample) == 2 * 3 * 4 + 5 * 2 + 10 * 4 * 3 + 8
 
 
 @pytest.fixture
@@ -560,8 +576,8 @@ def uneven_waits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int | None]
         rate = 100.0 * min(max(workers, 0.5), 2) * by_factor.get(factor or 2, 1.0)
         return rate, None if workers == 0 else 0.1
 
-    monkeypatch.setattr(tune, "measure_usage", measure)
-    monkeypatch.setattr(tune.shutil, "disk_usage", lambda path: _Usage(10**12))
+    monkeypatch.setattr(measuring, "measure_usage", measure)
+    monkeypatch.setattr(measuring.shutil, "disk_usage", lambda path: _Usage(10**12))
     return calls
 
 
@@ -599,8 +615,8 @@ def test_a_prefetch_gain_within_the_noise_of_the_workers_repeats_is_not_believed
             return 50.0 * (workers + 1), None if workers == 0 else 0.1
         return readings[workers, factor][calls.count((workers, factor)) - 1], 0.1
 
-    monkeypatch.setattr(tune, "measure_usage", measure)
-    monkeypatch.setattr(tune.shutil, "disk_usage", lambda path: _Usage(10**12))
+    monkeypatch.setattr(measuring, "measure_usage", measure)
+    monkeypatch.setattr(measuring.shutil, "disk_usage", lambda path: _Usage(10**12))
     result = tune.autotune(Tensors(), batch_size=16, max_workers=4)
     assert result.num_workers == 2 and result.noise == pytest.approx(30 / 150)
     assert calls[-1] == (2, 4) and calls.count((2, 4)) == 1 and result.prefetch_factor is None
@@ -617,7 +633,9 @@ def test_prefetch_is_left_alone_when_given_or_when_workers_compute(
     assert {factor for w, factor in uneven_waits if w} == {4}  # every trial used the user's
     uneven_waits.clear()
     monkeypatch.setattr(
-        tune, "measure_usage", lambda make_loader, w, s, **o: (100.0 * min(max(w, 0.5), 2), 0.9)
+        measuring,
+        "measure_usage",
+        lambda make_loader, w, s, **o: (100.0 * min(max(w, 0.5), 2), 0.9),
     )
     computing = tune.autotune(Tensors(), batch_size=16, max_workers=4, cache=False)
     assert computing.prefetch_factor is None and "prefetch_factor" not in computing.reason

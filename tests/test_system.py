@@ -48,3 +48,24 @@ def test_cpu_cores_and_load_average() -> None:
     assert system.cpu_cores() >= 1
     load = system.load_average()
     assert load is None or load >= 0
+
+
+def test_children_cpu_seconds_counts_a_childs_cpu_time() -> None:
+    # the child burns 0.3 s of CPU time (not of wall time: a loaded machine only makes it
+    # slower), says so, and waits to be read
+    burn = (
+        "import sys, time\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "print('done', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        used = system.children_cpu_seconds()
+        assert used is not None and used >= 0.3
+    finally:
+        child.communicate("")
