@@ -21,7 +21,8 @@ import torch
 import torchvision
 
 import fastload
-from fastload.bench import default_data, format_table, run
+from fastload.bench import format_table, run
+from fastload.synthetic import default_data
 
 
 def main() -> None:

@@ -45,8 +45,7 @@ import fastload
 from fastload import transforms as T
 from fastload.autotune import autotune, measure_loader
 from fastload.autotune.search import coarse_candidates
-from fastload.bench import default_data
-from fastload.synthetic import SlowStorage
+from fastload.synthetic import SlowStorage, default_data
 
 
 class Cycled:

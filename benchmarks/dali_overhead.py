@@ -33,8 +33,9 @@ import torch
 
 import fastload
 from fastload import transforms as T
-from fastload.bench import default_data, stock_dataset
+from fastload.bench import stock_dataset
 from fastload.iteration import endless
+from fastload.synthetic import default_data
 
 
 def hand_written(

@@ -36,8 +36,9 @@ import torch
 
 import fastload
 from fastload import backends
-from fastload.bench import default_data, fastload_dataset, stock_dataset
+from fastload.bench import fastload_dataset, stock_dataset
 from fastload.image import probe
+from fastload.synthetic import default_data
 from fastload.transforms import RandomResizedCrop, View
 
 

@@ -20,7 +20,8 @@ import torchvision
 
 import fastload
 from fastload import backends
-from fastload.bench import default_data, format_table, run
+from fastload.bench import format_table, run
+from fastload.synthetic import default_data
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ configuration keeps its workers between rounds; rounds are interleaved and each 
 median of its rounds, so drifting machine load hits all configurations alike.
 
 Files whose first bytes are no image format's (empty files, another kind of file) are left out
-on every side (:func:`unreadable_files`); past that, fastload's sides skip a file they cannot
-decode and the stock side, which cannot skip, reads the next file in its place. A
+on every side (:func:`fastload.scan.unreadable_files`); past that, fastload's sides skip a file
+they cannot decode and the stock side, which cannot skip, reads the next file in its place. A
 configuration that fails mid-run becomes a row with its error.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import os
 import statistics
 from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import asdict, dataclass, field
@@ -34,29 +33,24 @@ from typing import Any
 import torch
 
 from fastload import backends
-from fastload.autotune import autotune, cache_dir
+from fastload.autotune import autotune
 from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
 from fastload.errors import one_line
-from fastload.image import sniff
 from fastload.iteration import endless, read_rate
 from fastload.loader import DataLoader
-from fastload.synthetic import make_image_folder
+from fastload.scan import unreadable_files
 
 __all__ = [
     "ACCELERATED",
-    "DEFAULT_IMAGES",
     "PIPELINES",
     "BenchRow",
     "StockFailed",
-    "default_data",
-    "default_root",
     "fastload_dataset",
     "format_table",
     "notes",
     "run",
     "stock_dataset",
-    "unreadable_files",
     "write_plot",
 ]
 
@@ -64,7 +58,6 @@ PIPELINES = ("train", "val", "decode")
 STOCK = "stock torchvision"
 ACCELERATED = "torchvision, accelerated"
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-DEFAULT_IMAGES = 600
 
 
 @dataclass
@@ -90,66 +83,8 @@ class BenchRow:
         return asdict(self)
 
 
-def default_root() -> Path:
-    """Where the default set is made (in the cache folder)."""
-    return cache_dir() / "imagenet-like-v1"
-
-
-def default_data(progress: Callable[[int, int], None] | None = None) -> Path:
-    """The embedded default set: ImageNet-like JPEGs made once and kept in the cache folder."""
-    root = default_root()
-    done = root / ".complete"
-    if not done.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        for i in range(0, DEFAULT_IMAGES, 50):  # in steps, so the progress bar moves
-            make_image_folder(root, images=50, classes=10, seed=i, start=i)
-            if progress is not None:
-                progress(min(i + 50, DEFAULT_IMAGES), DEFAULT_IMAGES)
-        done.write_text(f"{DEFAULT_IMAGES} images\n")
-    return root
-
-
 def _count(batch: list[Any]) -> int:
     return len(batch)
-
-
-MAGIC_BYTES = 64  # enough for every format's signature: a file is opened, not read
-
-
-def unreadable_files(
-    root: str | Path, *, progress: Callable[..., None] | None = None
-) -> tuple[int, list[str]]:
-    """How many image files a class-folder set holds (torchvision's ImageFolder rules), and
-    those whose first bytes are no image format's signature (empty files, an HTML error page
-    saved as .jpg, files that cannot be opened). Only the first 64 bytes of each file are
-    read: anything broken further in is found when it is decoded.
-
-    Raises:
-        ValueError: ``root`` holds no class folder with an image file.
-    """
-    from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
-
-    try:
-        _, class_to_idx = find_classes(os.fspath(root))
-        found = make_dataset(os.fspath(root), class_to_idx, IMG_EXTENSIONS)
-    except FileNotFoundError:
-        found = []
-    if not found:
-        raise ValueError(
-            f"no image files found in {os.fspath(root)!r}: bench and autotune read "
-            "DIR/<class>/<image> files (torchvision's ImageFolder layout)"
-        )
-    bad = []
-    for k, (path, _) in enumerate(found):
-        try:
-            with open(path, "rb") as f:
-                if sniff(f.read(MAGIC_BYTES)) == "unknown":
-                    bad.append(path)
-        except OSError:
-            bad.append(path)
-        if progress is not None and k % 1000 == 999:  # a small set is checked in a blink
-            progress(k + 1, len(found))
-    return len(found), bad
 
 
 def _allowed(excluded: frozenset[str], path: str) -> bool:

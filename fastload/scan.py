@@ -1,4 +1,6 @@
-"""Check a dataset folder before a long training run: what will not decode, or decode oddly."""
+"""Check a dataset folder before a long training run: what will not decode, or decode oddly
+(:func:`scan`, every file decoded), and which files are no image at all (:func:`unreadable_files`,
+their first bytes sniffed: what bench and autotune leave out before measuring)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from fastload import backends
-from fastload.image import is_truncated_jpeg, probe
+from fastload.image import is_truncated_jpeg, probe, sniff
 from fastload.system import cpu_cores
 
-__all__ = ["KINDS", "Finding", "ScanReport", "scan", "scan_file"]
+__all__ = ["KINDS", "Finding", "ScanReport", "scan", "scan_file", "unreadable_files"]
 
 KINDS = {
     "unreadable": "cannot be decoded at all (empty, corrupt, not an image)",
@@ -214,3 +216,42 @@ def _collect(
         if progress is not None:
             progress(done, total)
     return findings
+
+
+MAGIC_BYTES = 64  # enough for every format's signature: a file is opened, not read
+
+
+def unreadable_files(
+    root: str | Path, *, progress: Callable[..., None] | None = None
+) -> tuple[int, list[str]]:
+    """How many image files a class-folder set holds (torchvision's ImageFolder rules), and
+    those whose first bytes are no image format's signature (empty files, an HTML error page
+    saved as .jpg, files that cannot be opened). Only the first 64 bytes of each file are
+    read: anything broken further in is found when it is decoded.
+
+    Raises:
+        ValueError: ``root`` holds no class folder with an image file.
+    """
+    from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
+
+    try:
+        _, class_to_idx = find_classes(os.fspath(root))
+        found = make_dataset(os.fspath(root), class_to_idx, IMG_EXTENSIONS)
+    except FileNotFoundError:
+        found = []
+    if not found:
+        raise ValueError(
+            f"no image files found in {os.fspath(root)!r}: bench and autotune read "
+            "DIR/<class>/<image> files (torchvision's ImageFolder layout)"
+        )
+    bad = []
+    for k, (path, _) in enumerate(found):
+        try:
+            with open(path, "rb") as f:
+                if sniff(f.read(MAGIC_BYTES)) == "unknown":
+                    bad.append(path)
+        except OSError:
+            bad.append(path)
+        if progress is not None and k % 1000 == 999:  # a small set is checked in a blink
+            progress(k + 1, len(found))
+    return len(found), bad

@@ -5,6 +5,9 @@ are shaped like ImageNet's: shorter side 300-500 px, aspect 0.75-1.33, JPEG qual
 one in ten progressive, smooth shapes with camera-like grain so that files weigh 60-120 KB and
 decode at the speed real photos do.
 
+:func:`default_data` is the set every command and benchmark uses when given no folder: made
+once with :func:`make_image_folder` and kept in fastload's cache folder.
+
 :class:`SlowStorage` makes any dataset wait like network storage before each sample.
 """
 
@@ -14,12 +17,15 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SlowStorage", "make_image_folder"]
+from fastload.system import cache_dir
+
+__all__ = ["DEFAULT_IMAGES", "SlowStorage", "default_data", "default_root", "make_image_folder"]
 
 
 class SlowStorage:
@@ -113,4 +119,26 @@ def make_image_folder(
             quality=int(rng.integers(85, 97)),
             progressive=bool(rng.random() < 0.1),
         )
+    return root
+
+
+DEFAULT_IMAGES = 600  # in the default set
+
+
+def default_root() -> Path:
+    """Where the default set is made (in the cache folder)."""
+    return cache_dir() / "imagenet-like-v1"
+
+
+def default_data(progress: Callable[[int, int], None] | None = None) -> Path:
+    """The embedded default set: ImageNet-like JPEGs made once and kept in the cache folder."""
+    root = default_root()
+    done = root / ".complete"
+    if not done.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        for i in range(0, DEFAULT_IMAGES, 50):  # in steps, so the progress bar moves
+            make_image_folder(root, images=50, classes=10, seed=i, start=i)
+            if progress is not None:
+                progress(min(i + 50, DEFAULT_IMAGES), DEFAULT_IMAGES)
+        done.write_text(f"{DEFAULT_IMAGES} images\n")
     return root

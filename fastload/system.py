@@ -1,4 +1,5 @@
-"""What this process runs on: its CPU cores and its torch.distributed world."""
+"""What this process runs on: its CPU cores and the load on them, its child processes' CPU
+time, the C heap, its torch.distributed world, and the folder fastload caches in."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import ctypes
 import functools
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 __all__ = [
+    "cache_dir",
     "children_cpu_seconds",
     "cpu_cores",
     "distributed",
@@ -94,3 +97,12 @@ def children_cpu_seconds() -> float | None:
             continue  # it ended meanwhile
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
     return total / tick
+
+
+def cache_dir() -> Path:
+    """Where fastload caches results: ``$FASTLOAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/fastload``,
+    else ``~/.cache/fastload``."""
+    if os.environ.get("FASTLOAD_CACHE_DIR"):
+        return Path(os.environ["FASTLOAD_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "fastload"

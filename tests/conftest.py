@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from images import jpeg_bytes, photo
 
 from fastload.backends import check
 
@@ -41,3 +44,15 @@ def require_backend():
         pytest.skip(message)
 
     return _require
+
+
+@pytest.fixture(scope="session")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """30 photos, each in a class folder of its own: an ImageFolder's label is the index (the
+    framework tests in tests/integrations read it)."""
+    root = tmp_path_factory.mktemp("indexed")
+    for i in range(30):
+        (root / f"c{i:02}").mkdir()
+        image = photo(48, 40, seed=i)
+        (root / f"c{i:02}" / "x.jpg").write_bytes(jpeg_bytes(np.ascontiguousarray(image)))
+    return root

@@ -59,7 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("fastload.loader.*",),
     ("fastload.bench", "fastload.diagnosis.*", "fastload.train.*", "fastload.integrations.*"),
-    ("fastload.cli", "fastload.__main__", "fastload"),
+    ("fastload.cli", "fastload.commands.*", "fastload.__main__", "fastload"),
 ]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from fastload import backends, bench
+from fastload import backends, bench, scan, synthetic
 from fastload.synthetic import make_image_folder
 
 
@@ -226,7 +226,7 @@ def test_notes_say_when_the_figures_are_less_certain() -> None:
 
 def test_files_that_are_not_images_are_found_by_their_first_bytes(broken: Path) -> None:
     calls: list[tuple] = []
-    total, bad = bench.unreadable_files(broken, progress=lambda *c: calls.append(c))
+    total, bad = scan.unreadable_files(broken, progress=lambda *c: calls.append(c))
     assert total == 27 and calls == []  # progress every 1,000 files: none for 27
     # the truncated JPEG starts as a JPEG: decoding finds it, not this check
     assert sorted(Path(p).name for p in bad) == ["empty.jpg", "garbage.jpg"]
@@ -357,12 +357,12 @@ def test_default_data_is_made_once_and_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(bench, "DEFAULT_IMAGES", 100)
+    monkeypatch.setattr(synthetic, "DEFAULT_IMAGES", 100)
     calls = []
-    root = bench.default_data(progress=lambda d, t: calls.append((d, t)))
+    root = synthetic.default_data(progress=lambda d, t: calls.append((d, t)))
     assert len(list(root.rglob("*.jpg"))) == 100 and calls[-1] == (100, 100)
     before = (root / ".complete").stat().st_mtime
-    assert bench.default_data() == root and (root / ".complete").stat().st_mtime == before
+    assert synthetic.default_data() == root and (root / ".complete").stat().st_mtime == before
 
 
 # ---------------------------------------------------------------- the first hour of a new user
@@ -393,7 +393,7 @@ def test_help_explains_every_option_and_its_default(command: str) -> None:
 
     from fastload import cli
 
-    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
     parser = sub.choices[command]
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):

@@ -10,19 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from fastload.autotune.search import AutotuneResult, Measurement
+from fastload.system import cache_dir
 
 __all__ = ["CACHE_VERSION", "cache_dir", "fingerprint", "key_of", "read", "write"]
 
 CACHE_VERSION = 3
-
-
-def cache_dir() -> Path:
-    """Where fastload caches results: ``$FASTLOAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/fastload``,
-    else ``~/.cache/fastload``."""
-    if os.environ.get("FASTLOAD_CACHE_DIR"):
-        return Path(os.environ["FASTLOAD_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "fastload"
 
 
 def fingerprint(dataset: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import HERE, SAMPLES, read_ranks, run_script
+from frameworks import HERE, SAMPLES, read_ranks, run_script
 from ranks import run_ranks
 
 pytest.importorskip("accelerate", reason='pip install "fastload[dev]" installs accelerate')

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, read_ranks, run_script
+from frameworks import SAMPLES, read_ranks, run_script
 
 pytest.importorskip("lightning", reason='pip install "fastload[dev]" installs lightning')
 

@@ -1,4 +1,6 @@
-"""What the framework tests share: a folder of JPEGs whose labels are their indices."""
+"""What the framework tests share: running their scripts and reading what each rank saw.
+(Not a conftest.py: the tests folder has one, and two modules named conftest would shadow each
+other on import; the ``indexed`` folder they read is a fixture there.)"""
 
 from __future__ import annotations
 
@@ -7,23 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-from images import jpeg_bytes, photo
-
 HERE = Path(__file__).resolve().parent
 SAMPLES = 30
-
-
-@pytest.fixture(scope="session")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """30 photos, each in a class folder of its own: an ImageFolder's label is the index."""
-    root = tmp_path_factory.mktemp("indexed")
-    for i in range(SAMPLES):
-        (root / f"c{i:02}").mkdir()
-        image = photo(48, 40, seed=i)
-        (root / f"c{i:02}" / "x.jpg").write_bytes(jpeg_bytes(np.ascontiguousarray(image)))
-    return root
 
 
 def run_script(script: str, *args: str, env: dict | None = None, timeout: float = 300) -> None:
