@@ -20,6 +20,7 @@ a different op.
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
 from collections.abc import Callable, Iterator
@@ -182,72 +183,17 @@ def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
     Raises:
         NotAccelerated: An op fastload cannot run with the same meaning; names it.
     """
-    import torchvision.transforms as v1
-    import torchvision.transforms.v2 as v2
-
     if transform is None:
         raise NotAccelerated("transform=None", "the dataset yields PIL images, nothing to batch")
     if given not in ("pil", "uint8"):
         raise ValueError(f"given={given!r} is not valid; valid: 'pil', 'uint8'")
     walk = _Walk([], [], [], tensor=given == "uint8")
+    table = _translators()
     for op in _flatten(transform):
-        kind = type(op)
-        if kind in (v1.RandomResizedCrop, v2.RandomResizedCrop):
-            fused: ft.Transform = ft.RandomResizedCrop(
-                tuple(op.size), op.scale, op.ratio, interpolation=_interpolation(op)
-            )
-            walk.geometry(op, fused, resizes=True)
-        elif kind in (v1.Resize, v2.Resize):
-            if op.size is None:
-                raise NotAccelerated(repr(op), "size=None (max_size alone)")
-            walk.geometry(
-                op,
-                ft.Resize(op.size, _interpolation(op), max_size=op.max_size),
-                resizes=True,
-            )
-        elif kind in (v1.CenterCrop, v2.CenterCrop):
-            walk.geometry(op, ft.CenterCrop(tuple(op.size)))
-        elif kind in (v1.RandomCrop, v2.RandomCrop):
-            if op.padding is not None or op.pad_if_needed:
-                raise NotAccelerated(repr(op), "padding (fastload crops without it)")
-            crop = (
-                ft.RandomCrop(tuple(op.size))
-                if kind is v1.RandomCrop
-                else _RandomCropV2(tuple(op.size))
-            )
-            walk.geometry(op, crop)
-        elif kind in (v1.RandomHorizontalFlip, v2.RandomHorizontalFlip):
-            # a flip commutes with the per-pixel conversions, so it fuses wherever it stands;
-            # its one draw keeps its place among the others
-            walk.fused.append(ft.RandomHorizontalFlip(op.p))
-            walk.fused_from.append(repr(op))
-        elif kind in (v1.ToTensor, v2.ToTensor, v1.PILToTensor, v2.PILToTensor) and walk.tensor:
-            raise NotAccelerated(repr(op), "it takes a PIL image and would get a tensor")
-        elif kind in (v1.ToTensor, v2.ToTensor):
-            walk.convert(op, torch.get_default_dtype())
-        elif kind in (v1.PILToTensor, v2.PILToTensor, v2.ToImage):
-            walk.convert(op, torch.uint8)
-        elif kind in (v1.ConvertImageDtype, v2.ConvertImageDtype):
-            _need_tensor(walk, op)
-            walk.convert(op, op.dtype)
-        elif kind is v2.ToDtype:
-            _need_tensor(walk, op)
-            if not isinstance(op.dtype, torch.dtype):
-                raise NotAccelerated(repr(op), "a dtype per input type")
-            if op.dtype.is_floating_point and not op.scale:
-                raise NotAccelerated(repr(op), "scale=False (values 0..255 as floats)")
-            walk.convert(op, op.dtype)
-        elif kind in (v1.Normalize, v2.Normalize):
-            if not walk.tensor or not walk.dtype.is_floating_point or walk.mean is not None:
-                raise NotAccelerated(
-                    repr(op), "Normalize where it does not follow a float conversion"
-                )
-            walk.mean, walk.std = tuple(op.mean), tuple(op.std)
-            walk.batch_from.append(repr(op))
-        elif kind is v2.ToPureTensor and walk.tensor:
-            walk.batch_from.append(repr(op))
-        else:
+        translator = table.get(type(op))
+        if translator is None:
             raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
+        translator(walk, op)
     if not walk.tensor:
         raise NotAccelerated(repr(transform), "it yields PIL images, which batches cannot hold")
     batch: tuple[Normalize, ...] = ()
@@ -259,6 +205,110 @@ def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
     return Translated(
         tuple(walk.fused), batch, tuple(walk.fused_from), tuple(walk.batch_from), walk.dtype
     )
+
+
+# ---------------------------------------------------------------- one translator per op
+
+
+def _random_resized_crop(walk: _Walk, op: Any) -> None:
+    fused = ft.RandomResizedCrop(
+        tuple(op.size), op.scale, op.ratio, interpolation=_interpolation(op)
+    )
+    walk.geometry(op, fused, resizes=True)
+
+
+def _resize(walk: _Walk, op: Any) -> None:
+    if op.size is None:
+        raise NotAccelerated(repr(op), "size=None (max_size alone)")
+    fused = ft.Resize(op.size, _interpolation(op), max_size=op.max_size)
+    walk.geometry(op, fused, resizes=True)
+
+
+def _center_crop(walk: _Walk, op: Any) -> None:
+    walk.geometry(op, ft.CenterCrop(tuple(op.size)))
+
+
+def _random_crop(walk: _Walk, op: Any, *, v2: bool) -> None:
+    if op.padding is not None or op.pad_if_needed:
+        raise NotAccelerated(repr(op), "padding (fastload crops without it)")
+    walk.geometry(op, _RandomCropV2(tuple(op.size)) if v2 else ft.RandomCrop(tuple(op.size)))
+
+
+def _horizontal_flip(walk: _Walk, op: Any) -> None:
+    # a flip commutes with the per-pixel conversions, so it fuses wherever it stands; its one
+    # draw keeps its place among the others
+    walk.fused.append(ft.RandomHorizontalFlip(op.p))
+    walk.fused_from.append(repr(op))
+
+
+def _to_tensor(walk: _Walk, op: Any, *, dtype: torch.dtype | None) -> None:
+    """``ToTensor`` (``dtype=None``: torch's default float dtype), ``PILToTensor``,
+    ``ToImage``: each takes a PIL image."""
+    if walk.tensor:
+        raise NotAccelerated(repr(op), "it takes a PIL image and would get a tensor")
+    walk.convert(op, torch.get_default_dtype() if dtype is None else dtype)
+
+
+def _to_image(walk: _Walk, op: Any) -> None:
+    walk.convert(op, torch.uint8)
+
+
+def _convert_dtype(walk: _Walk, op: Any) -> None:
+    _need_tensor(walk, op)
+    walk.convert(op, op.dtype)
+
+
+def _to_dtype(walk: _Walk, op: Any) -> None:
+    _need_tensor(walk, op)
+    if not isinstance(op.dtype, torch.dtype):
+        raise NotAccelerated(repr(op), "a dtype per input type")
+    if op.dtype.is_floating_point and not op.scale:
+        raise NotAccelerated(repr(op), "scale=False (values 0..255 as floats)")
+    walk.convert(op, op.dtype)
+
+
+def _normalize(walk: _Walk, op: Any) -> None:
+    if not walk.tensor or not walk.dtype.is_floating_point or walk.mean is not None:
+        raise NotAccelerated(repr(op), "Normalize where it does not follow a float conversion")
+    walk.mean, walk.std = tuple(op.mean), tuple(op.std)
+    walk.batch_from.append(repr(op))
+
+
+def _to_pure_tensor(walk: _Walk, op: Any) -> None:
+    if not walk.tensor:
+        raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
+    walk.batch_from.append(repr(op))
+
+
+def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
+    """torchvision's op classes (v1 and v2), each with its translator: the one place a new op
+    that ``accelerate`` runs goes."""
+    import torchvision.transforms as v1
+    import torchvision.transforms.v2 as v2
+
+    return {
+        v1.RandomResizedCrop: _random_resized_crop,
+        v2.RandomResizedCrop: _random_resized_crop,
+        v1.Resize: _resize,
+        v2.Resize: _resize,
+        v1.CenterCrop: _center_crop,
+        v2.CenterCrop: _center_crop,
+        v1.RandomCrop: functools.partial(_random_crop, v2=False),
+        v2.RandomCrop: functools.partial(_random_crop, v2=True),
+        v1.RandomHorizontalFlip: _horizontal_flip,
+        v2.RandomHorizontalFlip: _horizontal_flip,
+        v1.ToTensor: functools.partial(_to_tensor, dtype=None),
+        v2.ToTensor: functools.partial(_to_tensor, dtype=None),
+        v1.PILToTensor: functools.partial(_to_tensor, dtype=torch.uint8),
+        v2.PILToTensor: functools.partial(_to_tensor, dtype=torch.uint8),
+        v2.ToImage: _to_image,
+        v1.ConvertImageDtype: _convert_dtype,
+        v2.ConvertImageDtype: _convert_dtype,
+        v2.ToDtype: _to_dtype,
+        v1.Normalize: _normalize,
+        v2.Normalize: _normalize,
+        v2.ToPureTensor: _to_pure_tensor,
+    }
 
 
 def _need_tensor(walk: _Walk, op: Any) -> None:

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload._optional",
         "fastload._progress",
         "fastload.synthetic",
+        "fastload.resampling",
         "fastload.transforms",
         "fastload.sampling",
         "fastload.gpu.functional",

@@ -226,3 +226,28 @@ def test_a_window_that_misses_the_box_is_an_error() -> None:
     part = photo(50, 50, seed=2)
     with pytest.raises(ValueError, match="reaches outside the 50 x 50 window at origin"):
         fl.resample(part, (10.0, 10.0, 100.0, 100.0), 20, 20, origin=(0, 0))
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        fl.RandomResizedCrop(24),
+        fl.RandomCrop(16),
+        fl.RandomHorizontalFlip(0.5),
+        fl.Resize(20),
+        fl.CenterCrop(18),
+    ],
+    ids=lambda op: type(op).__name__,
+)
+def test_each_op_draws_apart_from_applying(op: fl.Transform) -> None:
+    view = fl.View.full(40, 30)
+    torch.manual_seed(5)
+    planned = op.plan(view)
+    torch.manual_seed(5)
+    params = op.make_params(view)
+    after_draws = torch.get_rng_state()
+    # applying draws nothing, and gives what plan gives for the same draws
+    assert op.apply_params(view, params) == planned
+    assert torch.equal(torch.get_rng_state(), after_draws)
+    if isinstance(op, (fl.Resize, fl.CenterCrop)):
+        assert params is None  # nothing to draw

@@ -19,6 +19,7 @@ Output: an H x W x 3 uint8 RGB array in display orientation.
 from __future__ import annotations
 
 import io
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,7 +30,7 @@ import numpy as np
 from fastload._optional import Availability, Requirement, availability
 from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
-from fastload.transforms import View, resample, source_window
+from fastload.resampling import View, resample, source_window
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -41,6 +42,7 @@ __all__ = [
     "Stored",
     "check_header",
     "decode_with_pillow",
+    "reduce_by_area",
     "to_stored",
 ]
 
@@ -350,3 +352,15 @@ def _to_rgb(image: Any) -> np.ndarray:
     if image.mode != "RGB":
         image = image.convert("RGB")
     return np.asarray(image)
+
+
+def reduce_by_area(array: np.ndarray, reduce: int) -> np.ndarray:
+    """A whole decoded image brought to libjpeg's 1/``reduce`` size by averaging areas: what a
+    decoder without DCT-domain scaling (DALI's, nvImageCodec's) gives in place of it."""
+    if reduce <= 1:
+        return array
+    import cv2
+
+    rows, cols = array.shape[:2]
+    size = (math.ceil(cols / reduce), math.ceil(rows / reduce))
+    return cv2.resize(array, size, interpolation=cv2.INTER_AREA)

@@ -37,9 +37,10 @@ from fastload import errors
 from fastload.backends.base import check_header
 from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
+from fastload.resampling import View
 from fastload.sampling import sample_seed, seeded
 from fastload.system import trim_heap
-from fastload.transforms import CenterCrop, TransformSplit, View
+from fastload.transforms import CenterCrop, TransformSplit
 
 __all__ = [
     "BatchExecutor",

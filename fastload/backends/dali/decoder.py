@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import weakref
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Requirement, require
+from fastload.backends.base import reduce_by_area
 
 __all__ = ["DALI", "SampleDecoder", "dali_error", "track"]
 
@@ -101,11 +101,4 @@ class SampleDecoder:
         except RuntimeError as exc:
             self._pipe = None  # start clean after a failure
             raise ValueError(f"DALI could not decode it: {dali_error(exc)}") from None
-        if reduce > 1:
-            # DALI has no DCT-domain scaling: average down to libjpeg's reduced size instead
-            import cv2
-
-            rows, cols = array.shape[:2]
-            size = (math.ceil(cols / reduce), math.ceil(rows / reduce))
-            array = cv2.resize(array, size, interpolation=cv2.INTER_AREA)
-        return array
+        return reduce_by_area(array, reduce)  # no DCT-domain scaling here

@@ -20,7 +20,8 @@ from fastload.backends.executor import (
     Translation,
 )
 from fastload.image import ImageInfo
-from fastload.transforms import View, split_transform
+from fastload.resampling import View
+from fastload.transforms import split_transform
 
 __all__ = ["NORMALIZE_DTYPES", "DaliBatches", "DaliEngine", "fold_batch_ops", "translate"]
 

@@ -10,7 +10,7 @@ import torch
 
 from fastload.backends.dali.decoder import track
 from fastload.backends.executor import ExecutorOptions, Folded, Translation
-from fastload.transforms import View, visible_part
+from fastload.resampling import View, visible_part
 
 __all__ = ["INPUTS", "build_pipeline", "sample_inputs"]
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from fastload._optional import Availability, version_of
-from fastload.backends.base import Backend
+from fastload.backends.base import Backend, reduce_by_area
 from fastload.backends.executor import ExecutorOptions
 from fastload.backends.nvimgcodec.decoder import (
     DISTRIBUTIONS,
@@ -91,14 +90,7 @@ class NvImageCodecBackend(Backend):
         if image is None:
             raise ValueError("nvImageCodec could not decode it (corrupt or truncated)")
         array = np.asarray(image)
-        if reduce > 1:
-            # no DCT-domain scaling here: average down to libjpeg's reduced size instead
-            import cv2
-
-            rows, cols = array.shape[:2]
-            size = (math.ceil(cols / reduce), math.ceil(rows / reduce))
-            array = cv2.resize(array, size, interpolation=cv2.INTER_AREA)
-        return array
+        return reduce_by_area(array, reduce)  # no DCT-domain scaling here
 
 
 def _decodes_with(kind: str) -> str:

@@ -37,7 +37,7 @@ from fastload.backends.nvimgcodec.decoder import (
     params,
 )
 from fastload.image import ImageInfo, orient
-from fastload.transforms import View, resample, whole_pixels
+from fastload.resampling import View, resample, whole_pixels
 
 __all__ = [
     "NvImageCodecBatches",
