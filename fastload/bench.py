@@ -34,6 +34,7 @@ import torch
 
 from fastload import backends
 from fastload.autotune import autotune
+from fastload.checks import check_int
 from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
 from fastload.errors import one_line
@@ -180,12 +181,7 @@ def run(
         ValueError: A bad pipeline, batch size, worker count or time; no images.
         StockFailed: The stock pipeline failed (the ratios need it).
     """
-    if pipeline not in PIPELINES:
-        raise ValueError(f"pipeline={pipeline!r} is not valid; valid: {', '.join(PIPELINES)}")
-    if batch_size < 1 or seconds <= 0 or rounds < 1:
-        raise ValueError("batch_size, seconds and rounds must be positive")
-    if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
-        raise ValueError(f"num_workers={num_workers!r} must be an int >= 0 or 'auto'")
+    _check_run(pipeline, batch_size, num_workers, seconds, rounds)
     names = tuple(backends.names()) if names is None else names
     root = Path(data)
     target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
@@ -214,12 +210,39 @@ def run(
     finally:
         for batches in streams.values():
             batches.close()  # shuts the workers down
-    base = statistics.median(rates[STOCK])
     labels = [STOCK, *([ACCELERATED] if accelerated else []), *names]
+    return _rows(labels, pipeline, batch_size, rates, workers, rows, failed)
+
+
+def _check_run(
+    pipeline: str, batch_size: int, num_workers: int | str, seconds: float, rounds: int
+) -> None:
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline={pipeline!r} is not valid; valid: {', '.join(PIPELINES)}")
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("rounds", rounds, minimum=1)
+    if not seconds > 0:
+        raise ValueError(f"seconds={seconds!r} must be a positive number")
+    if num_workers != "auto":
+        check_int("num_workers", num_workers, minimum=0, what="or 'auto'")
+
+
+def _rows(
+    labels: list[str],
+    pipeline: str,
+    batch_size: int,
+    rates: dict[str, list[float]],
+    workers: dict[str, int],
+    unrun: dict[str, BenchRow],
+    failed: dict[str, str],
+) -> list[BenchRow]:
+    """One row per label, in order: measured (median rate, ratio to stock and its per-round
+    range), not run (``unrun``: an unusable backend), or failed."""
+    base = statistics.median(rates[STOCK])
     out = []
     for label in labels:
-        if label in rows:
-            out.append(rows[label])
+        if label in unrun:
+            out.append(unrun[label])
         elif label in failed:
             error = failed[label]
             out.append(BenchRow(label, pipeline, None, None, workers.get(label), batch_size, error))

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from fastload import backends, errors
+from fastload.checks import check_int
 from fastload.errors import UnreadableImageWarning
 from fastload.sampling import SeededSamples, seeded
 from fastload.skipping import Skipped
@@ -37,8 +38,7 @@ _ON_ERROR = ("raise", "skip")
 def _check_options(on_error: str, max_pixels: int) -> None:
     if on_error not in _ON_ERROR:
         raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
-    if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
-        raise ValueError(f"max_pixels={max_pixels!r} must be a positive int")
+    check_int("max_pixels", max_pixels, minimum=1)
 
 
 class _Strings:

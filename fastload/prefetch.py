@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from fastload.checks import check_int
 from fastload.devices import DeviceLike, resolve_device
 from fastload.tensors import map_tensors
 
@@ -68,8 +69,7 @@ class CUDAPrefetcher:
         pin_memory: bool = True,
         transform: Callable[[Any], Any] | None = None,
     ) -> None:
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"depth={depth!r} must be an int >= 1")
+        check_int("depth", depth, minimum=1)
         target = resolve_device(device)
         if target is None or target.type != "cuda":
             raise ValueError(f"device={device!r} must be a CUDA device, e.g. 'cuda' or 'cuda:0'")

@@ -121,7 +121,7 @@ def test_image_list_from_paths_and_labels(folder: Path) -> None:
             f"backend='webgpu' is not known; valid: auto, {', '.join(fastload.backends.names())}",
         ),
         ({"on_error": "ignore"}, "on_error='ignore' is not valid; valid: 'raise', 'skip'"),
-        ({"max_pixels": 0}, "max_pixels=0 must be a positive int"),
+        ({"max_pixels": 0}, "max_pixels=0 must be an int >= 1"),
     ],
 )
 def test_bad_options(folder: Path, kwargs: dict, message: str) -> None:

@@ -116,18 +116,9 @@ def autotune(
     # Measuring draws from torch's global stream (sampler seeds, worker seeds): on a fork of it,
     # so that a measured and a cached run train on the same random numbers.
     with torch.random.fork_rng(devices=[]):
-        choice, table, reason = search(
-            trials.measure,
-            max_workers=max_workers,
-            budget=budget,
-            required=required,
-            progress=progress,
-            grow_to=grow_to,
-            saturates_at=lambda workers: trials.saturates_at(workers, cores),
+        choice, table, reason, noise = _worker_counts(
+            trials, max_workers, grow_to, budget, required, load, progress
         )
-        why = _why_measure_again(trials.busy.get(choice), load, cores)
-        choice, table, reason, noise = _measured_again(trials, choice, table, reason, why, required)
-        table = [dataclasses.replace(m, busy=trials.busy.get(m.num_workers)) for m in table]
         prefetch, rate, reason = _prefetch_step(trials, choice, table, reason, noise, required)
     result = AutotuneResult(choice, rate, table, reason, False, key, load, noise, prefetch)
     if cache:
@@ -217,6 +208,37 @@ def cache_key(
             "grow_to": grow_to,
         }
     )
+
+
+def _worker_counts(
+    trials: _Trials,
+    max_workers: int,
+    grow_to: int,
+    budget: float,
+    required: float | None,
+    load: float | None,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[int, list[Measurement], str, float | None]:
+    """The search over worker counts, and the top two measured again where one reading can
+    mislead; each measurement with how busy its workers were.
+
+    Returns:
+        The choice, the table, the reason, and the noise the repeats showed (``None``: none).
+    """
+    cores = cpu_cores()
+    choice, table, reason = search(
+        trials.measure,
+        max_workers=max_workers,
+        budget=budget,
+        required=required,
+        progress=progress,
+        grow_to=grow_to,
+        saturates_at=lambda workers: trials.saturates_at(workers, cores),
+    )
+    why = _why_measure_again(trials.busy.get(choice), load, cores)
+    choice, table, reason, noise = _measured_again(trials, choice, table, reason, why, required)
+    table = [dataclasses.replace(m, busy=trials.busy.get(m.num_workers)) for m in table]
+    return choice, table, reason, noise
 
 
 def _why_measure_again(share: float | None, load: float | None, cores: int) -> str | None:

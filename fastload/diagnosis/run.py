@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,7 +21,7 @@ from fastload.diagnosis.measuring import (
     restore,
     save,
 )
-from fastload.diagnosis.report import DoctorReport, rank
+from fastload.diagnosis.report import DoctorReport, Finding, rank
 from fastload.diagnosis.trials import TrialContext, run_trials
 from fastload.tensors import batch_size_of
 
@@ -91,33 +92,11 @@ def doctor(
         model.train()
         step = Step(model, optimizer, loss_fn, target, autocast=autocast)
         report, times = _measured(step, loader, warmup, steps, tick)
-        ctx = Context(
-            model, loader, optimizer, target, times.first, report, frozenset(times.shapes)
-        )
-        findings = run_checks(ctx)
-        user_batch = None
-        if train_step is not None or eval_step is not None:
-            user_batch = step.copy(next(iter(loader)))
         trials = TrialContext(
-            model,
-            optimizer,
-            loss_fn,
-            target,
-            times.first,
-            steps,
-            autocast,
-            tick,
-            loader,
-            report,
-            try_changes=try_changes,
-        )
-        findings = run_trials(trials, findings)
-        if user_batch is not None:
-            mine = TrialContext(
-                model, optimizer, loss_fn, target, user_batch, steps, autocast, tick, loader,
-                report, train_step=train_step, eval_step=eval_step, try_changes=False,
-            )  # fmt: skip
-            findings = run_trials(mine, findings)
+            model, optimizer, loss_fn, target, times.first, steps, autocast, tick, loader,
+            report, try_changes=try_changes,
+        )  # fmt: skip
+        findings = _findings(trials, frozenset(times.shapes), step, train_step, eval_step)
         report.findings = sorted(findings, key=rank)
         return report
     finally:
@@ -126,6 +105,32 @@ def doctor(
         restore(model, optimizer, saved)
         if place is not None:
             loader.load_state_dict(place)  # type: ignore[attr-defined]
+
+
+def _findings(
+    trials: TrialContext,
+    shapes: frozenset[tuple[int, ...]],
+    step: Step,
+    train_step: Callable[[Any], Any] | None,
+    eval_step: Callable[[Any], Any] | None,
+) -> list[Finding]:
+    """The checks' findings, then the trials': the changes on a copy of the model, then the
+    user's own step functions (on a batch of their own, as they would get it)."""
+    ctx = Context(
+        trials.model, trials.loader, trials.optimizer, trials.device, trials.batch,
+        trials.report, shapes,
+    )  # fmt: skip
+    findings = run_trials(trials, run_checks(ctx))
+    if train_step is not None or eval_step is not None:
+        mine = dataclasses.replace(
+            trials,
+            batch=step.copy(next(iter(trials.loader))),
+            train_step=train_step,
+            eval_step=eval_step,
+            try_changes=False,
+        )
+        findings = run_trials(mine, findings)
+    return findings
 
 
 def _measured(

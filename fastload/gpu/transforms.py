@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from fastload.checks import check_int
 from fastload.gpu import functional as F
 
 __all__ = [
@@ -429,8 +430,7 @@ class _LabelMix(BatchTransform):
         super().__init__(generator=generator)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
             raise ValueError(f"alpha={alpha!r} must be a positive number")
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(f"num_classes={num_classes!r} must be an int >= 2")
+        check_int("num_classes", num_classes, minimum=2)
         self.alpha, self.num_classes = float(alpha), num_classes
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> Any:

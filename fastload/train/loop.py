@@ -32,6 +32,7 @@ import torch.distributed as dist
 
 from fastload import diagnosis
 from fastload._progress import Progress
+from fastload.checks import check_int
 from fastload.system import distributed
 from fastload.train import checkpoint as ckpt
 from fastload.train.precision import Precision
@@ -166,8 +167,7 @@ class Trainer:
         on_nonfinite: str = "raise",
         progress: bool | None = None,
     ) -> None:
-        if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
-            raise ValueError(f"accumulate={accumulate!r} must be an int >= 1")
+        check_int("accumulate", accumulate, minimum=1)
         if clip_grad_norm is not None and not clip_grad_norm > 0:
             raise ValueError(f"clip_grad_norm={clip_grad_norm!r} must be positive")
         if on_nonfinite not in _NONFINITE:
@@ -550,22 +550,7 @@ class Trainer:
             NotADirectoryError: The checkpoint's path runs through a file.
             SystemExit: A stop signal arrived (status ``128 + signal``).
         """
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
-            raise ValueError(f"epochs={epochs!r} must be an int >= 0 (the total, resumes included)")
-        if checkpoint_every is not None:
-            if (
-                isinstance(checkpoint_every, bool)
-                or not isinstance(checkpoint_every, int)
-                or checkpoint_every < 1
-            ):
-                raise ValueError(f"checkpoint_every={checkpoint_every!r} must be an int >= 1")
-            if checkpoint is None:
-                raise ValueError("checkpoint_every needs a checkpoint= file to write")
-            if not _is_stateful(train_loader):
-                raise ValueError(
-                    f"checkpoint_every: {type(train_loader).__name__} has no state_dict(), so a "
-                    "mid-epoch checkpoint could not resume where it was; use fastload.DataLoader"
-                )
+        _check_fit(train_loader, epochs, checkpoint, checkpoint_every)
         if checkpoint is not None:
             ckpt.check_writable(checkpoint)
             if Path(checkpoint).exists():
@@ -708,4 +693,24 @@ def _check_optimizer_holds(model: torch.nn.Module, optimizer: torch.optim.Optimi
             f"the optimizer does not hold {missing} of the model's {len(trainable)} trainable "
             "parameters (an optimizer made for another model?); make it from this model's "
             "parameters, and freeze what should not train with requires_grad_(False)"
+        )
+
+
+def _check_fit(
+    train_loader: Iterable[Any],
+    epochs: int,
+    checkpoint: str | Path | None,
+    checkpoint_every: int | None,
+) -> None:
+    """Refuse ``fit`` arguments that could not train as asked (see ``Trainer.fit``)."""
+    check_int("epochs", epochs, minimum=0, what="the total, resumes included")
+    if checkpoint_every is None:
+        return
+    check_int("checkpoint_every", checkpoint_every, minimum=1)
+    if checkpoint is None:
+        raise ValueError("checkpoint_every needs a checkpoint= file to write")
+    if not _is_stateful(train_loader):
+        raise ValueError(
+            f"checkpoint_every: {type(train_loader).__name__} has no state_dict(), so a "
+            "mid-epoch checkpoint could not resume where it was; use fastload.DataLoader"
         )
