@@ -80,8 +80,12 @@ class ImageList(Dataset):
         transform: What to do with each image (see above).
         target_transform: Called on each label.
         classes: Class names, indexed by label, when there are names.
-        backend: ``"auto"`` (the fastest usable here), ``"turbojpeg"``, ``"opencv"`` or
-            ``"pillow"``.
+        backend: ``"auto"`` (the fastest usable here) or any name in
+            ``fastload.backends.names()``: a per-sample decoder (``"region"``,
+            ``"turbojpeg"``, ``"opencv"``, ``"pillow"``), or a batch executor (``"dali"``,
+            ``"nvimgcodec"``), which ``fastload.DataLoader`` then runs in place of the workers
+            (indexed directly, the dataset decodes with the executor's library, one file at a
+            time).
         on_error: ``"raise"``: an unreadable image raises :class:`ImageDecodeError` naming the
             file, the backend and the reason. ``"skip"``: it is dropped from its batch by
             ``fastload.DataLoader``, which warns once per epoch with the count and records the
@@ -304,7 +308,8 @@ class ImageFolder(ImageList):
         root: The folder holding one sub-folder per class.
         transform: What to do with each image (see :class:`ImageList`).
         target_transform: Called on each label.
-        backend: ``"auto"``, ``"turbojpeg"``, ``"opencv"`` or ``"pillow"``.
+        backend: ``"auto"`` or any name in ``fastload.backends.names()`` (see
+            :class:`ImageList`).
         on_error: ``"raise"`` or ``"skip"`` (see :class:`ImageList`).
         max_pixels: Refuse images whose header claims more pixels.
         exif_orientation: Apply each file's EXIF orientation (see :class:`ImageList`).

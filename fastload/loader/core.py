@@ -52,7 +52,9 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
 
     Every parameter of the installed torch's ``DataLoader`` is accepted in the same order, with
     the same defaults, and passed to torch unchanged. With none of fastload's own options set,
-    the loader *is* torch's: same batches, same order for the same ``generator``, same errors.
+    the loader *is* torch's: same batches, same order for the same ``generator``, same errors;
+    the one difference on by default is ``seeding="sample"``, for fastload's own datasets only
+    (their random transforms draw from a stream per sample, not per worker).
     fastload's options are keyword-only and come after torch's. The loader's attributes are
     what it was given (``loader.dataset`` is your dataset, ``loader.collate_fn`` your collate
     function or torch's default); what fastload runs is :attr:`plan`, and

@@ -34,6 +34,7 @@ from fastload import diagnosis
 from fastload._progress import Progress
 from fastload.checks import check_int
 from fastload.system import distributed
+from fastload.tensors import inputs_of, targets_of
 from fastload.train import checkpoint as ckpt
 from fastload.train.precision import Precision
 from fastload.train.preemption import StopSignals
@@ -235,9 +236,9 @@ class Trainer:
         Raises:
             TypeError: The batch is not ``(inputs, targets, ...)``.
         """
-        if not isinstance(batch, (list, tuple)) or len(batch) < 2:
+        inputs, targets = inputs_of(batch), targets_of(batch)
+        if targets is None:  # a tensor, a mapping, or a sequence of one: no targets to train on
             raise TypeError(f"batches must be (inputs, targets, ...); got {type(batch).__name__}")
-        inputs, targets = batch[0], batch[1]
         if isinstance(inputs, torch.Tensor):
             if inputs.device != self.device:
                 inputs = inputs.to(self.device, non_blocking=True)
