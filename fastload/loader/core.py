@@ -13,6 +13,7 @@ nothing is applied twice, the new sampler is the one read, and the options are k
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import warnings
@@ -27,12 +28,11 @@ import torch.utils.data
 
 from fastload.accelerate import Acceleration
 from fastload.autotune import autotune
-from fastload.devices import DeviceLike, resolve_device
+from fastload.devices import resolve_device
 from fastload.loader.executing import ExecutorPath
 from fastload.loader.plan import ExecutorPlan, WorkerPlan, plan_loader
 from fastload.loader.workers import WorkerPath
-from fastload.options import NAMES, Accelerate, LoaderOptions, renamed
-from fastload.sampling import Seeding
+from fastload.options import DEPRECATED, NAMES, LoaderOptions, renamed
 
 __all__ = ["STATE_FORMAT", "DataLoader"]
 
@@ -131,38 +131,10 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         RuntimeError: A CUDA ``device`` on a machine where torch sees no CUDA device.
     """
 
-    # fastload's options, set by __init__ as given (see fastload.options)
-    device: DeviceLike | None
-    device_prefetch: int
-    batch_transforms: Callable[..., Any] | None
-    channels_last: bool
-    backend: str | None
-    accelerate: Accelerate
-    seeding: Seeding
-
-    def __init__(
-        self,
-        *args: Any,
-        device: DeviceLike | None = None,
-        device_prefetch: int = 2,
-        batch_transforms: Callable[..., Any] | None = None,
-        channels_last: bool = False,
-        backend: str | None = None,
-        accelerate: Accelerate | None = "auto",
-        seeding: Seeding = "sample",
-        gpu_transforms: Callable[..., Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        given = {
-            "device": device,
-            "device_prefetch": device_prefetch,
-            "batch_transforms": batch_transforms,
-            "channels_last": channels_last,
-            "backend": backend,
-            "accelerate": accelerate,
-            "seeding": seeding,
-            "gpu_transforms": gpu_transforms,
-        }
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # fastload's options (their names, defaults and checks: fastload.options) are
+        # keyword-only; the rest is torch's. The public signature (below) lists both.
+        given = {name: kwargs.pop(name) for name in (*NAMES, *DEPRECATED) if name in kwargs}
         options = LoaderOptions(**renamed(given))
         args, kwargs, autotuned = _settle(args, kwargs, options, type(self))
         super().__init__(*args, **kwargs)
@@ -172,6 +144,10 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             setattr(self, name, getattr(options, name))
         self._autotuned = autotuned
         self._path()  # planned now, so that a bad combination fails here, not at a batch
+
+    def options(self) -> LoaderOptions:
+        """fastload's options as this loader holds them now."""
+        return LoaderOptions(**{name: getattr(self, name) for name in NAMES})
 
     # ------------------------------------------------------------ what runs
 
@@ -183,8 +159,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
     def _path(self) -> WorkerPath | ExecutorPath:
         path = self.__dict__.get("_delivery")
         if path is None:
-            options = LoaderOptions(**{name: getattr(self, name) for name in NAMES})
-            plan = plan_loader(self, options)
+            plan = plan_loader(self, self.options())
             path = (
                 ExecutorPath(self, plan)
                 if isinstance(plan, ExecutorPlan)
@@ -214,7 +189,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
     @property
     def gpu_transforms(self) -> Callable[..., Any] | None:
         """The old name of :attr:`batch_transforms`."""
-        return self.batch_transforms
+        return self.options().batch_transforms
 
     @property
     def _is_accelerate_prepared(self) -> bool:
@@ -336,7 +311,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             "sampler": type(self.sampler).__name__,
             "batches per epoch": len(self),
             "backend": plan.backend,
-            "seeding": self.seeding if plan.keyed else "worker",
+            "seeding": self.options().seeding if plan.keyed else "worker",
             "generator": "given" if self.generator is not None else "torch's global",
         }
 
@@ -430,11 +405,15 @@ def _is_default(name: str, value: Any) -> bool:
 
 
 def _public_signature() -> inspect.Signature:
-    """torch's parameters, in torch's order, then fastload's keyword-only options."""
-    own = inspect.signature(DataLoader.__init__).parameters
-    torch_params = list(_TORCH_INIT.parameters.values())
-    extra = [p for name, p in own.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    return _TORCH_INIT.replace(parameters=[*torch_params, *extra])
+    """torch's parameters, in torch's order, then fastload's keyword-only options (with their
+    defaults, from :class:`~fastload.options.LoaderOptions`), then their deprecated names."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    own = [
+        inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type)
+        for f in dataclasses.fields(LoaderOptions)
+    ]
+    old = [inspect.Parameter(name, keyword, default=None) for name in DEPRECATED]
+    return _TORCH_INIT.replace(parameters=[*_TORCH_INIT.parameters.values(), *own, *old])
 
 
 # What help(), IDEs that introspect at run time and inspect.signature() show: the installed
