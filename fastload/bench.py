@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from fastload import backends
+from fastload import backends, scan
 from fastload.autotune import autotune
 from fastload.checks import check_int
 from fastload.datasets import ImageFolder
@@ -40,7 +40,6 @@ from fastload.devices import resolve_device
 from fastload.errors import one_line
 from fastload.iteration import endless, read_rate
 from fastload.loader import DataLoader
-from fastload.scan import unreadable_files
 
 __all__ = [
     "ACCELERATED",
@@ -171,7 +170,8 @@ def run(
         progress: Called as ``progress(done, total, what)``, ``what`` naming the configuration
             and round being measured; a :class:`~fastload._progress.Progress` with a ``log``
             attribute also gets a line saying what is measured and for about how long.
-        exclude: Files to leave out on every side; by default :func:`unreadable_files`.
+        exclude: Files to leave out on every side; by default
+            :func:`fastload.scan.unreadable_files`.
 
     Returns:
         The stock row first, then the accelerated one if asked, then one row per backend; a
@@ -186,7 +186,7 @@ def run(
     root = Path(data)
     target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
     if exclude is None:
-        exclude = unreadable_files(root)[1]
+        exclude = scan.unreadable_files(root)[1]
     datasets, rows = _datasets(root, pipeline, names, batch_size, exclude)
     if accelerated:
         if pipeline == "decode":
@@ -518,14 +518,32 @@ def write_plot(rows: list[BenchRow], path: str | Path) -> Path:
     return path
 
 
-def __getattr__(attribute: str) -> Any:
-    if attribute == "BACKENDS":
-        import warnings
+# names that moved out of this module: still found here, with a DeprecationWarning
+_MOVED = {
+    "DEFAULT_IMAGES": "fastload.synthetic",
+    "default_data": "fastload.synthetic",
+    "default_root": "fastload.synthetic",
+    "unreadable_files": "fastload.scan",
+}
 
+
+def __getattr__(attribute: str) -> Any:
+    import importlib
+    import warnings
+
+    if attribute == "BACKENDS":
         warnings.warn(
             "fastload.bench.BACKENDS is deprecated: call fastload.backends.names()",
             DeprecationWarning,
             stacklevel=2,
         )
         return tuple(backends.names())
+    if attribute in _MOVED:
+        home = _MOVED[attribute]
+        warnings.warn(
+            f"fastload.bench.{attribute} is now {home}.{attribute}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), attribute)
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

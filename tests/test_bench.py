@@ -462,3 +462,20 @@ def test_num_workers_auto_logs_one_line(data: Path, tmp_path: Path, monkeypatch,
         fl.DataLoader(ds, batch_size=8, num_workers="auto")
     lines = [r.getMessage() for r in caplog.records if r.name == "fastload"]
     assert len(lines) == 1 and lines[0].startswith("num_workers='auto': "), lines
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("default_data", "synthetic"),
+        ("default_root", "synthetic"),
+        ("DEFAULT_IMAGES", "synthetic"),
+        ("unreadable_files", "scan"),
+    ],
+)
+def test_names_that_moved_still_work_with_a_warning(name: str, home: str) -> None:
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=f"now fastload.{home}.{name}"):
+        found = getattr(bench, name)
+    assert found is getattr(importlib.import_module(f"fastload.{home}"), name)
