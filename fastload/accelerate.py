@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ import torch
 from fastload import transforms as ft
 from fastload.datasets import ImageList
 from fastload.gpu.transforms import Normalize
+from fastload.wrappers import delegate_of
 
 __all__ = [
     "Acceleration",
@@ -51,13 +52,16 @@ class NotAccelerated(Exception):
     """A pipeline fastload cannot run its own way.
 
     Attributes:
-        what: The op or object in the way.
+        what: The (first) op or object in the way.
         why: Why it keeps the pipeline on torch's path.
+        blockers: Every ``(what, why)`` found, in the pipeline's order (the first is
+            ``(what, why)``).
     """
 
-    def __init__(self, what: str, why: str) -> None:
+    def __init__(self, what: str, why: str, *, blockers: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(f"{what}: {why}")
         self.what, self.why = what, why
+        self.blockers = blockers or ((what, why),)
 
 
 @dataclass(frozen=True)
@@ -107,18 +111,33 @@ class _RandomCropV2(ft.RandomCrop):
         return top, left
 
 
-def _flatten(transform: Any) -> Iterator[Any]:
+def _flatten(transform: Any, known: Collection[type]) -> Iterator[Any]:
+    """The ops of a transform in order: ``Compose`` opened, and an object that provably only
+    hands the image to an attribute (:func:`fastload.wrappers.delegate_of`) read as that
+    attribute (said once on the ``fastload`` logger)."""
     import torchvision.transforms as v1
     import torchvision.transforms.v2 as v2
 
     if isinstance(transform, list):
         for t in transform:
-            yield from _flatten(t)
+            yield from _flatten(t, known)
     elif type(transform) in (v1.Compose, v2.Compose):
         for t in transform.transforms:
-            yield from _flatten(t)
+            yield from _flatten(t, known)
+    elif type(transform) not in known and (inner := delegate_of(transform)) is not None:
+        _say_once(f"accelerate: {_name(transform)} only hands the image on: reading its inner")
+        yield from _flatten(inner, known)
     else:
         yield transform
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        log.info(message)
 
 
 def _interpolation(op: Any) -> str:
@@ -166,7 +185,7 @@ class _Walk:
         if not self.tensor and dtype != torch.uint8 and not dtype.is_floating_point:
             raise NotAccelerated(repr(op), f"a conversion to {dtype}")
         self.tensor, self.dtype = True, dtype
-        self.batch_from.append(repr(op))
+        self.batch_from.append(_with_dtype(op, dtype))
 
 
 def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
@@ -181,7 +200,7 @@ def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
         The fused ops, the batch ops and what each came from.
 
     Raises:
-        NotAccelerated: An op fastload cannot run with the same meaning; names it.
+        NotAccelerated: Ops fastload cannot run with the same meaning; names every one.
     """
     if transform is None:
         raise NotAccelerated("transform=None", "the dataset yields PIL images, nothing to batch")
@@ -189,13 +208,19 @@ def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
         raise ValueError(f"given={given!r} is not valid; valid: 'pil', 'uint8'")
     walk = _Walk([], [], [], tensor=given == "uint8")
     table = _translators()
-    for op in _flatten(transform):
+    blocked: list[tuple[str, str]] = []
+    for op in _flatten(transform, table):
         translator = table.get(type(op))
-        if translator is None:
-            raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
-        translator(walk, op)
-    if not walk.tensor:
-        raise NotAccelerated(repr(transform), "it yields PIL images, which batches cannot hold")
+        try:
+            if translator is None:
+                raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
+            translator(walk, op)
+        except NotAccelerated as why:  # the walk goes on: every blocker is named at once
+            blocked.append((why.what, why.why))
+    if not walk.tensor and not blocked:
+        blocked.append((repr(transform), "it yields PIL images, which batches cannot hold"))
+    if blocked:
+        raise NotAccelerated(*blocked[0], blockers=tuple(blocked))
     batch: tuple[Normalize, ...] = ()
     if walk.dtype.is_floating_point:
         if walk.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
@@ -280,13 +305,41 @@ def _to_pure_tensor(walk: _Walk, op: Any) -> None:
     walk.batch_from.append(repr(op))
 
 
+def _maybe_to_tensor(walk: _Walk, op: Any, *, dtype: torch.dtype | None) -> None:
+    """timm's ``MaybeToTensor`` / ``MaybePILToTensor``: torchvision's conversion on a PIL
+    image; a tensor passes through them unchanged."""
+    if walk.tensor:
+        walk.batch_from.append(f"{op!r} (a tensor already: passed on)")
+        return
+    _to_tensor(walk, op, dtype=dtype)
+
+
+def _timm_translators() -> dict[type, Callable[[_Walk, Any], None]]:
+    """timm's ops whose meaning is torchvision's (none when timm is not installed).
+
+    ``ToNumpy`` makes a C x H x W uint8 array, which torch's default collate turns into the
+    uint8 batch ``PILToTensor`` gives. ``RandomResizedCropAndInterpolation`` is left out: it
+    draws from Python's ``random``, not torch's stream, so fastload's draws would differ.
+    """
+    try:
+        from timm.data import transforms as timm
+    except ImportError:
+        return {}
+    return {
+        timm.MaybeToTensor: functools.partial(_maybe_to_tensor, dtype=None),
+        timm.MaybePILToTensor: functools.partial(_maybe_to_tensor, dtype=torch.uint8),
+        timm.ToNumpy: functools.partial(_to_tensor, dtype=torch.uint8),
+    }
+
+
 def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
-    """torchvision's op classes (v1 and v2), each with its translator: the one place a new op
-    that ``accelerate`` runs goes."""
+    """torchvision's op classes (v1 and v2), and timm's with the same meaning, each with its
+    translator: the one place a new op that ``accelerate`` runs goes."""
     import torchvision.transforms as v1
     import torchvision.transforms.v2 as v2
 
     return {
+        **_timm_translators(),
         v1.RandomResizedCrop: _random_resized_crop,
         v2.RandomResizedCrop: _random_resized_crop,
         v1.Resize: _resize,
@@ -309,6 +362,15 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
         v2.Normalize: _normalize,
         v2.ToPureTensor: _to_pure_tensor,
     }
+
+
+def _with_dtype(op: Any, dtype: torch.dtype) -> str:
+    """An op's repr, with the dtype it converts to where its repr leaves it out: torchvision
+    prints ``ConvertImageDtype()``, which says nothing of float32."""
+    text = repr(op)
+    if not hasattr(op, "dtype") or not text.endswith("()"):
+        return text
+    return f"{text[:-1]}{str(dtype).replace('torch.', '')})"
 
 
 def _need_tensor(walk: _Walk, op: Any) -> None:
@@ -404,6 +466,8 @@ class Acceleration:
         batch: The user's ops run on whole batches.
         where: Where the batch ops run.
         dtype: The dtype of the images delivered.
+        blockers: Every op in the way, with why, in the pipeline's order (when not
+            accelerated because of the pipeline's ops).
     """
 
     accelerated: bool
@@ -415,8 +479,12 @@ class Acceleration:
     batch: tuple[str, ...] = ()
     where: str = ""
     dtype: str = ""
+    blockers: tuple[str, ...] = ()
 
     def __str__(self) -> str:
+        if not self.accelerated and len(self.blockers) > 1:
+            lines = [f"{self.dataset}: runs unchanged, as torch runs it; in the way:"]
+            return "\n".join([*lines, *(f"  {b}" for b in self.blockers)])
         if not self.accelerated:
             return f"{self.dataset}: runs unchanged, as torch runs it ({self.reason})"
         lines = [f"{self.dataset}: accelerated (images delivered as {self.dtype})"]

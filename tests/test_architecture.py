@@ -17,6 +17,7 @@ LAYERS: list[tuple[str, ...]] = [
     (  # foundations: no fastload imports at all, or only each other
         "fastload.version",
         "fastload.checks",
+        "fastload.wrappers",
         "fastload.options",
         "fastload.errors",
         "fastload.system",

@@ -191,7 +191,8 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
             raise NotAccelerated("batch_size=None", "no batches for the batch ops")
         fast, translated = accelerate_dataset(dataset)
     except NotAccelerated as why:
-        acceleration = Acceleration(False, str(why), kind)
+        blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
+        acceleration = Acceleration(False, str(why), kind, blockers=blockers)
         message = f"accelerate: {acceleration}"
         if message not in _LOGGED:
             _LOGGED.add(message)
