@@ -19,7 +19,7 @@ from fastload.devices import DeviceLike
 __all__ = ["DEPRECATED", "NAMES", "Accelerate", "LoaderOptions", "renamed"]
 
 Accelerate = bool | Literal["auto"]
-_SEEDING = ("sample", "worker")
+_SEEDING = ("auto", "sample", "worker")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class LoaderOptions:
             dataset's own.
         accelerate: Run an unchanged torchvision pipeline fastload's way: ``True``, ``False``,
             or ``"auto"`` (on with a CUDA ``device``).
-        seeding: ``"sample"`` (each sample its own random stream) or ``"worker"`` (torch's).
+        seeding: ``"sample"`` (each sample its own random stream), ``"worker"`` (torch's), or
+            ``"auto"`` (``"sample"`` for fastload's own datasets, torch's for any other).
     """
 
     device: DeviceLike | None = None
@@ -44,7 +45,7 @@ class LoaderOptions:
     channels_last: bool = False
     backend: str | None = None
     accelerate: Accelerate = "auto"
-    seeding: Literal["sample", "worker"] = "sample"
+    seeding: Literal["auto", "sample", "worker"] = "auto"
 
     def __post_init__(self) -> None:
         check_int("device_prefetch", self.device_prefetch, minimum=1)
@@ -59,7 +60,7 @@ class LoaderOptions:
                 f"accelerate={self.accelerate!r} is not valid; valid: True, False, 'auto'"
             )
         if self.seeding not in _SEEDING:
-            raise ValueError(f"seeding={self.seeding!r} is not valid; valid: 'sample', 'worker'")
+            raise ValueError(f"seeding={self.seeding!r} is not valid; valid: 'auto', 'sample', 'worker'")
 
 
 NAMES: tuple[str, ...] = tuple(f.name for f in fields(LoaderOptions))

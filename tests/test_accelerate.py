@@ -83,8 +83,9 @@ def _loader(dataset, *, fast: bool, seed: int, workers: int = 0, **options):
         generator=torch.Generator().manual_seed(seed),
     )
     if fast:
-        # seeding="worker": torch's per-worker streams, so each crop is drawn as the oracle's is
-        options = {"accelerate": True, "seeding": "worker", **kwargs, **options}
+        # the default seeding: a swapped torchvision dataset keeps torch's per-worker streams,
+        # so each crop is drawn as the oracle's is
+        options = {"accelerate": True, **kwargs, **options}
         return fastload.DataLoader(dataset, **options)
     return torch.utils.data.DataLoader(dataset, **kwargs)
 
@@ -131,6 +132,21 @@ def test_another_seed_gives_other_crops(folder: Path) -> None:
     dataset = torchvision.datasets.ImageFolder(folder, RECIPES["train-v1"]())
     want, _ = _epoch(_loader(dataset, fast=False, seed=3), seed=7)
     got, _ = _epoch(_loader(dataset, fast=True, seed=3), seed=8)
+    assert (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3)).max() > 5
+
+
+def test_per_sample_seeding_is_there_when_asked(folder: Path) -> None:
+    """``seeding="sample"`` still gives a swapped dataset per-sample streams (resumable, the
+    same for any worker count), which draw other crops than stock's."""
+    dataset = torchvision.datasets.ImageFolder(folder, RECIPES["train-v1"]())
+    default = _loader(dataset, fast=True, seed=3)
+    assert not default.plan.keyed
+    keyed = _loader(dataset, fast=True, seed=3, seeding="sample")
+    assert keyed.plan.keyed
+    want, _ = _epoch(_loader(dataset, fast=False, seed=3), seed=7)
+    got, _ = _epoch(keyed, seed=7)
+    again, _ = _epoch(_loader(dataset, fast=True, seed=3, seeding="sample", workers=2), seed=99)
+    assert torch.equal(got, again)  # its own streams: neither the global seed nor the workers
     assert (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3)).max() > 5
 
 

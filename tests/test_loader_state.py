@@ -306,7 +306,8 @@ def test_seeding_worker_is_torchs_behaviour(folder: Path) -> None:
 
 
 def test_bad_seeding_is_refused(folder: Path) -> None:
-    with pytest.raises(ValueError, match=r"seeding='per-sample' is not valid; valid: 'sample'"):
+    valid = r"valid: 'auto', 'sample', 'worker'"
+    with pytest.raises(ValueError, match=rf"seeding='per-sample' is not valid; {valid}"):
         make(folder, seeding="per-sample")
 
 

@@ -53,7 +53,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
     Every parameter of the installed torch's ``DataLoader`` is accepted in the same order, with
     the same defaults, and passed to torch unchanged. With none of fastload's own options set,
     the loader *is* torch's: same batches, same order for the same ``generator``, same errors;
-    the one difference on by default is ``seeding="sample"``, for fastload's own datasets only
+    the one difference on by default is per-sample seeding, for fastload's own datasets only
     (their random transforms draw from a stream per sample, not per worker).
     fastload's options are keyword-only and come after torch's. The loader's attributes are
     what it was given (``loader.dataset`` is your dataset, ``loader.collate_fn`` your collate
@@ -102,13 +102,15 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             ``"auto"`` (default): on with a CUDA ``device``, off otherwise. ``True``: on.
             ``False``: never; the loader is torch's. (``None`` is the old spelling of
             ``"auto"``.)
-        seeding: Where the per-sample transforms of a fastload dataset draw their random
-            numbers. ``"sample"`` (default): each sample from its own stream, derived from the
-            epoch's seed and its position in the epoch (:mod:`fastload.sampling`), whatever
-            worker loads it; the same seed then gives the same batches for any
-            ``num_workers``, and a resumed epoch (:meth:`load_state_dict`) the same pixels.
-            ``"worker"``: torch's behaviour, one stream per worker process. Datasets that are
-            not fastload's always draw torch's way.
+        seeding: Where the per-sample transforms draw their random numbers. ``"sample"``:
+            each sample from its own stream, derived from the epoch's seed and its position in
+            the epoch (:mod:`fastload.sampling`), whatever worker loads it; the same seed then
+            gives the same batches for any ``num_workers``, and a resumed epoch
+            (:meth:`load_state_dict`) the same pixels. ``"worker"``: torch's behaviour, one
+            stream per worker process. ``"auto"`` (default): ``"sample"`` for a fastload
+            dataset, ``"worker"`` for any other, accelerated or not, so that a swapped
+            torchvision dataset draws the same crops as stock for the same seed. A dataset
+            that fastload neither made nor translated always draws torch's way.
         gpu_transforms: The old name of ``batch_transforms`` (a ``FutureWarning``).
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 
@@ -311,7 +313,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             "sampler": type(self.sampler).__name__,
             "batches per epoch": len(self),
             "backend": plan.backend,
-            "seeding": self.options().seeding if plan.keyed else "worker",
+            "seeding": "sample" if plan.keyed else "worker",
             "generator": "given" if self.generator is not None else "torch's global",
         }
 

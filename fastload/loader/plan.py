@@ -40,6 +40,7 @@ __all__ = [
     "WorkerPlan",
     "executor_plan",
     "is_default_collate",
+    "keyed",
     "plan_loader",
     "translate",
     "worker_plan",
@@ -47,6 +48,24 @@ __all__ = [
 
 log = logging.getLogger("fastload")
 _LOGGED: set[str] = set()  # what accelerate said already, in this process
+
+
+def keyed(options: LoaderOptions, given: Any, read: Any) -> bool:
+    """Whether each index goes out with its sample's seed (per-sample streams).
+
+    Args:
+        options: The loader's options (``seeding``).
+        given: The user's dataset.
+        read: What is read (``given``, or fastload's translation of it).
+
+    ``"auto"`` keys only a dataset that is fastload's own: a swapped torchvision dataset keeps
+    torch's per-worker streams, so the same seed draws the same crops as stock torchvision.
+    """
+    if isinstance(read, torch.utils.data.IterableDataset) or not getattr(read, "sample_keys", False):
+        return False
+    if options.seeding == "auto":
+        return bool(getattr(given, "sample_keys", False))
+    return options.seeding == "sample"
 
 
 def is_default_collate(collate_fn: Any) -> bool:
@@ -274,7 +293,7 @@ def executor_plan(
         threads=max(1, loader.num_workers),
         prefetch=loader.prefetch_factor or 2,
         shard=_shard(loader),
-        keyed=options.seeding == "sample" and getattr(dataset, "sample_keys", False),
+        keyed=keyed(options, loader.dataset, dataset),
     )
 
 
@@ -333,11 +352,7 @@ def worker_plan(
         device,
         options.device_prefetch,
         options.channels_last,
-        keyed=(
-            options.seeding == "sample"
-            and not isinstance(dataset, torch.utils.data.IterableDataset)
-            and getattr(dataset, "sample_keys", False)
-        ),
+        keyed=keyed(options, loader.dataset, dataset),
         skipping=getattr(dataset, "on_error", None) == "skip",
         decoder=decoder,
     )
