@@ -66,26 +66,51 @@ class NotAccelerated(Exception):
 
 @dataclass(frozen=True)
 class Translated:
-    """A torchvision transform, translated.
+    """A torchvision transform, translated (whole, or its leading part).
 
     Attributes:
         fused: fastload ops planned before decoding and run fused with it.
         batch: Batch ops (``fastload.gpu``) run on whole uint8 batches, in order.
         fused_from: The user's ops that became ``fused``.
         batch_from: The user's ops that became ``batch``.
-        dtype: The dtype of the images delivered (the user's transform's).
+        dtype: The dtype of the images delivered (the user's transform's); ``None`` when the
+            user's own ops (``rest``) decide it.
+        rest: The user's ops after the fused part, run as written, per sample (the pipeline
+            is accelerated in part); empty when all of it is fastload's.
+        hand_on: What gives ``rest`` its input, when there is a rest.
+        blockers: Why the rest is not fastload's: every ``(op, why)`` in order.
     """
 
     fused: tuple[ft.Transform, ...]
     batch: tuple[Normalize, ...]
     fused_from: tuple[str, ...]
     batch_from: tuple[str, ...]
-    dtype: torch.dtype
+    dtype: torch.dtype | None
+    rest: tuple[Any, ...] = ()
+    hand_on: HandOn | None = None
+    blockers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """Whether the user's own ops run after the fused part."""
+        return self.hand_on is not None
+
+    @property
+    def rest_from(self) -> tuple[str, ...]:
+        """The user's ops that run as written (the one ``hand_on`` stands for first)."""
+        if self.hand_on is None:
+            return ()
+        replaced = (self.hand_on.replaces,) if self.hand_on.replaces else ()
+        return replaced + tuple(_with_dtype(op, getattr(op, "dtype", None)) for op in self.rest)
 
     @property
     def transform(self) -> ft.Compose | None:
-        """The fused ops as the translated dataset's ``transform``."""
-        return ft.Compose(list(self.fused)) if self.fused else None
+        """The fused ops (then the hand-on and the rest) as the translated dataset's
+        ``transform``."""
+        ops: list[Any] = list(self.fused)
+        if self.hand_on is not None:
+            ops += [self.hand_on, *self.rest]
+        return ft.Compose(ops) if ops else None
 
     @property
     def batch_ops(self) -> Callable[..., Any] | None:
@@ -99,6 +124,43 @@ class Translated:
         return Compose(list(self.batch))
 
 
+class HandOn:
+    """What torchvision would hand the op after the cut, made from the fused C x H x W uint8
+    tensor: a PIL RGB image (``"pil"``), or, in place of the user's own conversion of that PIL
+    image, exactly what the conversion returns (``"uint8"``: ``PILToTensor``; ``"float"``:
+    ``ToTensor``; ``"image"``: ``ToImage``), which spares a round trip through PIL.
+
+    Args:
+        form: One of ``"pil"``, ``"uint8"``, ``"float"``, ``"image"``.
+        replaces: The repr of the user's conversion it stands for ("" for ``"pil"``).
+    """
+
+    FORMS = ("pil", "uint8", "float", "image")
+
+    def __init__(self, form: str, replaces: str = "") -> None:
+        if form not in self.FORMS:
+            raise ValueError(f"form={form!r} is not valid; valid: {', '.join(self.FORMS)}")
+        self.form, self.replaces = form, replaces
+
+    def __call__(self, image: torch.Tensor) -> Any:
+        # image is a channels-first view of an H x W x C buffer, the layout pil_to_tensor
+        # returns; ToTensor makes it contiguous before converting, as here
+        if self.form == "uint8":
+            return image
+        if self.form == "float":
+            return image.contiguous().to(torch.get_default_dtype()).div(255)
+        if self.form == "image":
+            from torchvision import tv_tensors
+
+            return tv_tensors.Image(image)
+        from PIL import Image
+
+        return Image.fromarray(image.permute(1, 2, 0).numpy())
+
+    def __repr__(self) -> str:
+        return f"HandOn({self.form!r})"
+
+
 class _RandomCropV2(ft.RandomCrop):
     """torchvision v2's RandomCrop: it draws only along an axis the crop is shorter on."""
 
@@ -109,6 +171,22 @@ class _RandomCropV2(ft.RandomCrop):
         top = int(torch.randint(0, height - ch + 1, size=()).item()) if height > ch else 0
         left = int(torch.randint(0, width - cw + 1, size=()).item()) if width > cw else 0
         return top, left
+
+
+class _TimmRandomResizedCrop(ft.RandomResizedCrop):
+    """timm's ``RandomResizedCropAndInterpolation``: the crop drawn by timm's own
+    ``get_params`` (from Python's ``random``, as timm draws it), then torchvision's resized
+    crop, as timm applies it."""
+
+    def __init__(self, op: Any, interpolation: str) -> None:
+        super().__init__(tuple(op.size), op.scale, op.ratio, interpolation=interpolation)
+        self.draw = type(op).get_params
+        self.drawn_from = (op.scale, op.ratio)  # timm's values as given, for its own arithmetic
+
+    def params(self, height: int, width: int) -> tuple[int, int, int, int]:
+        # get_params reads only the image's size: an empty tensor of that size holds no pixels
+        top, left, h, w = self.draw(torch.empty(0, height, width), *self.drawn_from)
+        return int(top), int(left), int(h), int(w)
 
 
 def _flatten(transform: Any, known: Collection[type]) -> Iterator[Any]:
@@ -188,39 +266,62 @@ class _Walk:
         self.batch_from.append(_with_dtype(op, dtype))
 
 
-def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
-    """Translate a torchvision transform into fastload's ops.
+def translate_transform(transform: Any, *, given: str = "pil", batches: bool = True) -> Translated:
+    """Translate a torchvision transform into fastload's ops, whole or its leading part.
+
+    When every op translates (and ``batches``), the geometry is fused with decoding and the
+    conversion and ``Normalize`` become batch ops. Otherwise the longest leading run of
+    geometry is fused, and the rest runs as written, per sample, on what torchvision would
+    have at that point (:class:`HandOn`).
 
     Args:
         transform: A torchvision op or ``Compose`` (v1 or v2) of them.
         given: What the transform gets: ``"pil"`` (a PIL image, as from torchvision's
             ``ImageFolder``) or ``"uint8"`` (a C x H x W uint8 tensor, after fastload's fused ops).
+        batches: Whether the loader collates with torch's default collate, so that the
+            conversion may run on whole batches; if not, it runs per sample, as written.
 
     Returns:
-        The fused ops, the batch ops and what each came from.
+        The fused ops, the batch ops or the ops run as written, and what each came from.
 
     Raises:
-        NotAccelerated: Ops fastload cannot run with the same meaning; names every one.
+        NotAccelerated: Not even the first op can be fused; names every op in the way.
     """
     if transform is None:
         raise NotAccelerated("transform=None", "the dataset yields PIL images, nothing to batch")
     if given not in ("pil", "uint8"):
         raise ValueError(f"given={given!r} is not valid; valid: 'pil', 'uint8'")
-    walk = _Walk([], [], [], tensor=given == "uint8")
     table = _translators()
+    ops = list(_flatten(transform, table))
+    walk = _Walk([], [], [], tensor=given == "uint8")
     blocked: list[tuple[str, str]] = []
-    for op in _flatten(transform, table):
-        translator = table.get(type(op))
+    cut: int | None = None  # ops[:cut] are geometry on the PIL image: what a partial run fuses
+    for i, op in enumerate(ops):
+        on_pil, converted = not walk.tensor, len(walk.batch_from)
         try:
+            translator = table.get(type(op))
             if translator is None:
                 raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
             translator(walk, op)
+            if not batches and len(walk.batch_from) > converted:
+                raise NotAccelerated(_with_dtype(op, walk.dtype), _PER_SAMPLE)
         except NotAccelerated as why:  # the walk goes on: every blocker is named at once
             blocked.append((why.what, why.why))
-    if not walk.tensor and not blocked:
-        blocked.append((repr(transform), "it yields PIL images, which batches cannot hold"))
-    if blocked:
-        raise NotAccelerated(*blocked[0], blockers=tuple(blocked))
+        if cut is None and (blocked or not on_pil or walk.tensor):
+            cut = i
+    if not blocked and walk.tensor:
+        return _whole(walk, transform)
+    return _partial(ops, walk.fused, cut if cut is not None else len(ops), tuple(blocked))
+
+
+_PER_SAMPLE = (
+    "runs per sample, as written: a collate function of your own (or batch_size=None) gets "
+    "the samples"
+)
+
+
+def _whole(walk: _Walk, transform: Any) -> Translated:
+    """Every op translated: the geometry fused, the conversion and Normalize on batches."""
     batch: tuple[Normalize, ...] = ()
     if walk.dtype.is_floating_point:
         if walk.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
@@ -230,6 +331,55 @@ def translate_transform(transform: Any, *, given: str = "pil") -> Translated:
     return Translated(
         tuple(walk.fused), batch, tuple(walk.fused_from), tuple(walk.batch_from), walk.dtype
     )
+
+
+def _partial(
+    ops: list[Any], fused: list[ft.Transform], cut: int, blockers: tuple[tuple[str, str], ...]
+) -> Translated:
+    """The leading geometry (``ops[:cut]``) fused; the rest as written, per sample.
+
+    Raises:
+        NotAccelerated: Nothing leads that could be fused.
+    """
+    if cut == 0:
+        if not blockers:  # a tensor given, nothing but conversions: the batch needs them
+            blockers = ((_name(ops[0]) if ops else "transform", _PER_SAMPLE),)
+        raise NotAccelerated(*blockers[0], blockers=blockers)
+    rest = ops[cut:]
+    hand_on = HandOn("pil")
+    form = _hand_on_forms().get(type(rest[0])) if rest else None
+    if form is not None:
+        hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
+    return Translated(
+        tuple(fused[:cut]),
+        (),
+        tuple(repr(op) for op in ops[:cut]),
+        (),
+        None,
+        rest=tuple(rest),
+        hand_on=hand_on,
+        blockers=blockers,
+    )
+
+
+def _hand_on_forms() -> dict[type, str]:
+    """The conversions of a PIL image that :class:`HandOn` makes exactly from the fused uint8
+    tensor, by class (a subclass may convert otherwise)."""
+    import torchvision.transforms as v1
+    import torchvision.transforms.v2 as v2
+
+    forms: dict[type, str] = {
+        v1.PILToTensor: "uint8",
+        v2.PILToTensor: "uint8",
+        v1.ToTensor: "float",
+        v2.ToTensor: "float",
+        v2.ToImage: "image",
+    }
+    try:
+        from timm.data import transforms as timm
+    except ImportError:
+        return forms
+    return {**forms, timm.MaybePILToTensor: "uint8", timm.MaybeToTensor: "float"}
 
 
 # ---------------------------------------------------------------- one translator per op
@@ -314,18 +464,30 @@ def _maybe_to_tensor(walk: _Walk, op: Any, *, dtype: torch.dtype | None) -> None
     _to_tensor(walk, op, dtype=dtype)
 
 
+def _timm_random_resized_crop(walk: _Walk, op: Any) -> None:
+    if isinstance(op.interpolation, (tuple, list)):
+        raise NotAccelerated(
+            repr(op),
+            "interpolation='random' picks bilinear or bicubic per image; fastload resamples "
+            "a whole pipeline one way",
+        )
+    fused = _TimmRandomResizedCrop(op, _interpolation(op))
+    walk.geometry(op, fused, resizes=True)
+
+
 def _timm_translators() -> dict[type, Callable[[_Walk, Any], None]]:
     """timm's ops whose meaning is torchvision's (none when timm is not installed).
 
     ``ToNumpy`` makes a C x H x W uint8 array, which torch's default collate turns into the
-    uint8 batch ``PILToTensor`` gives. ``RandomResizedCropAndInterpolation`` is left out: it
-    draws from Python's ``random``, not torch's stream, so fastload's draws would differ.
+    uint8 batch ``PILToTensor`` gives. ``RandomResizedCropAndInterpolation`` draws with timm's
+    own code, from Python's ``random`` (which torch's workers seed as they seed torch's).
     """
     try:
         from timm.data import transforms as timm
     except ImportError:
         return {}
     return {
+        timm.RandomResizedCropAndInterpolation: _timm_random_resized_crop,
         timm.MaybeToTensor: functools.partial(_maybe_to_tensor, dtype=None),
         timm.MaybePILToTensor: functools.partial(_maybe_to_tensor, dtype=torch.uint8),
         timm.ToNumpy: functools.partial(_to_tensor, dtype=torch.uint8),
@@ -364,11 +526,11 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
     }
 
 
-def _with_dtype(op: Any, dtype: torch.dtype) -> str:
+def _with_dtype(op: Any, dtype: torch.dtype | None) -> str:
     """An op's repr, with the dtype it converts to where its repr leaves it out: torchvision
     prints ``ConvertImageDtype()``, which says nothing of float32."""
     text = repr(op)
-    if not hasattr(op, "dtype") or not text.endswith("()"):
+    if not isinstance(dtype, torch.dtype) or not text.endswith("()"):
         return text
     return f"{text[:-1]}{str(dtype).replace('torch.', '')})"
 
@@ -387,18 +549,20 @@ def _name(op: Any) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def accelerate_dataset(dataset: Any) -> tuple[ImageList, Translated]:
+def accelerate_dataset(dataset: Any, *, batches: bool = True) -> tuple[ImageList, Translated]:
     """A fastload dataset that runs ``dataset``'s pipeline fused with decoding.
 
     Args:
         dataset: A ``torchvision.datasets.ImageFolder`` / ``DatasetFolder`` with torchvision's
             image loader, or a ``fastload.ImageFolder`` / ``ImageList`` whose ``transform`` is
             torchvision's.
+        batches: Whether batches are collated by torch's default collate (see
+            :func:`translate_transform`).
 
     Returns:
         The dataset to load from (same samples, labels, classes and ``target_transform``;
         EXIF orientation as the original applies it), and the translation, whose ``batch_ops``
-        complete the pipeline on whole batches.
+        complete the pipeline on whole batches (or whose ``rest`` runs per sample, as written).
 
     Raises:
         NotAccelerated: The dataset or an op of its transform cannot be run fastload's way.
@@ -406,14 +570,14 @@ def accelerate_dataset(dataset: Any) -> tuple[ImageList, Translated]:
     if isinstance(dataset, ImageList):
         split = dataset.transform_split
         if split.pil is not None:
-            translated = translate_transform(split.pil)
+            translated = translate_transform(split.pil, batches=batches)
             return dataset.with_transform(translated.transform), translated
         if not split.after:
             raise NotAccelerated(
                 type(dataset).__name__, "its transform is fastload's own already (nothing to do)"
             )
         # fastload's ops, then torchvision's on the uint8 tensor: those move to the batch
-        rest = translate_transform(list(split.after), given="uint8")
+        rest = translate_transform(list(split.after), given="uint8", batches=batches)
         translated = Translated(
             split.fused + rest.fused,
             rest.batch,
@@ -438,7 +602,7 @@ def accelerate_dataset(dataset: Any) -> tuple[ImageList, Translated]:
 
     if dataset.loader is default_loader and torchvision.get_image_backend() != "PIL":
         raise NotAccelerated("loader", f"torchvision's {torchvision.get_image_backend()} backend")
-    translated = translate_transform(dataset.transform)
+    translated = translate_transform(dataset.transform, batches=batches)
     paths = [path for path, _ in dataset.samples]
     fast = ImageList(
         paths,
@@ -465,9 +629,12 @@ class Acceleration:
         fused: The user's ops run fused with decoding.
         batch: The user's ops run on whole batches.
         where: Where the batch ops run.
-        dtype: The dtype of the images delivered.
-        blockers: Every op in the way, with why, in the pipeline's order (when not
-            accelerated because of the pipeline's ops).
+        dtype: The dtype of the images delivered (empty when the user's own ops decide it).
+        rest: The user's ops run as written, per sample, after the fused part (accelerated
+            in part).
+        handed: What the first of ``rest`` is given.
+        blockers: Every op in the way, with why, in the pipeline's order: what keeps the
+            pipeline unchanged, or (accelerated in part) what keeps ``rest`` as written.
     """
 
     accelerated: bool
@@ -479,6 +646,8 @@ class Acceleration:
     batch: tuple[str, ...] = ()
     where: str = ""
     dtype: str = ""
+    rest: tuple[str, ...] = ()
+    handed: str = ""
     blockers: tuple[str, ...] = ()
 
     def __str__(self) -> str:
@@ -487,11 +656,21 @@ class Acceleration:
             return "\n".join([*lines, *(f"  {b}" for b in self.blockers)])
         if not self.accelerated:
             return f"{self.dataset}: runs unchanged, as torch runs it ({self.reason})"
-        lines = [f"{self.dataset}: accelerated (images delivered as {self.dtype})"]
+        if self.rest:
+            lines = [f"{self.dataset}: accelerated in part (the rest runs as you wrote it)"]
+        else:
+            lines = [f"{self.dataset}: accelerated (images delivered as {self.dtype})"]
         lines.append(f"  fused with decoding ({self.decoder}, {self.decoding}):")
         lines += [f"    {op}" for op in self.fused] or ["    (nothing: whole images)"]
-        lines.append(f"  on whole uint8 batches ({self.where}):")
-        lines += [f"    {op}" for op in self.batch] or ["    (nothing: uint8 batches)"]
+        if self.rest:
+            lines.append(f"  as you wrote it, per sample, {self.decoding}, given {self.handed}:")
+            lines += [f"    {op}" for op in self.rest]
+        if self.batch or not self.rest:
+            lines.append(f"  on whole uint8 batches ({self.where}):")
+            lines += [f"    {op}" for op in self.batch] or ["    (nothing: uint8 batches)"]
+        if self.blockers:
+            lines.append("  why the rest is not fastload's:")
+            lines += [f"    {b}" for b in self.blockers]
         return "\n".join(lines)
 
 

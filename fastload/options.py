@@ -60,7 +60,8 @@ class LoaderOptions:
                 f"accelerate={self.accelerate!r} is not valid; valid: True, False, 'auto'"
             )
         if self.seeding not in _SEEDING:
-            raise ValueError(f"seeding={self.seeding!r} is not valid; valid: 'auto', 'sample', 'worker'")
+            valid = ", ".join(repr(v) for v in _SEEDING)
+            raise ValueError(f"seeding={self.seeding!r} is not valid; valid: {valid}")
 
 
 NAMES: tuple[str, ...] = tuple(f.name for f in fields(LoaderOptions))

@@ -106,3 +106,27 @@ def test_fault_soak_passes_its_checks(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAIL" not in done.stdout and "every check passed" in done.stdout
     assert "nvimgcodec: 2 epochs" in done.stdout and "seen exactly once (24 of 24)" in done.stdout
+
+
+def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=24, classes=2)
+    script = ROOT / "benchmarks" / "reference_recipes.py"
+    args = ["--data", str(data), "--workers", "0", "--batch-size", "8", "--crop", "32"]
+    args += ["--seconds", "0.2", "--rounds", "1"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    rounds = re.findall(r"round 1\s+(\S+): stock .* \((whole|in part)\): ([\d.]+)x", done.stdout)
+    how = {name: part for name, part, _ in rounds}
+    # the default recipes are accelerated whole; a policy, or mixup's collate, in part
+    assert how == {
+        "train": "whole",
+        "val": "whole",
+        "ta_wide": "in part",
+        "ra": "in part",
+        "augmix": "in part",
+        "mixup+cutmix": "in part",
+    }
+    assert all(float(ratio) > 0 for _, _, ratio in rounds)
+    assert re.search(r"mixup\+cutmix\s+[\d.]+x\s+[\d.]+-[\d.]+", done.stdout)

@@ -61,7 +61,9 @@ def keyed(options: LoaderOptions, given: Any, read: Any) -> bool:
     ``"auto"`` keys only a dataset that is fastload's own: a swapped torchvision dataset keeps
     torch's per-worker streams, so the same seed draws the same crops as stock torchvision.
     """
-    if isinstance(read, torch.utils.data.IterableDataset) or not getattr(read, "sample_keys", False):
+    if isinstance(read, torch.utils.data.IterableDataset) or not getattr(
+        read, "sample_keys", False
+    ):
         return False
     if options.seeding == "auto":
         return bool(getattr(given, "sample_keys", False))
@@ -182,6 +184,15 @@ def plan_loader(loader: Any, options: LoaderOptions) -> WorkerPlan | ExecutorPla
     return worker_plan(loader, options, translation, device)
 
 
+# what the user's first op run as written gets, by HandOn's form
+_HANDED = {
+    "pil": "a PIL image of the fused result",
+    "uint8": "the fused uint8 tensor, in place of its PIL image's PILToTensor",
+    "float": "the fused image as ToTensor gives it",
+    "image": "the fused image as ToImage gives it",
+}
+
+
 def translate(loader: Any, options: LoaderOptions, device: torch.device | None) -> Translation:
     """The translate step: the dataset's torchvision pipeline as fastload's ops, when asked
     (``accelerate=True``, or ``"auto"`` with a CUDA device) and possible; why not, said once
@@ -201,21 +212,12 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         )
         return Translation(dataset, Acceleration(False, why, kind), ops)
     try:
-        if not is_default_collate(loader.collate_fn):
-            raise NotAccelerated(
-                f"collate_fn={loader.collate_fn!r}",
-                "a collate function of your own (the batch ops run on torch's default collate)",
-            )
-        if loader.batch_sampler is None:
-            raise NotAccelerated("batch_size=None", "no batches for the batch ops")
-        fast, translated = accelerate_dataset(dataset)
+        batches = is_default_collate(loader.collate_fn) and loader.batch_sampler is not None
+        fast, translated = accelerate_dataset(dataset, batches=batches)
     except NotAccelerated as why:
         blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
         acceleration = Acceleration(False, str(why), kind, blockers=blockers)
-        message = f"accelerate: {acceleration}"
-        if message not in _LOGGED:
-            _LOGGED.add(message)
-            log.info(message)
+        _say(acceleration)
         return Translation(dataset, acceleration, ops)
     if translated.batch_ops is not None:
         ops = translated.batch_ops if ops is None else BatchCompose([translated.batch_ops, ops])
@@ -234,15 +236,21 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         fused=translated.fused_from,
         batch=translated.batch_from,
         where=where,
-        dtype=str(translated.dtype).replace("torch.", ""),
+        dtype=str(translated.dtype).replace("torch.", "") if translated.dtype else "",
+        rest=translated.rest_from,
+        handed=_HANDED[translated.hand_on.form] if translated.hand_on else "",
+        blockers=tuple(f"{what}: {reason}" for what, reason in translated.blockers),
     )
-    log.info(
-        "accelerate: %s: %d ops fused with decoding, %d on whole batches",
-        kind,
-        len(translated.fused_from),
-        len(translated.batch_from),
-    )
+    _say(acceleration)
     return Translation(fast, acceleration, ops)
+
+
+def _say(acceleration: Acceleration) -> None:
+    """What accelerate did, once per process on the ``fastload`` logger at INFO."""
+    message = f"accelerate: {acceleration}"
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        log.info(message)
 
 
 def executor_plan(
@@ -277,6 +285,13 @@ def executor_plan(
             f"backend={name!r} always applies EXIF orientation, and this dataset keeps the stored "
             "pixels (exif_orientation=False, as torchvision's ImageFolder does): use a per-sample "
             "backend, or a fastload.ImageFolder"
+        )
+    if translation.acceleration.rest:  # the user's own ops, which only workers would run
+        raise ValueError(
+            f"backend={name!r} runs fastload's ops alone, and "
+            f"{translation.acceleration.rest[0]} stays as you wrote it: use a per-sample "
+            "backend (leave backend= unset), or a pipeline that accelerate runs whole "
+            "(fastload.explain says which ops are in the way)"
         )
     executor_translation(dataset.transform_split, name)  # an op it cannot run is named now
     if not is_default_collate(loader.collate_fn):
