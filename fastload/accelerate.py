@@ -101,7 +101,8 @@ class Translated:
         if self.hand_on is None:
             return ()
         replaced = (self.hand_on.replaces,) if self.hand_on.replaces else ()
-        return replaced + tuple(_with_dtype(op, getattr(op, "dtype", None)) for op in self.rest)
+        written = (op for op in self.rest if not isinstance(op, HandBack))
+        return replaced + tuple(_with_dtype(op, getattr(op, "dtype", None)) for op in written)
 
     @property
     def transform(self) -> ft.Compose | None:
@@ -311,7 +312,8 @@ def translate_transform(transform: Any, *, given: str = "pil", batches: bool = T
             cut = i
     if not blocked and walk.tensor:
         return _whole(walk, transform)
-    return _partial(ops, walk.fused, cut if cut is not None else len(ops), tuple(blocked))
+    cut = cut if cut is not None else len(ops)
+    return _partial(ops, walk.fused, cut, tuple(blocked), batches=batches)
 
 
 _PER_SAMPLE = (
@@ -334,9 +336,15 @@ def _whole(walk: _Walk, transform: Any) -> Translated:
 
 
 def _partial(
-    ops: list[Any], fused: list[ft.Transform], cut: int, blockers: tuple[tuple[str, str], ...]
+    ops: list[Any],
+    fused: list[ft.Transform],
+    cut: int,
+    blockers: tuple[tuple[str, str], ...],
+    *,
+    batches: bool,
 ) -> Translated:
-    """The leading geometry (``ops[:cut]``) fused; the rest as written, per sample.
+    """The leading geometry (``ops[:cut]``) fused; the rest as written, per sample, except a
+    trailing conversion (and ``Normalize``) that can run on whole batches.
 
     Raises:
         NotAccelerated: Nothing leads that could be fused.
@@ -345,21 +353,94 @@ def _partial(
         if not blockers:  # a tensor given, nothing but conversions: the batch needs them
             blockers = ((_name(ops[0]) if ops else "transform", _PER_SAMPLE),)
         raise NotAccelerated(*blockers[0], blockers=blockers)
-    rest = ops[cut:]
+    rest, tail = ops[cut:], _batch_tail(ops, cut + 1) if batches else None
+    if tail is not None:
+        rest = ops[cut : len(ops) - len(tail.batch_from)]
     hand_on = HandOn("pil")
     form = _hand_on_forms().get(type(rest[0])) if rest else None
     if form is not None:
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
+    if tail is not None:
+        rest.append(
+            HandBack(
+                tail.batch_from[0],
+                tensors=_hand_on_forms()[type(ops[len(ops) - len(tail.batch_from)])] == "image",
+            )
+        )
     return Translated(
         tuple(fused[:cut]),
-        (),
+        tail.batch if tail is not None else (),
         tuple(repr(op) for op in ops[:cut]),
-        (),
-        None,
+        tail.batch_from if tail is not None else (),
+        tail.dtype if tail is not None else None,
         rest=tuple(rest),
         hand_on=hand_on,
         blockers=blockers,
     )
+
+
+def _batch_tail(ops: list[Any], start: int) -> Translated | None:
+    """The longest tail of ``ops`` (from ``start`` on) that begins with a conversion of a PIL
+    image and runs whole on batches, translated; ``None`` when there is none."""
+    table, forms = _translators(), _hand_on_forms()
+    for s in range(start, len(ops)):
+        if type(ops[s]) not in forms:
+            continue
+        walk = _Walk([], [], [])
+        try:
+            for op in ops[s:]:
+                table[type(op)](walk, op)  # a KeyError: an op with no translator
+                if walk.fused:  # geometry after the conversion: not batch work
+                    break
+            else:
+                if walk.tensor:
+                    return _whole(walk, ops[s:])
+        except (KeyError, NotAccelerated):
+            continue
+    return None
+
+
+class HandBack:
+    """What the user's ops run as written give back, made into the uint8 tensor the batch
+    ops take: a PIL image as ``PILToTensor`` makes it (the batch ops then convert as the
+    user's conversion would); a uint8 tensor passes where the conversion (``ToImage``) takes
+    one too.
+
+    Args:
+        replaces: The repr of the user's conversion, which now runs on the batch.
+        tensors: Whether that conversion takes a uint8 tensor as well.
+    """
+
+    def __init__(self, replaces: str, *, tensors: bool = False) -> None:
+        self.replaces, self.tensors = replaces, tensors
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        from PIL import Image
+
+        if isinstance(image, Image.Image):
+            from torchvision.transforms.functional import pil_to_tensor
+
+            tensor = pil_to_tensor(image)
+            if tensor.dtype == torch.uint8:
+                return tensor
+        elif self.tensors and isinstance(image, torch.Tensor) and image.dtype == torch.uint8:
+            return image.as_subclass(torch.Tensor)
+        raise TypeError(
+            f"fastload runs {self.replaces} on whole batches and expected the op before it "
+            f"to return a PIL image, as it does on torchvision's path; got "
+            f"{_kind(image)}: pass accelerate=False for this pipeline"
+        )
+
+    def __repr__(self) -> str:
+        return f"HandBack({self.replaces!r})"
+
+
+def _kind(image: Any) -> str:
+    from PIL import Image
+
+    if isinstance(image, Image.Image):
+        return f"a PIL image of mode {image.mode!r}"
+    return type(image).__name__
 
 
 def _hand_on_forms() -> dict[type, str]:
@@ -530,7 +611,7 @@ def _with_dtype(op: Any, dtype: torch.dtype | None) -> str:
     """An op's repr, with the dtype it converts to where its repr leaves it out: torchvision
     prints ``ConvertImageDtype()``, which says nothing of float32."""
     text = repr(op)
-    if not isinstance(dtype, torch.dtype) or not text.endswith("()"):
+    if not hasattr(op, "dtype") or not isinstance(dtype, torch.dtype) or not text.endswith("()"):
         return text
     return f"{text[:-1]}{str(dtype).replace('torch.', '')})"
 

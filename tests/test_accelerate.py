@@ -390,7 +390,9 @@ def test_an_unknown_op_in_the_middle_keeps_the_fused_prefix(
     assert fast.acceleration.accelerated and fast.acceleration.fused == (
         repr(pipeline.transforms[0]),
     )
-    assert fast.acceleration.rest == tuple(repr(op) for op in pipeline.transforms[1:])
+    # the conversion and Normalize at the end still run on whole uint8 batches
+    assert fast.acceleration.rest == tuple(repr(op) for op in pipeline.transforms[1:3])
+    assert fast.acceleration.batch == tuple(repr(op) for op in pipeline.transforms[3:])
     assert "accelerated in part" in said and "given a PIL image" in said
     assert any("ColorJitter" in r.getMessage() for r in caplog.records)
     want, want_labels = _epoch(_loader(dataset, fast=False, seed=2, workers=workers), seed=4)
@@ -608,8 +610,25 @@ def test_reference_train_presets_match_stock(
     fast = _loader(dataset, fast=True, seed=5, workers=workers, collate_fn=collate_fn)
     assert fast.acceleration.accelerated
     assert len(fast.acceleration.fused) == 2  # the crop and the flip, fused with decoding
+    # the conversion and Normalize run on whole batches unless an op of the user's follows
+    # them (RandomErasing) or the user's collate gets the samples (mixup)
+    on_batches = collate == "default" and not erase
+    assert len(fast.acceleration.batch) == (3 if on_batches else 0)
     want, want_labels = _epoch(stock, seed=6)
     got, got_labels = _epoch(fast, seed=6)
     assert torch.equal(got_labels, want_labels)  # mixup's soft labels too: the same draws
     per_image = (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3))
     assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image
+
+
+def test_hand_back_takes_what_the_users_conversion_would() -> None:
+    from fastload.accelerate import HandBack
+
+    image = Image.fromarray(photo(20, 10, seed=2))
+    assert torch.equal(HandBack("PILToTensor()")(image), v1.PILToTensor()(image))
+    tensor = v1.PILToTensor()(image)
+    assert torch.equal(HandBack("ToImage()", tensors=True)(tensor), tensor)
+    with pytest.raises(TypeError, match=r"PILToTensor\(\) on whole batches .* got Tensor"):
+        HandBack("PILToTensor()")(tensor)  # as torchvision's PILToTensor refuses a tensor
+    with pytest.raises(TypeError, match="mode 'I'"):
+        HandBack("ToTensor()")(image.convert("I"))
