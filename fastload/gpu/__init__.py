@@ -4,7 +4,8 @@
 them. Wire them into a loader with ``fastload.DataLoader(..., batch_transforms=...)``.
 """
 
-from fastload.gpu import functional
+from fastload.gpu import functional, policies
+from fastload.gpu.policies import AutoAugment, RandAugment, TrivialAugmentWide
 from fastload.gpu.transforms import (
     BatchTransform,
     ColorJitter,
@@ -23,6 +24,7 @@ from fastload.gpu.transforms import (
 )
 
 __all__ = [
+    "AutoAugment",
     "BatchTransform",
     "ColorJitter",
     "Compose",
@@ -30,6 +32,7 @@ __all__ = [
     "GaussianBlur",
     "MixUp",
     "Normalize",
+    "RandAugment",
     "RandomApply",
     "RandomErasing",
     "RandomGrayscale",
@@ -37,5 +40,7 @@ __all__ = [
     "RandomResizedCrop",
     "RandomTransform",
     "RandomVerticalFlip",
+    "TrivialAugmentWide",
     "functional",
+    "policies",
 ]
