@@ -24,7 +24,7 @@ import functools
 import logging
 import types
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -79,16 +79,19 @@ class Translated:
             is accelerated in part); empty when all of it is fastload's.
         hand_on: What gives ``rest`` its input, when there is a rest.
         blockers: Why the rest is not fastload's: every ``(op, why)`` in order.
+        drawn: Batch ops whose draws are made per sample, after the fused ops
+            (:mod:`fastload.gpu.deferred`).
     """
 
     fused: tuple[ft.Transform, ...]
-    batch: tuple[Normalize, ...]
+    batch: tuple[Any, ...]
     fused_from: tuple[str, ...]
     batch_from: tuple[str, ...]
     dtype: torch.dtype | None
     rest: tuple[Any, ...] = ()
     hand_on: HandOn | None = None
     blockers: tuple[tuple[str, str], ...] = ()
+    drawn: tuple[Any, ...] = ()
 
     @property
     def partial(self) -> bool:
@@ -111,6 +114,10 @@ class Translated:
         ops: list[Any] = list(self.fused)
         if self.hand_on is not None:
             ops += [self.hand_on, *self.rest]
+        if self.drawn:
+            from fastload.gpu.deferred import DrawPerSample
+
+            ops.append(DrawPerSample(self.drawn))
         return ft.Compose(ops) if ops else None
 
     @property
@@ -241,8 +248,11 @@ class _Walk:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
     resizes: int = 0
+    drawn: list[Any] = field(default_factory=list)  # ops drawn per sample, applied on batches
+    before: int = 0  # how many of them run on uint8, before the conversion
 
     def geometry(self, op: Any, fused: ft.Transform, *, resizes: bool = False) -> None:
+        self.not_after_draws(op)
         if self.tensor:
             raise NotAccelerated(
                 repr(op),
@@ -259,12 +269,34 @@ class _Walk:
         self.fused_from.append(repr(op))
 
     def convert(self, op: Any, dtype: torch.dtype) -> None:
+        if len(self.drawn) > self.before:
+            raise NotAccelerated(repr(op), "a conversion after RandomErasing")
         if self.tensor and (self.dtype != torch.uint8 or not dtype.is_floating_point):
             raise NotAccelerated(repr(op), f"a conversion of a {self.dtype} tensor")
         if not self.tensor and dtype != torch.uint8 and not dtype.is_floating_point:
             raise NotAccelerated(repr(op), f"a conversion to {dtype}")
         self.tensor, self.dtype = True, dtype
         self.batch_from.append(_with_dtype(op, dtype))
+
+    def not_after_draws(self, op: Any) -> None:
+        """Fused ops draw before decoding: not after an op drawn per sample."""
+        if self.drawn:
+            raise NotAccelerated(
+                repr(op), f"it draws after {self.drawn[-1]!r}, and fused ops draw before decoding"
+            )
+
+    def draw_later(self, op: Any, ours: Any, *, on_uint8: bool) -> None:
+        """An op whose draws are made per sample and applied on batches."""
+        if on_uint8:
+            if self.tensor and self.dtype != torch.uint8:
+                raise NotAccelerated(repr(op), f"it takes uint8 images, not {self.dtype}")
+            if len(self.drawn) > self.before:
+                raise NotAccelerated(repr(op), "a policy after RandomErasing")
+            self.before += 1
+        elif not self.tensor:
+            raise NotAccelerated(repr(op), "RandomErasing on a PIL image")
+        self.drawn.append(ours)
+        self.batch_from.append(repr(op))
 
 
 def translate_transform(transform: Any, *, given: str = "pil", batches: bool = True) -> Translated:
@@ -298,7 +330,7 @@ def translate_transform(transform: Any, *, given: str = "pil", batches: bool = T
     blocked: list[tuple[str, str]] = []
     cut: int | None = None  # ops[:cut] are geometry on the PIL image: what a partial run fuses
     for i, op in enumerate(ops):
-        on_pil, converted = not walk.tensor, len(walk.batch_from)
+        fused, converted = len(walk.fused), len(walk.batch_from)
         try:
             translator = table.get(type(op))
             if translator is None:
@@ -308,7 +340,7 @@ def translate_transform(transform: Any, *, given: str = "pil", batches: bool = T
                 raise NotAccelerated(_with_dtype(op, walk.dtype), _PER_SAMPLE)
         except NotAccelerated as why:  # the walk goes on: every blocker is named at once
             blocked.append((why.what, why.why))
-        if cut is None and (blocked or not on_pil or walk.tensor):
+        if cut is None and (blocked or len(walk.fused) == fused or walk.tensor):
             cut = i
     if not blocked and walk.tensor:
         return _whole(walk, transform)
@@ -323,15 +355,28 @@ _PER_SAMPLE = (
 
 
 def _whole(walk: _Walk, transform: Any) -> Translated:
-    """Every op translated: the geometry fused, the conversion and Normalize on batches."""
-    batch: tuple[Normalize, ...] = ()
+    """Every op translated: the geometry fused; the ops drawn per sample, the conversion and
+    Normalize on batches, in the pipeline's order."""
+    from fastload.gpu.deferred import Deferred
+
+    deferred = [
+        Deferred(op, slot, "ops" if slot < walk.before else "boxes")
+        for slot, op in enumerate(walk.drawn)
+    ]
+    batch: list[Any] = deferred[: walk.before]
     if walk.dtype.is_floating_point:
         if walk.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
             raise NotAccelerated(repr(transform), f"images of {walk.dtype}")
         mean, std = walk.mean or (0.0,), walk.std or (1.0,)
-        batch = (Normalize(mean, std, dtype=walk.dtype),)
+        batch.append(Normalize(mean, std, dtype=walk.dtype))
+    batch += deferred[walk.before :]
     return Translated(
-        tuple(walk.fused), batch, tuple(walk.fused_from), tuple(walk.batch_from), walk.dtype
+        tuple(walk.fused),
+        tuple(batch),
+        tuple(walk.fused_from),
+        tuple(walk.batch_from),
+        walk.dtype,
+        drawn=tuple(walk.drawn),
     )
 
 
@@ -393,7 +438,7 @@ def _batch_tail(ops: list[Any], start: int) -> Translated | None:
                 if walk.fused:  # geometry after the conversion: not batch work
                     break
             else:
-                if walk.tensor:
+                if walk.tensor and not walk.drawn:  # draws would be made after the rest
                     return _whole(walk, ops[s:])
         except (KeyError, NotAccelerated):
             continue
@@ -493,6 +538,7 @@ def _random_crop(walk: _Walk, op: Any, *, v2: bool) -> None:
 def _horizontal_flip(walk: _Walk, op: Any) -> None:
     # a flip commutes with the per-pixel conversions, so it fuses wherever it stands; its one
     # draw keeps its place among the others
+    walk.not_after_draws(op)
     walk.fused.append(ft.RandomHorizontalFlip(op.p))
     walk.fused_from.append(repr(op))
 
@@ -524,6 +570,8 @@ def _to_dtype(walk: _Walk, op: Any) -> None:
 
 
 def _normalize(walk: _Walk, op: Any) -> None:
+    if len(walk.drawn) > walk.before:
+        raise NotAccelerated(repr(op), "Normalize after RandomErasing")
     if not walk.tensor or not walk.dtype.is_floating_point or walk.mean is not None:
         raise NotAccelerated(repr(op), "Normalize where it does not follow a float conversion")
     walk.mean, walk.std = tuple(op.mean), tuple(op.std)
@@ -543,6 +591,17 @@ def _maybe_to_tensor(walk: _Walk, op: Any, *, dtype: torch.dtype | None) -> None
         walk.batch_from.append(f"{op!r} (a tensor already: passed on)")
         return
     _to_tensor(walk, op, dtype=dtype)
+
+
+def _policy(walk: _Walk, op: Any, *, ours: Any) -> None:
+    """torchvision's policies (v1): drawn per sample, applied on the uint8 batch."""
+    walk.draw_later(op, ours.of(op), on_uint8=True)
+
+
+def _random_erasing(walk: _Walk, op: Any) -> None:
+    from fastload.gpu.policies import RandomErasing
+
+    walk.draw_later(op, RandomErasing.of(op), on_uint8=False)
 
 
 def _timm_random_resized_crop(walk: _Walk, op: Any) -> None:
@@ -581,8 +640,14 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
     import torchvision.transforms as v1
     import torchvision.transforms.v2 as v2
 
+    from fastload.gpu import policies
+
     return {
         **_timm_translators(),
+        v1.TrivialAugmentWide: functools.partial(_policy, ours=policies.TrivialAugmentWide),
+        v1.RandAugment: functools.partial(_policy, ours=policies.RandAugment),
+        v1.AutoAugment: functools.partial(_policy, ours=policies.AutoAugment),
+        v1.RandomErasing: _random_erasing,
         v1.RandomResizedCrop: _random_resized_crop,
         v2.RandomResizedCrop: _random_resized_crop,
         v1.Resize: _resize,

@@ -512,8 +512,13 @@ def test_executor_refuses_torchvision_orientation(folder: Path) -> None:
 
 
 def test_executor_refuses_a_pipeline_accelerated_in_part(folder: Path) -> None:
+    pipeline = v1.Compose([v1.RandomResizedCrop(64), v1.ColorJitter(0.3), v1.ToTensor()])
+    dataset = fastload.ImageFolder(folder, pipeline)
+    with pytest.raises(ValueError, match=r"ColorJitter.* stays as you wrote it"):
+        fastload.DataLoader(dataset, batch_size=4, accelerate=True, backend="dali")
+    # ops drawn per sample need the workers that draw them
     dataset = fastload.ImageFolder(folder, TrainPreset(policy="ta_wide", erase=0.0))
-    with pytest.raises(ValueError, match=r"TrivialAugmentWide.* stays as you wrote it"):
+    with pytest.raises(ValueError, match=r"TrivialAugmentWide.* draw per sample"):
         fastload.DataLoader(dataset, batch_size=4, accelerate=True, backend="dali")
 
 
@@ -610,10 +615,13 @@ def test_reference_train_presets_match_stock(
     fast = _loader(dataset, fast=True, seed=5, workers=workers, collate_fn=collate_fn)
     assert fast.acceleration.accelerated
     assert len(fast.acceleration.fused) == 2  # the crop and the flip, fused with decoding
-    # the conversion and Normalize run on whole batches unless an op of the user's follows
-    # them (RandomErasing) or the user's collate gets the samples (mixup)
-    on_batches = collate == "default" and not erase
-    assert len(fast.acceleration.batch) == (3 if on_batches else 0)
+    acceleration = fast.acceleration
+    if collate == "mixup":  # the user's collate gets the samples: the rest runs per sample
+        assert acceleration.batch == () and acceleration.rest[0] == "PILToTensor()"
+    elif policy == "augmix":  # no batch form yet: as written, then the batch ops
+        assert acceleration.rest[0].startswith("AugMix") and len(acceleration.batch) == 3
+    else:  # whole: the policy and RandomErasing drawn per sample, applied on the batch
+        assert acceleration.rest == () and len(acceleration.batch) == 3 + bool(policy) + bool(erase)
     want, want_labels = _epoch(stock, seed=6)
     got, got_labels = _epoch(fast, seed=6)
     assert torch.equal(got_labels, want_labels)  # mixup's soft labels too: the same draws
@@ -632,3 +640,41 @@ def test_hand_back_takes_what_the_users_conversion_would() -> None:
         HandBack("PILToTensor()")(tensor)  # as torchvision's PILToTensor refuses a tensor
     with pytest.raises(TypeError, match="mode 'I'"):
         HandBack("ToTensor()")(image.convert("I"))
+
+
+def test_the_policy_tolerance_tells_other_draws_apart(folder: Path) -> None:
+    """The control for the presets' test: another seed for the same pipeline is far off."""
+    dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy="ta_wide", erase=0.0))
+    want, _ = _epoch(_loader(dataset, fast=False, seed=5), seed=6)
+    got, _ = _epoch(_loader(dataset, fast=True, seed=5), seed=7)
+    assert (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3)).max() > 5
+
+
+def test_policies_drawn_per_sample_survive_skipped_files_and_keyed_seeds(tmp_path: Path) -> None:
+    """A fastload folder with the reference preset: per-sample seeds give the same batches for
+    0 and 2 workers, and an unreadable file costs its sample only (the draws stay lined up)."""
+    for c in range(2):
+        (tmp_path / f"c{c}").mkdir()
+        for k in range(5):
+            (tmp_path / f"c{c}" / f"{k}.jpg").write_bytes(
+                jpeg_bytes(photo(120, 90, seed=5 * c + k))
+            )
+    (tmp_path / "c1" / "9.jpg").write_bytes(b"not a jpeg")
+    preset = TrainPreset(policy="ta_wide", erase=0.5)
+    dataset = fastload.ImageFolder(tmp_path, preset, on_error="skip")
+
+    def epoch(workers: int) -> torch.Tensor:
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=4,
+            shuffle=True,
+            num_workers=workers,
+            generator=torch.Generator().manual_seed(1),
+            accelerate=True,
+        )
+        assert loader.plan.keyed and loader.acceleration.rest == ()
+        with pytest.warns(fastload.UnreadableImageWarning):
+            return torch.cat([x for x, _ in loader])
+
+    zero, two = epoch(0), epoch(2)
+    assert zero.shape == (10, 3, 64, 64) and torch.equal(zero, two)

@@ -32,9 +32,12 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.transforms",
         "fastload.sampling",
         "fastload.gpu.functional",
+        "fastload.gpu.policy_ops",
+        "fastload.gpu.deferred",
     ),
     (  # per-sample decoding, batch ops, the prefetcher
         "fastload.gpu.transforms",
+        "fastload.gpu.policies",
         "fastload.gpu.stage",
         "fastload.gpu",
         "fastload.backends.base",

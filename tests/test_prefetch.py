@@ -149,7 +149,10 @@ class FakeCuda:
                 fake.current = self.previous
 
         def to(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-            device = torch.device(args[0] if args else kwargs["device"])
+            where = args[0] if args else kwargs.get("device")
+            if where is None or isinstance(where, (torch.dtype, torch.Tensor)):
+                return real_to(tensor, *args, **kwargs)  # a dtype change, no device
+            device = torch.device(where)
             if device.type != "cuda":
                 return real_to(tensor, *args, **kwargs)
             moved = tensor.clone()

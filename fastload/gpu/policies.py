@@ -51,6 +51,14 @@ class Policy(BatchTransform):
         super().__init__(generator=generator)
         self.torchvision_op = torchvision_op
 
+    @classmethod
+    def of(cls, torchvision_op: Any) -> Policy:
+        """This op with the settings of a torchvision op of the same class (its ``fill``,
+        ``interpolation``, magnitudes and, for ``AutoAugment``, its policy)."""
+        made = cls.__new__(cls)
+        Policy.__init__(made, torchvision_op)
+        return made
+
     def randint(self, high: int) -> int:
         """One draw in ``[0, high)``, as torchvision draws it (``torch.randint(high, (1,))``)."""
         return int(torch.randint(high, (1,), generator=self.generator).item())
@@ -204,6 +212,7 @@ class RandomErasing(BatchTransform):
     """
 
     channels = (1, 3)
+    draws_channels = True  # its draw takes (channels, height, width)
 
     def __init__(
         self,
@@ -222,6 +231,14 @@ class RandomErasing(BatchTransform):
             )
         super().__init__()
         self.torchvision_op = v1.RandomErasing(p, scale, ratio, value)
+
+    @classmethod
+    def of(cls, torchvision_op: Any) -> RandomErasing:
+        """This op with the settings of a torchvision ``RandomErasing``."""
+        made = cls.__new__(cls)
+        BatchTransform.__init__(made)
+        made.torchvision_op = torchvision_op
+        return made
 
     def draw(self, channels: int, height: int, width: int) -> tuple[int, int, int, int, Any] | None:
         """One sample's rectangle (top, left, height, width, value), or ``None`` (not erased):

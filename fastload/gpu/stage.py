@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.utils.data import get_worker_info
 
+from fastload.gpu.deferred import applying, split_drawn
 from fastload.gpu.transforms import transforms_in
 from fastload.sampling import sample_seed, seeded
 from fastload.tensors import map_tensors
@@ -66,12 +67,16 @@ class BatchStage:
             raise ValueError(f"batch_transforms={transforms!r} is not callable")
         self.transforms, self.channels_last = transforms, channels_last
 
-    def __call__(self, batch: Any, *, seed: int | None = None) -> Any:
-        """Apply the ops (their draws from ``seed``, when given: :func:`ops_seeded`)."""
-        if seed is not None and self.transforms is not None:
-            with ops_seeded(transforms_in(self.transforms), seed):
-                return self._apply(batch)
-        return self._apply(batch)
+    def __call__(
+        self, batch: Any, *, seed: int | None = None, draws: list[Any] | None = None
+    ) -> Any:
+        """Apply the ops (their draws from ``seed``, when given: :func:`ops_seeded`; the
+        per-sample ``draws`` for the deferred ops: :mod:`fastload.gpu.deferred`)."""
+        with applying(draws):
+            if seed is not None and self.transforms is not None:
+                with ops_seeded(transforms_in(self.transforms), seed):
+                    return self._apply(batch)
+            return self._apply(batch)
 
     def _apply(self, batch: Any) -> Any:
         if isinstance(batch, torch.Tensor):
@@ -117,9 +122,10 @@ class CollateThenStage:
         self._seeded_pid: int | None = None
 
     def __call__(self, samples: Any) -> Any:
+        samples, draws = split_drawn(samples)
         seed = getattr(samples, "seed", None)
         if seed is not None:
-            return self.stage(self.collate_fn(samples), seed=seed)
+            return self.stage(self.collate_fn(samples), seed=seed, draws=draws)
         info = get_worker_info()
         if info is not None and self._seeded_pid != os.getpid():
             for k, op in enumerate(transforms_in(self.stage.transforms)):
@@ -127,14 +133,15 @@ class CollateThenStage:
                 if isinstance(generator, torch.Generator):
                     generator.manual_seed((info.seed + 7919 * k) % 2**63)
             self._seeded_pid = os.getpid()
-        return self.stage(self.collate_fn(samples))
+        return self.stage(self.collate_fn(samples), draws=draws)
 
 
 class SeedTag:
-    """A collate function whose batches keep their samples' seed, for a stage run later.
+    """A collate function whose batches keep their samples' seed and per-sample draws, for a
+    stage run later.
 
     With a CUDA device the batch stage runs in the main process after the copy
-    (:class:`DeviceStage`): the seed travels with the batch from the worker as a
+    (:class:`DeviceStage`): the seed and the draws travel with the batch from the worker as a
     :class:`Tagged`.
     """
 
@@ -142,32 +149,33 @@ class SeedTag:
         self.collate_fn = collate_fn
 
     def __call__(self, samples: Any) -> Any:
+        samples, draws = split_drawn(samples)
         batch = self.collate_fn(samples)
         seed = getattr(samples, "seed", None)
-        return batch if seed is None else Tagged(batch, seed)
+        return batch if seed is None and draws is None else Tagged(batch, seed, draws)
 
 
 class Tagged:
-    """A collated batch and its seed, on their way from a worker."""
+    """A collated batch, its seed and its samples' draws, on their way from a worker."""
 
-    __slots__ = ("batch", "seed")
+    __slots__ = ("batch", "draws", "seed")
 
-    def __init__(self, batch: Any, seed: int) -> None:
-        self.batch, self.seed = batch, seed
+    def __init__(self, batch: Any, seed: int | None, draws: list[Any] | None = None) -> None:
+        self.batch, self.seed, self.draws = batch, seed, draws
 
     def pin_memory(self) -> Tagged:  # called by torch's pin-memory thread
         batch = self.batch
         if hasattr(batch, "pin_memory"):  # a tensor, or a wrapper that pins itself
-            return Tagged(batch.pin_memory(), self.seed)
-        return Tagged(map_tensors(lambda t: t.pin_memory(), batch), self.seed)
+            return Tagged(batch.pin_memory(), self.seed, self.draws)
+        return Tagged(map_tensors(lambda t: t.pin_memory(), batch), self.seed, self.draws)
 
 
 class DeviceStage:
     """The batch stage run by the CUDA prefetcher, each batch under its own seed.
 
-    :meth:`untag` takes the :class:`Tagged` batches apart and remembers the seed of the last
-    one drawn; the prefetcher calls this stage on a batch right after drawing and copying it
-    (before it draws the next), so that seed is the batch's.
+    :meth:`untag` takes the :class:`Tagged` batches apart and remembers the seed and draws of
+    the last one drawn; the prefetcher calls this stage on a batch right after drawing and
+    copying it (before it draws the next), so they are the batch's.
 
     Args:
         stage: The batch stage.
@@ -176,6 +184,7 @@ class DeviceStage:
     def __init__(self, stage: BatchStage) -> None:
         self.stage = stage
         self.seed: int | None = None
+        self.draws: list[Any] | None = None
 
     def untag(self, batches: Iterator[Any]) -> Iterator[Any]:
         """The batches without their tags (the seed of the last one is kept)."""
@@ -183,7 +192,8 @@ class DeviceStage:
 
     def __call__(self, batch: Any) -> Any:
         seed, self.seed = self.seed, None
-        return self.stage(batch, seed=seed)
+        draws, self.draws = self.draws, None
+        return self.stage(batch, seed=seed, draws=draws)
 
 
 class _Untagged:
@@ -196,9 +206,9 @@ class _Untagged:
     def __next__(self) -> Any:
         item = next(self._batches)
         if isinstance(item, Tagged):
-            self._owner.seed = item.seed
+            self._owner.seed, self._owner.draws = item.seed, item.draws
             return item.batch
-        self._owner.seed = None
+        self._owner.seed, self._owner.draws = None, None
         return item
 
     def __len__(self) -> int:

@@ -3,13 +3,14 @@
 One function builds it, so its order is written once. Outermost first, as a batch's samples
 meet the links:
 
-1. ``SeedTag`` (a CUDA device, and samples that carry seeds): the batch stage runs after the
-   copy, in the main process, so the batch's seed travels with the collated batch;
+1. ``SeedTag`` (a CUDA device, and samples that carry seeds or per-sample draws): the batch
+   stage runs after the copy, in the main process, so the batch's seed and its samples' draws
+   (:mod:`fastload.gpu.deferred`) travel with the collated batch;
 2. ``SkipCollate`` (``on_error="skip"``): the markers of unreadable files leave the batch before
    collating, and come back beside it, for the main process to report; the batch's seed stays
    with the samples that remain;
 3. ``CollateThenStage`` (batch ops and no CUDA device): the batch ops run on the collated batch,
-   in the worker, under the batch's seed;
+   in the worker, under the batch's seed and with its samples' draws;
 4. the collate function itself: the loader's ``collate_fn`` (torch's default when none was
    given).
 
@@ -36,6 +37,7 @@ def collate_chain(
     skipping: bool,
     batched: bool,
     keyed: bool,
+    drawn: bool = False,
 ) -> Callable[[Any], Any]:
     """The loader's collate chain (see the module's notes for the order).
 
@@ -46,12 +48,13 @@ def collate_chain(
         skipping: The dataset returns markers for unreadable files.
         batched: The loader makes batches (a batch sampler), not single samples.
         keyed: Samples carry their seeds (``seeding="sample"``).
+        drawn: Samples carry draws for deferred batch ops (:mod:`fastload.gpu.deferred`).
     """
     chain = collate_fn
     if stage is not None and not on_device:
         chain = CollateThenStage(chain, stage)
     if skipping:
         chain = SkipCollate(chain, batched=batched)
-    if stage is not None and on_device and keyed:
+    if stage is not None and on_device and (keyed or drawn):
         chain = SeedTag(chain)
     return chain

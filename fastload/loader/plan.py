@@ -31,7 +31,9 @@ from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
 from fastload.backends.executor import translate as executor_translation
 from fastload.devices import resolve_device
+from fastload.gpu.deferred import Deferred
 from fastload.gpu.transforms import Compose as BatchCompose
+from fastload.gpu.transforms import transforms_in
 from fastload.options import LoaderOptions
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "Translation",
     "WorkerPlan",
     "executor_plan",
+    "has_deferred",
     "is_default_collate",
     "keyed",
     "plan_loader",
@@ -48,6 +51,13 @@ __all__ = [
 
 log = logging.getLogger("fastload")
 _LOGGED: set[str] = set()  # what accelerate said already, in this process
+
+
+def has_deferred(batch_ops: Any) -> bool:
+    """Whether ``batch_ops`` hold an op that applies draws made per sample."""
+    return batch_ops is not None and any(
+        isinstance(op, Deferred) for op in transforms_in(batch_ops)
+    )
 
 
 def keyed(options: LoaderOptions, given: Any, read: Any) -> bool:
@@ -121,6 +131,11 @@ class WorkerPlan:
     keyed: bool
     skipping: bool
     decoder: str | None = None
+
+    @property
+    def deferred(self) -> bool:
+        """Whether samples carry draws for batch ops (:mod:`fastload.gpu.deferred`)."""
+        return has_deferred(self.batch_ops)
 
     @property
     def backend(self) -> str | None:
@@ -285,6 +300,13 @@ def executor_plan(
             f"backend={name!r} always applies EXIF orientation, and this dataset keeps the stored "
             "pixels (exif_orientation=False, as torchvision's ImageFolder does): use a per-sample "
             "backend, or a fastload.ImageFolder"
+        )
+    if has_deferred(translation.batch_ops):
+        drawn = ", ".join(translation.acceleration.batch)
+        raise ValueError(
+            f"backend={name!r} makes batches without worker processes, and some of the batch "
+            f"ops ({drawn}) draw per sample in them: use a per-sample backend (leave backend= "
+            "unset)"
         )
     if translation.acceleration.rest:  # the user's own ops, which only workers would run
         raise ValueError(

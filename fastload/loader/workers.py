@@ -85,6 +85,7 @@ class WorkerPath:
             skipping=plan.skipping,
             batched=batched,
             keyed=plan.keyed,
+            drawn=plan.deferred,
         )
         self.torch_loader = _TorchLoader(plan.dataset, **arguments)
 
@@ -98,8 +99,8 @@ class WorkerPath:
     def _start(self) -> Iterator[Any]:
         plan = self.plan
         batches: Iterator[Any] = iter(self.torch_loader)
-        if self.device_stage is not None and plan.keyed:
-            batches = self.device_stage.untag(batches)  # the seed rode along with the batch
+        if self.device_stage is not None and (plan.keyed or plan.deferred):
+            batches = self.device_stage.untag(batches)  # the seed and draws rode along
         if plan.skipping:
             dropped = self.epochs.drop if self.epochs is not None else None
             batches = SkipReport(batches, plan.dataset, on_drop=dropped)

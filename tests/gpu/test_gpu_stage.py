@@ -113,6 +113,34 @@ def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> 
     assert id(images) in owned  # the stage's outputs are handed over, not only the copies
 
 
+def test_draws_made_per_sample_ride_with_the_batch_to_the_device(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """With a CUDA device the batch stage runs after the copy: the policy's per-sample draws
+    travel with the batch from the collate function (a worker's, or here this process's), and
+    the batches are the CPU path's."""
+    import torchvision
+    import torchvision.transforms as v1
+
+    from fastload.synthetic import make_image_folder
+
+    root = make_image_folder(tmp_path / "set", images=12, classes=2)
+    pipeline = v1.Compose(
+        [v1.RandomResizedCrop(32), v1.TrivialAugmentWide(), v1.PILToTensor(), v1.RandomErasing(1.0)]
+    )
+    dataset = torchvision.datasets.ImageFolder(root, pipeline)
+
+    def epoch(**options) -> torch.Tensor:
+        torch.manual_seed(4)
+        loader = fastload.DataLoader(dataset, batch_size=5, accelerate=True, **options)
+        assert loader.acceleration.rest == () and loader.plan.deferred
+        return torch.cat([x for x, _ in loader])
+
+    on_cpu = epoch()
+    FakeCuda(monkeypatch)
+    assert torch.equal(epoch(device="cuda"), on_cpu)
+
+
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [

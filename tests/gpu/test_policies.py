@@ -36,7 +36,10 @@ def test_each_op_is_torchvisions_for_the_same_magnitude(name: str) -> None:
         "Rotate": [-30.0, 0.0, 17.5, 135.0],
     }.get(name, [-0.99, -0.3, 0.0, 0.45])
     ops = [[(name, magnitudes[i % len(magnitudes)])] for i in range(len(images))]
-    for interpolation, fill in [(InterpolationMode.NEAREST, None), (InterpolationMode.BILINEAR, [7.0, 8.0, 9.0])]:
+    for interpolation, fill in [
+        (InterpolationMode.NEAREST, None),
+        (InterpolationMode.BILINEAR, [7.0, 8.0, 9.0]),
+    ]:
         got = policy_ops.apply_ops(images, ops, interpolation=interpolation, fill=fill)
         want = torch.stack(
             [

@@ -1,0 +1,129 @@
+"""Batch ops whose draws are made per sample, where torchvision would make them, and applied
+to the whole batch later.
+
+A translated torchvision pipeline (``accelerate``) may hold ops that draw per image, such as
+``TrivialAugmentWide`` or ``RandomErasing``, between the crop of one sample and the crop of the
+next. To keep every draw where torchvision makes it (so the same seed gives the same crops and
+the same augmentations), :class:`DrawPerSample` runs in the dataset's per-sample chain: it
+draws each op's parameters for that image and returns a :class:`Pending` (the image and its
+draws). The collate chain takes the draws apart from the samples (:func:`split_drawn`), the
+batch stage runs under them (:func:`applying`), and each :class:`Deferred` batch op applies its
+own to the whole batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["Deferred", "DrawPerSample", "Pending", "applying", "split_drawn"]
+
+
+class Pending:
+    """A sample's image with the draws of the ops that will run on its batch.
+
+    Attributes:
+        image: The image (C x H x W uint8).
+        draws: One entry per deferred op, in order.
+    """
+
+    __slots__ = ("draws", "image")
+
+    def __init__(self, image: torch.Tensor, draws: tuple[Any, ...]) -> None:
+        self.image, self.draws = image, draws
+
+
+class DrawPerSample:
+    """In the per-sample chain: each op's draws for this image, in order (see the module).
+
+    Args:
+        ops: The deferred ops (``fastload.gpu.policies`` ops): each has ``draw(height,
+            width)``, or ``draw(channels, height, width)`` when its ``draws_channels`` is set.
+    """
+
+    def __init__(self, ops: Sequence[Any]) -> None:
+        self.ops = tuple(ops)
+
+    def __call__(self, image: torch.Tensor) -> Pending:
+        c, h, w = image.shape
+        draws = tuple(
+            op.draw(c, h, w) if getattr(op, "draws_channels", False) else op.draw(h, w)
+            for op in self.ops
+        )
+        return Pending(image, draws)
+
+    def __repr__(self) -> str:
+        return f"DrawPerSample({', '.join(repr(op) for op in self.ops)})"
+
+
+def split_drawn(samples: Any) -> tuple[Any, list[tuple[Any, ...]] | None]:
+    """The samples with plain images, and the draws of each sample that held a
+    :class:`Pending` (``None`` when none did). Samples are ``(image, target, ...)`` tuples;
+    anything else (the markers of unreadable files) is kept as it is, without draws, so the
+    draws line up with the batch once those are dropped.
+
+    A list subclass carrying a ``seed`` (the batch's) is kept as that class.
+    """
+    if not isinstance(samples, list):
+        return samples, None
+    plain: list[Any] = []
+    draws: list[tuple[Any, ...]] = []
+    for sample in samples:
+        if isinstance(sample, (tuple, list)) and sample and isinstance(sample[0], Pending):
+            plain.append((sample[0].image, *sample[1:]))
+            draws.append(sample[0].draws)
+        else:
+            plain.append(sample)
+    if not draws:
+        return samples, None
+    if type(samples) is not list:  # SeededSamples: the batch's seed goes on
+        kept = type(samples).__new__(type(samples))
+        list.__init__(kept, plain)
+        kept.__dict__.update(vars(samples))
+        return kept, draws
+    return plain, draws
+
+
+_CURRENT = threading.local()
+
+
+@contextlib.contextmanager
+def applying(draws: list[tuple[Any, ...]] | None) -> Iterator[None]:
+    """Run the block with each sample's draws available to the :class:`Deferred` ops."""
+    saved = getattr(_CURRENT, "draws", None)
+    _CURRENT.draws = draws
+    try:
+        yield
+    finally:
+        _CURRENT.draws = saved
+
+
+class Deferred:
+    """A batch op that applies the draws its :class:`DrawPerSample` made per sample.
+
+    Args:
+        op: The op (``draw`` per sample, ``apply_params`` on the batch).
+        slot: Its place among the draws of each sample.
+        key: The name ``op.apply_params`` takes the per-sample draws under.
+    """
+
+    def __init__(self, op: Any, slot: int, key: str) -> None:
+        self.op, self.slot, self.key = op, slot, key
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> Any:
+        draws = getattr(_CURRENT, "draws", None)
+        if draws is None or len(draws) != images.shape[0]:
+            raise RuntimeError(
+                f"{self.op!r} applies draws made per sample, and this batch of "
+                f"{images.shape[0]} came without them: run it through the fastload.DataLoader "
+                "that made them"
+            )
+        out = self.op.apply_params(images, {self.key: [d[self.slot] for d in draws]})
+        return out if labels is None else (out, labels)
+
+    def __repr__(self) -> str:
+        return repr(self.op)
