@@ -296,7 +296,7 @@ class _Walk:
         elif not self.tensor:
             raise NotAccelerated(repr(op), "RandomErasing on a PIL image")
         self.drawn.append(ours)
-        self.batch_from.append(repr(op))
+        self.batch_from.append(f"{op!r} (drawn per sample)")
 
 
 def translate_transform(transform: Any, *, given: str = "pil", batches: bool = True) -> Translated:
@@ -647,6 +647,7 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
         v1.TrivialAugmentWide: functools.partial(_policy, ours=policies.TrivialAugmentWide),
         v1.RandAugment: functools.partial(_policy, ours=policies.RandAugment),
         v1.AutoAugment: functools.partial(_policy, ours=policies.AutoAugment),
+        v1.AugMix: functools.partial(_policy, ours=policies.AugMix),
         v1.RandomErasing: _random_erasing,
         v1.RandomResizedCrop: _random_resized_crop,
         v2.RandomResizedCrop: _random_resized_crop,

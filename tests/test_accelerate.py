@@ -618,8 +618,6 @@ def test_reference_train_presets_match_stock(
     acceleration = fast.acceleration
     if collate == "mixup":  # the user's collate gets the samples: the rest runs per sample
         assert acceleration.batch == () and acceleration.rest[0] == "PILToTensor()"
-    elif policy == "augmix":  # no batch form yet: as written, then the batch ops
-        assert acceleration.rest[0].startswith("AugMix") and len(acceleration.batch) == 3
     else:  # whole: the policy and RandomErasing drawn per sample, applied on the batch
         assert acceleration.rest == () and len(acceleration.batch) == 3 + bool(policy) + bool(erase)
     want, want_labels = _epoch(stock, seed=6)

@@ -5,7 +5,7 @@ them. Wire them into a loader with ``fastload.DataLoader(..., batch_transforms=.
 """
 
 from fastload.gpu import functional, policies
-from fastload.gpu.policies import AutoAugment, RandAugment, TrivialAugmentWide
+from fastload.gpu.policies import AugMix, AutoAugment, RandAugment, TrivialAugmentWide
 from fastload.gpu.transforms import (
     BatchTransform,
     ColorJitter,
@@ -24,6 +24,7 @@ from fastload.gpu.transforms import (
 )
 
 __all__ = [
+    "AugMix",
     "AutoAugment",
     "BatchTransform",
     "ColorJitter",

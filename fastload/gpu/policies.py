@@ -1,6 +1,6 @@
 """torchvision's augmentation policies as batch ops, with torchvision's draws per sample.
 
-``TrivialAugmentWide``, ``RandAugment`` and ``AutoAugment`` take the same arguments as
+``TrivialAugmentWide``, ``RandAugment``, ``AutoAugment`` and ``AugMix`` take the same arguments as
 torchvision's classes of the same names. :meth:`make_params` draws, sample after sample, what
 torchvision's op draws for one image: the same calls, in the same order, from torch's stream
 (or the op's ``generator``). So drawing one sample at a time where torchvision would (in a
@@ -23,7 +23,14 @@ import torch
 from fastload.gpu import policy_ops
 from fastload.gpu.transforms import BatchTransform
 
-__all__ = ["AutoAugment", "Policy", "RandAugment", "RandomErasing", "TrivialAugmentWide"]
+__all__ = [
+    "AugMix",
+    "AutoAugment",
+    "Policy",
+    "RandAugment",
+    "RandomErasing",
+    "TrivialAugmentWide",
+]
 
 
 def _mode(interpolation: Any) -> Any:
@@ -196,6 +203,72 @@ class AutoAugment(Policy):
                 )
                 drawn.append((name, -magnitude if signed and signs[i] == 0 else magnitude))
         return drawn
+
+
+class AugMix(Policy):
+    """torchvision's ``AugMix``: per sample, ``mixture_width`` chains of policy ops, mixed
+    with the image by Dirichlet weights. torchvision runs it on tensors even for a PIL image,
+    so this is its result exactly, for the same draws."""
+
+    def __init__(
+        self,
+        severity: int = 3,
+        mixture_width: int = 3,
+        chain_depth: int = -1,
+        alpha: float = 1.0,
+        all_ops: bool = True,
+        interpolation: Any = "bilinear",
+        fill: Sequence[float] | float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        from torchvision.transforms import autoaugment
+
+        if generator is not None:
+            raise ValueError("generator must be None: AugMix's Dirichlet draws use torch's stream")
+        op = autoaugment.AugMix(
+            severity, mixture_width, chain_depth, alpha, all_ops, _mode(interpolation), fill
+        )
+        super().__init__(op)
+
+    def space(self, height: int, width: int) -> dict[str, tuple[torch.Tensor, bool]]:
+        op = self.torchvision_op
+        return op._augmentation_space(op._PARAMETER_MAX, (height, width))
+
+    def draw(self, height: int, width: int) -> dict[str, Any]:  # type: ignore[override]
+        """One sample's mixing weights (the image's, then each chain's) and chains."""
+        op, space = self.torchvision_op, self.space(height, width)
+        m = op._sample_dirichlet(torch.tensor([op.alpha, op.alpha]).expand(1, -1))
+        chains_weights = op._sample_dirichlet(
+            torch.tensor([op.alpha] * op.mixture_width).expand(1, -1)
+        ) * m[:, 1].view([1, -1])
+        chains = []
+        for _ in range(op.mixture_width):
+            depth = op.chain_depth
+            if depth <= 0:
+                depth = int(torch.randint(low=1, high=4, size=(1,)).item())
+            chain = []
+            for _ in range(depth):
+                name = list(space)[self.randint(len(space))]
+                magnitudes, signed = space[name]
+                magnitude = 0.0
+                if magnitudes.ndim > 0:
+                    index = torch.randint(op.severity, (1,), dtype=torch.long)
+                    magnitude = float(magnitudes[index].item())
+                chain.append((name, self.signed(magnitude, signed)))
+            chains.append(chain)
+        return {"image": m[0, 0], "chains": chains_weights[0], "ops": chains}
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        op, drawn = self.torchvision_op, params["ops"]
+        shape = (-1, 1, 1, 1)
+        mix = torch.stack([d["image"] for d in drawn]).to(images.device).view(shape) * images
+        weights = torch.stack([d["chains"] for d in drawn]).to(images.device)
+        for i in range(op.mixture_width):
+            chain = [d["ops"][i] for d in drawn]
+            aug = policy_ops.apply_ops(images, chain, interpolation=op.interpolation, fill=op.fill)
+            mix.add_(weights[:, i].view(shape) * aug)
+        return mix.to(dtype=images.dtype)
 
 
 class RandomErasing(BatchTransform):
