@@ -104,7 +104,9 @@ class Translated:
         if self.hand_on is None:
             return ()
         replaced = (self.hand_on.replaces,) if self.hand_on.replaces else ()
-        written = (op for op in self.rest if not isinstance(op, HandBack))
+        from fastload.gpu.deferred import DrawPerSample
+
+        written = (op for op in self.rest if not isinstance(op, (HandBack, DrawPerSample)))
         return replaced + tuple(_with_dtype(op, getattr(op, "dtype", None)) for op in written)
 
     @property
@@ -250,6 +252,7 @@ class _Walk:
     resizes: int = 0
     drawn: list[Any] = field(default_factory=list)  # ops drawn per sample, applied on batches
     before: int = 0  # how many of them run on uint8, before the conversion
+    policies: bool = False  # whether the policies may run on batches (a CUDA batch stage)
 
     def geometry(self, op: Any, fused: ft.Transform, *, resizes: bool = False) -> None:
         self.not_after_draws(op)
@@ -299,7 +302,9 @@ class _Walk:
         self.batch_from.append(f"{op!r} (drawn per sample)")
 
 
-def translate_transform(transform: Any, *, given: str = "pil", batches: bool = True) -> Translated:
+def translate_transform(
+    transform: Any, *, given: str = "pil", batches: bool = True, policies: bool = False
+) -> Translated:
     """Translate a torchvision transform into fastload's ops, whole or its leading part.
 
     When every op translates (and ``batches``), the geometry is fused with decoding and the
@@ -313,6 +318,10 @@ def translate_transform(transform: Any, *, given: str = "pil", batches: bool = T
             ``ImageFolder``) or ``"uint8"`` (a C x H x W uint8 tensor, after fastload's fused ops).
         batches: Whether the loader collates with torch's default collate, so that the
             conversion may run on whole batches; if not, it runs per sample, as written.
+        policies: Whether torchvision's policies (``TrivialAugmentWide``, ``RandAugment``,
+            ``AutoAugment``, ``AugMix``) run on whole batches (drawn per sample): where the
+            batch stage runs on a CUDA device. On the CPU Pillow's per-image ops are faster
+            than the batched tensor ops, so there they run as written.
 
     Returns:
         The fused ops, the batch ops or the ops run as written, and what each came from.
@@ -326,7 +335,7 @@ def translate_transform(transform: Any, *, given: str = "pil", batches: bool = T
         raise ValueError(f"given={given!r} is not valid; valid: 'pil', 'uint8'")
     table = _translators()
     ops = list(_flatten(transform, table))
-    walk = _Walk([], [], [], tensor=given == "uint8")
+    walk = _Walk([], [], [], tensor=given == "uint8", policies=policies)
     blocked: list[tuple[str, str]] = []
     cut: int | None = None  # ops[:cut] are geometry on the PIL image: what a partial run fuses
     for i, op in enumerate(ops):
@@ -345,7 +354,7 @@ def translate_transform(transform: Any, *, given: str = "pil", batches: bool = T
     if not blocked and walk.tensor:
         return _whole(walk, transform)
     cut = cut if cut is not None else len(ops)
-    return _partial(ops, walk.fused, cut, tuple(blocked), batches=batches)
+    return _partial(ops, walk.fused, cut, tuple(blocked), batches=batches, policies=policies)
 
 
 _PER_SAMPLE = (
@@ -387,9 +396,10 @@ def _partial(
     blockers: tuple[tuple[str, str], ...],
     *,
     batches: bool,
+    policies: bool,
 ) -> Translated:
     """The leading geometry (``ops[:cut]``) fused; the rest as written, per sample, except a
-    trailing conversion (and ``Normalize``) that can run on whole batches.
+    trailing conversion (and ``Normalize``, ``RandomErasing``) that can run on whole batches.
 
     Raises:
         NotAccelerated: Nothing leads that could be fused.
@@ -398,7 +408,7 @@ def _partial(
         if not blockers:  # a tensor given, nothing but conversions: the batch needs them
             blockers = ((_name(ops[0]) if ops else "transform", _PER_SAMPLE),)
         raise NotAccelerated(*blockers[0], blockers=blockers)
-    rest, tail = ops[cut:], _batch_tail(ops, cut + 1) if batches else None
+    rest, tail = ops[cut:], _batch_tail(ops, cut + 1, policies) if batches else None
     if tail is not None:
         rest = ops[cut : len(ops) - len(tail.batch_from)]
     hand_on = HandOn("pil")
@@ -406,12 +416,12 @@ def _partial(
     if form is not None:
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
     if tail is not None:
-        rest.append(
-            HandBack(
-                tail.batch_from[0],
-                tensors=_hand_on_forms()[type(ops[len(ops) - len(tail.batch_from)])] == "image",
-            )
-        )
+        first = ops[len(ops) - len(tail.batch_from)]
+        rest.append(HandBack(tail.batch_from[0], tensors=_hand_on_forms()[type(first)] == "image"))
+        if tail.drawn:  # drawn where torchvision draws them: after the ops run as written
+            from fastload.gpu.deferred import DrawPerSample
+
+            rest.append(DrawPerSample(tail.drawn))
     return Translated(
         tuple(fused[:cut]),
         tail.batch if tail is not None else (),
@@ -424,21 +434,21 @@ def _partial(
     )
 
 
-def _batch_tail(ops: list[Any], start: int) -> Translated | None:
+def _batch_tail(ops: list[Any], start: int, policies: bool) -> Translated | None:
     """The longest tail of ``ops`` (from ``start`` on) that begins with a conversion of a PIL
     image and runs whole on batches, translated; ``None`` when there is none."""
     table, forms = _translators(), _hand_on_forms()
     for s in range(start, len(ops)):
         if type(ops[s]) not in forms:
             continue
-        walk = _Walk([], [], [])
+        walk = _Walk([], [], [], policies=policies)
         try:
             for op in ops[s:]:
                 table[type(op)](walk, op)  # a KeyError: an op with no translator
                 if walk.fused:  # geometry after the conversion: not batch work
                     break
             else:
-                if walk.tensor and not walk.drawn:  # draws would be made after the rest
+                if walk.tensor:
                     return _whole(walk, ops[s:])
         except (KeyError, NotAccelerated):
             continue
@@ -594,8 +604,17 @@ def _maybe_to_tensor(walk: _Walk, op: Any, *, dtype: torch.dtype | None) -> None
 
 
 def _policy(walk: _Walk, op: Any, *, ours: Any) -> None:
-    """torchvision's policies (v1): drawn per sample, applied on the uint8 batch."""
+    """torchvision's policies (v1): drawn per sample, applied on the uint8 batch by a CUDA
+    device; on the CPU they stay as written."""
+    if not walk.policies:
+        raise NotAccelerated(repr(op), _POLICY_ON_CPU)
     walk.draw_later(op, ours.of(op), on_uint8=True)
+
+
+_POLICY_ON_CPU = (
+    "runs as written without a CUDA device: on the CPU Pillow's per-image ops are faster than "
+    "the same ops on uint8 batches (benchmarks/reference_recipes.py)"
+)
 
 
 def _random_erasing(walk: _Walk, op: Any) -> None:
@@ -696,7 +715,9 @@ def _name(op: Any) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def accelerate_dataset(dataset: Any, *, batches: bool = True) -> tuple[ImageList, Translated]:
+def accelerate_dataset(
+    dataset: Any, *, batches: bool = True, policies: bool = False
+) -> tuple[ImageList, Translated]:
     """A fastload dataset that runs ``dataset``'s pipeline fused with decoding.
 
     Args:
@@ -704,6 +725,8 @@ def accelerate_dataset(dataset: Any, *, batches: bool = True) -> tuple[ImageList
             image loader, or a ``fastload.ImageFolder`` / ``ImageList`` whose ``transform`` is
             torchvision's.
         batches: Whether batches are collated by torch's default collate (see
+            :func:`translate_transform`).
+        policies: Whether torchvision's policies run on batches (see
             :func:`translate_transform`).
 
     Returns:
@@ -717,14 +740,16 @@ def accelerate_dataset(dataset: Any, *, batches: bool = True) -> tuple[ImageList
     if isinstance(dataset, ImageList):
         split = dataset.transform_split
         if split.pil is not None:
-            translated = translate_transform(split.pil, batches=batches)
+            translated = translate_transform(split.pil, batches=batches, policies=policies)
             return dataset.with_transform(translated.transform), translated
         if not split.after:
             raise NotAccelerated(
                 type(dataset).__name__, "its transform is fastload's own already (nothing to do)"
             )
         # fastload's ops, then torchvision's on the uint8 tensor: those move to the batch
-        rest = translate_transform(list(split.after), given="uint8", batches=batches)
+        rest = translate_transform(
+            list(split.after), given="uint8", batches=batches, policies=policies
+        )
         translated = Translated(
             split.fused + rest.fused,
             rest.batch,
@@ -749,7 +774,7 @@ def accelerate_dataset(dataset: Any, *, batches: bool = True) -> tuple[ImageList
 
     if dataset.loader is default_loader and torchvision.get_image_backend() != "PIL":
         raise NotAccelerated("loader", f"torchvision's {torchvision.get_image_backend()} backend")
-    translated = translate_transform(dataset.transform, batches=batches)
+    translated = translate_transform(dataset.transform, batches=batches, policies=policies)
     paths = [path for path, _ in dataset.samples]
     fast = ImageList(
         paths,

@@ -517,8 +517,8 @@ def test_executor_refuses_a_pipeline_accelerated_in_part(folder: Path) -> None:
     with pytest.raises(ValueError, match=r"ColorJitter.* stays as you wrote it"):
         fastload.DataLoader(dataset, batch_size=4, accelerate=True, backend="dali")
     # ops drawn per sample need the workers that draw them
-    dataset = fastload.ImageFolder(folder, TrainPreset(policy="ta_wide", erase=0.0))
-    with pytest.raises(ValueError, match=r"TrivialAugmentWide.* draw per sample"):
+    dataset = fastload.ImageFolder(folder, TrainPreset(policy=None, erase=0.5))
+    with pytest.raises(ValueError, match=r"RandomErasing.* draw per sample"):
         fastload.DataLoader(dataset, batch_size=4, accelerate=True, backend="dali")
 
 
@@ -618,8 +618,12 @@ def test_reference_train_presets_match_stock(
     acceleration = fast.acceleration
     if collate == "mixup":  # the user's collate gets the samples: the rest runs per sample
         assert acceleration.batch == () and acceleration.rest[0] == "PILToTensor()"
-    else:  # whole: the policy and RandomErasing drawn per sample, applied on the batch
-        assert acceleration.rest == () and len(acceleration.batch) == 3 + bool(policy) + bool(erase)
+    elif policy is not None:  # the policy as written (Pillow is faster on the CPU), then the
+        # conversion, Normalize and RandomErasing (drawn per sample) on batches
+        assert acceleration.rest == (repr(dataset.transform.transforms.transforms[2]),)
+        assert len(acceleration.batch) == 3 + bool(erase)
+    else:
+        assert acceleration.rest == () and len(acceleration.batch) == 3
     want, want_labels = _epoch(stock, seed=6)
     got, got_labels = _epoch(fast, seed=6)
     assert torch.equal(got_labels, want_labels)  # mixup's soft labels too: the same draws
@@ -670,9 +674,29 @@ def test_policies_drawn_per_sample_survive_skipped_files_and_keyed_seeds(tmp_pat
             generator=torch.Generator().manual_seed(1),
             accelerate=True,
         )
-        assert loader.plan.keyed and loader.acceleration.rest == ()
+        assert loader.plan.keyed and loader.acceleration.rest[0].startswith("TrivialAugment")
+        assert loader.acceleration.batch[-1].endswith("(drawn per sample)")
         with pytest.warns(fastload.UnreadableImageWarning):
             return torch.cat([x for x, _ in loader])
 
     zero, two = epoch(0), epoch(2)
     assert zero.shape == (10, 3, 64, 64) and torch.equal(zero, two)
+
+
+@pytest.mark.parametrize("policy", ["ta_wide", "ra", "augmix"])
+def test_on_a_cuda_device_the_policies_run_on_batches(
+    folder: Path, policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a CUDA device (faked here) the policies are drawn per sample and applied on the
+    batch: stock's result for the same seed, within the tolerance (Pillow's rounding)."""
+    from test_prefetch import FakeCuda
+
+    dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy=policy, erase=0.3))
+    want, want_labels = _epoch(_loader(dataset, fast=False, seed=5), seed=6)
+    FakeCuda(monkeypatch)
+    fast = _loader(dataset, fast=True, seed=5, device="cuda", pin_memory=False)
+    assert fast.acceleration.rest == () and len(fast.acceleration.batch) == 5
+    got, got_labels = _epoch(fast, seed=6)
+    assert torch.equal(got_labels, want_labels)
+    per_image = (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3))
+    assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image

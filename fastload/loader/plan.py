@@ -228,7 +228,7 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         return Translation(dataset, Acceleration(False, why, kind), ops)
     try:
         batches = is_default_collate(loader.collate_fn) and loader.batch_sampler is not None
-        fast, translated = accelerate_dataset(dataset, batches=batches)
+        fast, translated = accelerate_dataset(dataset, batches=batches, policies=cuda)
     except NotAccelerated as why:
         blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
         acceleration = Acceleration(False, str(why), kind, blockers=blockers)

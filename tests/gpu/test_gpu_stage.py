@@ -117,8 +117,9 @@ def test_draws_made_per_sample_ride_with_the_batch_to_the_device(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
     """With a CUDA device the batch stage runs after the copy: the policy's per-sample draws
-    travel with the batch from the collate function (a worker's, or here this process's), and
-    the batches are the CPU path's."""
+    travel with the batch from the collate function (a worker's, or here this process's). On
+    the CPU AugMix runs as written (torchvision runs it on tensors: the same pixels), and only
+    RandomErasing is drawn per sample; the batches are the same."""
     import torchvision
     import torchvision.transforms as v1
 
@@ -126,19 +127,21 @@ def test_draws_made_per_sample_ride_with_the_batch_to_the_device(
 
     root = make_image_folder(tmp_path / "set", images=12, classes=2)
     pipeline = v1.Compose(
-        [v1.RandomResizedCrop(32), v1.TrivialAugmentWide(), v1.PILToTensor(), v1.RandomErasing(1.0)]
+        [v1.RandomResizedCrop(32), v1.AugMix(), v1.PILToTensor(), v1.RandomErasing(1.0)]
     )
     dataset = torchvision.datasets.ImageFolder(root, pipeline)
 
     def epoch(**options) -> torch.Tensor:
         torch.manual_seed(4)
         loader = fastload.DataLoader(dataset, batch_size=5, accelerate=True, **options)
-        assert loader.acceleration.rest == () and loader.plan.deferred
+        assert loader.plan.deferred
         return torch.cat([x for x, _ in loader])
 
     on_cpu = epoch()
     FakeCuda(monkeypatch)
     assert torch.equal(epoch(device="cuda"), on_cpu)
+    loader = fastload.DataLoader(dataset, batch_size=5, device="cuda")
+    assert loader.acceleration.rest == ()  # on the device, AugMix too runs on batches
 
 
 @pytest.mark.parametrize(
