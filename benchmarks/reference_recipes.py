@@ -9,8 +9,11 @@ them: the dataset is a ``torchvision.datasets.ImageFolder`` whose transform is a
 the val loader passes no ``collate_fn``. The presets here are this script's own, of that shape.
 
 Each recipe is loaded by ``torch.utils.data.DataLoader`` (stock) and by
-``fastload.DataLoader(..., accelerate=True)`` (swapped), with the same arguments. Rounds are
-interleaved (stock and swapped alternate which goes first); each round starts fresh iterators,
+``fastload.DataLoader(..., accelerate=True)`` (swapped), with the same arguments. On the CPU the
+swap runs torchvision's policies as written (Pillow, per image); for the recipes with a policy,
+a third row ("on batches") runs them as the swap does with a CUDA device: drawn per sample in the
+workers and applied to whole uint8 batches (``fastload.gpu.policies``), here in the workers.
+Rounds are interleaved (the loaders alternate which goes first); each round starts fresh iterators,
 reads past the batches prefetched while the workers started, then times ``--seconds`` of
 batches. Each round's ratio is printed, then the median and the range.
 
@@ -32,6 +35,7 @@ import torchvision.transforms.v2 as v2
 from torchvision.transforms import autoaugment
 
 import fastload
+from fastload.accelerate import accelerate_dataset
 from fastload.iteration import endless, read_rate
 from fastload.synthetic import default_data
 
@@ -122,6 +126,21 @@ def recipes(crop: int) -> dict[str, Callable[[str], tuple[Any, dict[str, Any]]]]
     }
 
 
+def on_batches(dataset: Any, common: dict[str, Any]) -> Any:
+    """The swap as it runs with a CUDA device: the policies drawn per sample, applied on
+    batches (here in the workers); ``None`` for a recipe without a policy."""
+    if common.get("collate_fn", torch.utils.data.default_collate) is not (
+        torch.utils.data.default_collate
+    ):
+        return None
+    fast, translated = accelerate_dataset(dataset, policies=True)
+    if not translated.drawn or translated.rest:
+        return None
+    return fastload.DataLoader(
+        fast, batch_transforms=translated.batch_ops, seeding="worker", **common
+    )
+
+
 def measure(loader: Any, *, seconds: float, workers: int) -> float:
     """Images per second over ``seconds``, after the batches prefetched at startup."""
     batches = endless(loader)
@@ -155,6 +174,7 @@ def main() -> None:
         f"{args.crop}, {args.rounds} interleaved rounds of {args.seconds:g} s; data: {data}"
     )
     ratios: dict[str, list[float]] = {name: [] for name in args.recipes}
+    batched: dict[str, list[float]] = {}
     started = time.perf_counter()
     for r in range(args.rounds):
         for name in args.recipes:
@@ -164,20 +184,31 @@ def main() -> None:
                 "stock": torch.utils.data.DataLoader(dataset, **common),
                 "swapped": fastload.DataLoader(dataset, accelerate=True, **common),
             }
-            order = ["stock", "swapped"] if r % 2 == 0 else ["swapped", "stock"]
+            batches = on_batches(dataset, common)
+            if batches is not None:
+                loaders["on batches"] = batches
+            order = list(loaders) if r % 2 == 0 else list(reversed(loaders))
             rate = {
                 k: measure(loaders[k], seconds=args.seconds, workers=args.workers) for k in order
             }
             ratios[name].append(rate["swapped"] / rate["stock"])
             part = "in part" if loaders["swapped"].acceleration.rest else "whole"
-            print(
+            line = (
                 f"round {r + 1} {name:>13}: stock {rate['stock']:7.1f} img/s, swapped "
-                f"{rate['swapped']:7.1f} img/s ({part}): {ratios[name][-1]:.2f}x",
-                flush=True,
+                f"{rate['swapped']:7.1f} img/s ({part}): {ratios[name][-1]:.2f}x"
             )
+            if batches is not None:
+                batched.setdefault(name, []).append(rate["on batches"] / rate["stock"])
+                line += f"; on batches {rate['on batches']:7.1f} img/s: {batched[name][-1]:.2f}x"
+            print(line, flush=True)
     print(f"\n{'recipe':>13}  median  range (x stock, {args.rounds} rounds)")
     for name, values in ratios.items():
         print(f"{name:>13}  {statistics.median(values):5.2f}x  {min(values):.2f}-{max(values):.2f}")
+    for name, values in batched.items():
+        print(
+            f"{name:>13}  {statistics.median(values):5.2f}x  {min(values):.2f}-{max(values):.2f}"
+            "  (policies on batches, in the workers)"
+        )
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

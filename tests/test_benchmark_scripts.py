@@ -117,9 +117,9 @@ def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> Non
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    rounds = re.findall(r"round 1\s+(\S+): stock .* \((whole|in part)\): ([\d.]+)x", done.stdout)
+    rounds = re.findall(r"round 1\s+(\S+): stock .*? \((whole|in part)\): ([\d.]+)x", done.stdout)
     how = {name: part for name, part, _ in rounds}
-    # the default recipes are accelerated whole; a policy, or mixup's collate, in part
+    # the default recipes are accelerated whole; on the CPU a policy, or mixup's collate, in part
     assert how == {
         "train": "whole",
         "val": "whole",
@@ -128,5 +128,8 @@ def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> Non
         "augmix": "in part",
         "mixup+cutmix": "in part",
     }
+    # the policies as they run with a CUDA device, for comparison
+    on_batches = re.findall(r"round 1\s+(\S+): .*; on batches .*: ([\d.]+)x", done.stdout)
+    assert [name for name, _ in on_batches] == ["ta_wide", "ra", "augmix"]
     assert all(float(ratio) > 0 for _, _, ratio in rounds)
     assert re.search(r"mixup\+cutmix\s+[\d.]+x\s+[\d.]+-[\d.]+", done.stdout)
