@@ -620,7 +620,8 @@ _POLICY_ON_CPU = (
 def _random_erasing(walk: _Walk, op: Any) -> None:
     from fastload.gpu.policies import RandomErasing
 
-    walk.draw_later(op, RandomErasing.of(op), on_uint8=False)
+    # it follows the conversion: the batch it erases is the stage's own, so in place
+    walk.draw_later(op, RandomErasing.of(op, inplace=True), on_uint8=False)
 
 
 def _timm_random_resized_crop(walk: _Walk, op: Any) -> None:

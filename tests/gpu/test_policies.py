@@ -129,3 +129,15 @@ def test_random_erasing_draws_and_erases_as_torchvision() -> None:
         got = ours(images)
         assert torch.equal(got, want)
         assert not torch.equal(got, images)
+
+
+def test_random_erasing_in_place_only_when_asked() -> None:
+    images = _batch(4).float() / 255
+    before = images.clone()
+    torch.manual_seed(1)
+    copied = gpu.policies.RandomErasing(p=1.0)(images)
+    assert torch.equal(images, before) and not torch.equal(copied, before)
+    own = gpu.policies.RandomErasing.of(v1.RandomErasing(p=1.0), inplace=True)
+    torch.manual_seed(1)
+    erased = own(images)
+    assert erased.data_ptr() == images.data_ptr() and torch.equal(erased, copied)
