@@ -668,6 +668,7 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
         v1.RandAugment: functools.partial(_policy, ours=policies.RandAugment),
         v1.AutoAugment: functools.partial(_policy, ours=policies.AutoAugment),
         v1.AugMix: functools.partial(_policy, ours=policies.AugMix),
+        v1.ColorJitter: functools.partial(_policy, ours=policies.ColorJitter),
         v1.RandomErasing: _random_erasing,
         v1.RandomResizedCrop: _random_resized_crop,
         v2.RandomResizedCrop: _random_resized_crop,

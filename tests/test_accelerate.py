@@ -683,7 +683,7 @@ def test_policies_drawn_per_sample_survive_skipped_files_and_keyed_seeds(tmp_pat
     assert zero.shape == (10, 3, 64, 64) and torch.equal(zero, two)
 
 
-@pytest.mark.parametrize("policy", ["ta_wide", "ra", "augmix"])
+@pytest.mark.parametrize("policy", ["ta_wide", "ra", "augmix", "jitter"])
 def test_on_a_cuda_device_the_policies_run_on_batches(
     folder: Path, policy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -691,11 +691,25 @@ def test_on_a_cuda_device_the_policies_run_on_batches(
     batch: stock's result for the same seed, within the tolerance (Pillow's rounding)."""
     from test_prefetch import FakeCuda
 
-    dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy=policy, erase=0.3))
+    if policy == "jitter":
+        pipeline = v1.Compose(
+            [
+                v1.RandomResizedCrop(64),
+                v1.RandomHorizontalFlip(),
+                v1.ColorJitter(0.4, 0.4, 0.4, 0.1),
+                v1.ToTensor(),
+                v1.Normalize(MEAN, STD),
+                v1.RandomErasing(0.3),
+            ]
+        )
+    else:
+        pipeline = TrainPreset(policy=policy, erase=0.3)
+    dataset = torchvision.datasets.ImageFolder(folder, pipeline)
     want, want_labels = _epoch(_loader(dataset, fast=False, seed=5), seed=6)
     FakeCuda(monkeypatch)
     fast = _loader(dataset, fast=True, seed=5, device="cuda", pin_memory=False)
-    assert fast.acceleration.rest == () and len(fast.acceleration.batch) == 5
+    assert fast.acceleration.rest == ()
+    assert len(fast.acceleration.batch) == (4 if policy == "jitter" else 5)
     got, got_labels = _epoch(fast, seed=6)
     assert torch.equal(got_labels, want_labels)
     per_image = (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3))

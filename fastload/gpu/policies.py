@@ -26,6 +26,7 @@ from fastload.gpu.transforms import BatchTransform
 __all__ = [
     "AugMix",
     "AutoAugment",
+    "ColorJitter",
     "Policy",
     "RandAugment",
     "RandomErasing",
@@ -269,6 +270,37 @@ class AugMix(Policy):
             aug = policy_ops.apply_ops(images, chain, interpolation=op.interpolation, fill=op.fill)
             mix.add_(weights[:, i].view(shape) * aug)
         return mix.to(dtype=images.dtype)
+
+
+class ColorJitter(Policy):
+    """torchvision's ``ColorJitter`` with its per-image draws: the order of the four
+    adjustments and their factors drawn per sample (``fastload.gpu.ColorJitter`` draws the
+    order once per batch instead), applied on uint8 batches."""
+
+    def __init__(
+        self,
+        brightness: Any = 0,
+        contrast: Any = 0,
+        saturation: Any = 0,
+        hue: Any = 0,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        from torchvision import transforms as v1
+
+        if generator is not None:
+            raise ValueError("generator must be None: ColorJitter draws from torch's stream")
+        super().__init__(v1.ColorJitter(brightness, contrast, saturation, hue))
+
+    def draw(self, height: int, width: int) -> list[tuple[str, float]]:
+        op = self.torchvision_op
+        order, *factors = type(op).get_params(op.brightness, op.contrast, op.saturation, op.hue)
+        return [
+            (policy_ops.JITTER[k], factors[k]) for k in order.tolist() if factors[k] is not None
+        ]
+
+    def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+        return policy_ops.apply_jitter(images, params["ops"])
 
 
 class RandomErasing(BatchTransform):

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["GEOMETRIC", "NAMES", "apply_ops", "blend"]
+__all__ = ["GEOMETRIC", "JITTER", "NAMES", "apply_jitter", "apply_ops", "blend"]
 
 Ops = Sequence[Sequence[tuple[str, float]]]
 
@@ -185,4 +185,47 @@ def apply_ops(
     for step in range(steps):
         chosen = [tuple(s[step]) if step < len(s) else ("Identity", 0.0) for s in ops]
         images = _one_step(images, chosen, interpolation, fill)  # type: ignore[arg-type]
+    return images
+
+
+# ColorJitter's adjustments, by torchvision's index (its fn_idx), and this module's op for each
+JITTER = ("brightness", "contrast", "saturation", "hue")
+_JITTER_OPS = {"brightness": "Brightness", "contrast": "Contrast", "saturation": "Color"}
+
+
+def apply_jitter(images: torch.Tensor, steps: Ops) -> torch.Tensor:
+    """Apply each sample's ColorJitter adjustments, in its own order, to a uint8 batch.
+
+    Args:
+        images: uint8 N x C x H x W.
+        steps: For each sample, its ``(adjustment, factor)`` pairs in order (an adjustment in
+            :data:`JITTER`; the factor as torchvision's ``adjust_*`` takes it).
+
+    Raises:
+        ValueError: Not a uint8 batch, a count other than N, or an unknown adjustment.
+    """
+    if images.dtype != torch.uint8 or images.ndim != 4 or len(steps) != images.shape[0]:
+        raise ValueError(
+            f"apply_jitter takes an N x C x H x W uint8 batch and N step lists; got shape "
+            f"{tuple(images.shape)}, dtype {images.dtype} and {len(steps)} lists"
+        )
+    from torchvision.transforms import functional as F
+
+    for step in range(max((len(s) for s in steps), default=0)):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, sample in enumerate(steps):
+            if step < len(sample):
+                if sample[step][0] not in JITTER:
+                    raise ValueError(f"{sample[step][0]!r} is not valid; valid: {JITTER}")
+                groups[sample[step][0]].append(i)
+        out = images.clone()
+        for name, rows in groups.items():
+            index = torch.tensor(rows, device=images.device)
+            factors = [float(steps[i][step][1]) for i in rows]
+            if name == "hue":  # one torchvision call per sample: each has its own hue
+                for k, i in enumerate(rows):
+                    out[i] = F.adjust_hue(images[i], factors[k])
+            else:
+                out[index] = _enhanced(_JITTER_OPS[name], images[index], factors)
+        images = out
     return images

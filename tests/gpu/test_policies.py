@@ -83,6 +83,14 @@ POLICIES = {
         lambda: gpu.AutoAugment("cifar10"),
     ),
     "augmix": (lambda: v1.AugMix(), lambda: gpu.AugMix()),
+    "color-jitter": (
+        lambda: v1.ColorJitter(0.4, 0.4, 0.4, 0.1),
+        lambda: gpu.policies.ColorJitter(0.4, 0.4, 0.4, 0.1),
+    ),
+    "color-jitter-no-hue": (
+        lambda: v1.ColorJitter(0.4, (0.2, 1.8), 0.4),
+        lambda: gpu.policies.ColorJitter(0.4, (0.2, 1.8), 0.4),
+    ),
     "augmix-deep": (
         lambda: v1.AugMix(severity=7, chain_depth=2, all_ops=False),
         lambda: gpu.AugMix(severity=7, chain_depth=2, all_ops=False),
@@ -102,7 +110,9 @@ def test_policy_draws_per_sample_as_torchvision_and_applies_its_result(policy: s
     make_tv, make_ours = POLICIES[policy]
     ours = make_ours()
     tv = make_tv()
-    tv.interpolation, tv.fill = ours.torchvision_op.interpolation, ours.torchvision_op.fill
+    for setting in ("interpolation", "fill"):  # the policies' (ColorJitter has neither)
+        if hasattr(tv, setting):
+            setattr(tv, setting, getattr(ours.torchvision_op, setting))
     images = _batch(16)
     torch.manual_seed(5)
     want = torch.stack([tv(img) for img in images])
