@@ -12,10 +12,17 @@ its ``transform`` is one fastload can run with the same meaning, the pipeline is
   ``ToDtype(..., scale=True)``, ``ConvertImageDtype``, ``Normalize``) becomes one batch op,
   so uint8 crosses the process boundary and the PCIe bus.
 
-Anything else (a lambda, an unknown class, a custom loader, an op whose result fastload cannot
-reproduce) raises :class:`NotAccelerated`, naming the op, and the loader runs the pipeline
-unchanged. Differences that remain are those of resampling (documented in the README), never
-a different op.
+* torchvision's policies and ``ColorJitter`` (with a CUDA device) and ``RandomErasing`` are
+  drawn per sample where torchvision draws them, and applied on whole batches
+  (:mod:`fastload.gpu.policies`).
+
+An op fastload does not run (a lambda, an unknown class, on the CPU a policy) ends the fused
+part: the longest leading run of geometry is still fused with decoding, and the rest runs as
+the user wrote it, per sample, on what torchvision would have there; a trailing conversion
+still runs on batches. Nothing to fuse (an unknown op first, a custom loader) raises
+:class:`NotAccelerated`, naming every op in the way, and the loader runs the pipeline
+unchanged. Differences that remain are those of resampling and of Pillow's rounding
+(documented in the README), never a different op.
 """
 
 from __future__ import annotations
@@ -308,9 +315,10 @@ def translate_transform(
     """Translate a torchvision transform into fastload's ops, whole or its leading part.
 
     When every op translates (and ``batches``), the geometry is fused with decoding and the
-    conversion and ``Normalize`` become batch ops. Otherwise the longest leading run of
-    geometry is fused, and the rest runs as written, per sample, on what torchvision would
-    have at that point (:class:`HandOn`).
+    conversion and ``Normalize`` become batch ops (and the ops that draw per image, drawn per
+    sample: :mod:`fastload.gpu.deferred`). Otherwise the longest leading run of geometry is
+    fused, the rest runs as written, per sample, on what torchvision would have at that point
+    (:class:`HandOn`), except a trailing conversion that runs on batches (:class:`HandBack`).
 
     Args:
         transform: A torchvision op or ``Compose`` (v1 or v2) of them.
@@ -319,9 +327,10 @@ def translate_transform(
         batches: Whether the loader collates with torch's default collate, so that the
             conversion may run on whole batches; if not, it runs per sample, as written.
         policies: Whether torchvision's policies (``TrivialAugmentWide``, ``RandAugment``,
-            ``AutoAugment``, ``AugMix``) run on whole batches (drawn per sample): where the
-            batch stage runs on a CUDA device. On the CPU Pillow's per-image ops are faster
-            than the batched tensor ops, so there they run as written.
+            ``AutoAugment``, ``AugMix``) and ``ColorJitter`` run on whole batches (drawn per
+            sample): where the batch stage runs on a CUDA device. On the CPU Pillow's
+            per-image ops are faster than the batched tensor ops, so there they run as
+            written. (``RandomErasing`` after the conversion runs on batches either way.)
 
     Returns:
         The fused ops, the batch ops or the ops run as written, and what each came from.
