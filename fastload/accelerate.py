@@ -39,6 +39,7 @@ import torch
 from fastload import transforms as ft
 from fastload.datasets import ImageList
 from fastload.gpu.transforms import Normalize
+from fastload.handover import HandBack, HandOn, conversion_forms
 from fastload.wrappers import delegate_of
 
 __all__ = [
@@ -139,43 +140,6 @@ class Translated:
         from fastload.gpu.transforms import Compose
 
         return Compose(list(self.batch))
-
-
-class HandOn:
-    """What torchvision would hand the op after the cut, made from the fused C x H x W uint8
-    tensor: a PIL RGB image (``"pil"``), or, in place of the user's own conversion of that PIL
-    image, exactly what the conversion returns (``"uint8"``: ``PILToTensor``; ``"float"``:
-    ``ToTensor``; ``"image"``: ``ToImage``), which spares a round trip through PIL.
-
-    Args:
-        form: One of ``"pil"``, ``"uint8"``, ``"float"``, ``"image"``.
-        replaces: The repr of the user's conversion it stands for ("" for ``"pil"``).
-    """
-
-    FORMS = ("pil", "uint8", "float", "image")
-
-    def __init__(self, form: str, replaces: str = "") -> None:
-        if form not in self.FORMS:
-            raise ValueError(f"form={form!r} is not valid; valid: {', '.join(self.FORMS)}")
-        self.form, self.replaces = form, replaces
-
-    def __call__(self, image: torch.Tensor) -> Any:
-        # image is a channels-first view of an H x W x C buffer, the layout pil_to_tensor
-        # returns; ToTensor makes it contiguous before converting, as here
-        if self.form == "uint8":
-            return image
-        if self.form == "float":
-            return image.contiguous().to(torch.get_default_dtype()).div(255)
-        if self.form == "image":
-            from torchvision import tv_tensors
-
-            return tv_tensors.Image(image)
-        from PIL import Image
-
-        return Image.fromarray(image.permute(1, 2, 0).numpy())
-
-    def __repr__(self) -> str:
-        return f"HandOn({self.form!r})"
 
 
 class _RandomCropV2(ft.RandomCrop):
@@ -421,12 +385,14 @@ def _partial(
     if tail is not None:
         rest = ops[cut : len(ops) - len(tail.batch_from)]
     hand_on = HandOn("pil")
-    form = _hand_on_forms().get(type(rest[0])) if rest else None
+    form = conversion_forms().get(type(rest[0])) if rest else None
     if form is not None:
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
     if tail is not None:
         first = ops[len(ops) - len(tail.batch_from)]
-        rest.append(HandBack(tail.batch_from[0], tensors=_hand_on_forms()[type(first)] == "image"))
+        rest.append(
+            HandBack(tail.batch_from[0], tensors=conversion_forms()[type(first)] == "image")
+        )
         if tail.drawn:  # drawn where torchvision draws them: after the ops run as written
             from fastload.gpu.deferred import DrawPerSample
 
@@ -446,7 +412,7 @@ def _partial(
 def _batch_tail(ops: list[Any], start: int, policies: bool) -> Translated | None:
     """The longest tail of ``ops`` (from ``start`` on) that begins with a conversion of a PIL
     image and runs whole on batches, translated; ``None`` when there is none."""
-    table, forms = _translators(), _hand_on_forms()
+    table, forms = _translators(), conversion_forms()
     for s in range(start, len(ops)):
         if type(ops[s]) not in forms:
             continue
@@ -462,69 +428,6 @@ def _batch_tail(ops: list[Any], start: int, policies: bool) -> Translated | None
         except (KeyError, NotAccelerated):
             continue
     return None
-
-
-class HandBack:
-    """What the user's ops run as written give back, made into the uint8 tensor the batch
-    ops take: a PIL image as ``PILToTensor`` makes it (the batch ops then convert as the
-    user's conversion would); a uint8 tensor passes where the conversion (``ToImage``) takes
-    one too.
-
-    Args:
-        replaces: The repr of the user's conversion, which now runs on the batch.
-        tensors: Whether that conversion takes a uint8 tensor as well.
-    """
-
-    def __init__(self, replaces: str, *, tensors: bool = False) -> None:
-        self.replaces, self.tensors = replaces, tensors
-
-    def __call__(self, image: Any) -> torch.Tensor:
-        from PIL import Image
-
-        if isinstance(image, Image.Image):
-            from torchvision.transforms.functional import pil_to_tensor
-
-            tensor = pil_to_tensor(image)
-            if tensor.dtype == torch.uint8:
-                return tensor
-        elif self.tensors and isinstance(image, torch.Tensor) and image.dtype == torch.uint8:
-            return image.as_subclass(torch.Tensor)
-        raise TypeError(
-            f"fastload runs {self.replaces} on whole batches and expected the op before it "
-            f"to return a PIL image, as it does on torchvision's path; got "
-            f"{_kind(image)}: pass accelerate=False for this pipeline"
-        )
-
-    def __repr__(self) -> str:
-        return f"HandBack({self.replaces!r})"
-
-
-def _kind(image: Any) -> str:
-    from PIL import Image
-
-    if isinstance(image, Image.Image):
-        return f"a PIL image of mode {image.mode!r}"
-    return type(image).__name__
-
-
-def _hand_on_forms() -> dict[type, str]:
-    """The conversions of a PIL image that :class:`HandOn` makes exactly from the fused uint8
-    tensor, by class (a subclass may convert otherwise)."""
-    import torchvision.transforms as v1
-    import torchvision.transforms.v2 as v2
-
-    forms: dict[type, str] = {
-        v1.PILToTensor: "uint8",
-        v2.PILToTensor: "uint8",
-        v1.ToTensor: "float",
-        v2.ToTensor: "float",
-        v2.ToImage: "image",
-    }
-    try:
-        from timm.data import transforms as timm
-    except ImportError:
-        return forms
-    return {**forms, timm.MaybePILToTensor: "uint8", timm.MaybeToTensor: "float"}
 
 
 # ---------------------------------------------------------------- one translator per op
@@ -749,26 +652,7 @@ def accelerate_dataset(
         NotAccelerated: The dataset or an op of its transform cannot be run fastload's way.
     """
     if isinstance(dataset, ImageList):
-        split = dataset.transform_split
-        if split.pil is not None:
-            translated = translate_transform(split.pil, batches=batches, policies=policies)
-            return dataset.with_transform(translated.transform), translated
-        if not split.after:
-            raise NotAccelerated(
-                type(dataset).__name__, "its transform is fastload's own already (nothing to do)"
-            )
-        # fastload's ops, then torchvision's on the uint8 tensor: those move to the batch
-        rest = translate_transform(
-            list(split.after), given="uint8", batches=batches, policies=policies
-        )
-        translated = Translated(
-            split.fused + rest.fused,
-            rest.batch,
-            tuple(repr(op) for op in split.fused) + rest.fused_from,
-            rest.batch_from,
-            rest.dtype,
-        )
-        return dataset.with_transform(translated.transform), translated
+        return _accelerate_own(dataset, batches=batches, policies=policies)
     from torchvision.datasets import DatasetFolder
     from torchvision.datasets.folder import default_loader, pil_loader
 
@@ -797,6 +681,31 @@ def accelerate_dataset(
     )
     fast.class_to_idx = dict(dataset.class_to_idx)
     return fast, translated
+
+
+def _accelerate_own(
+    dataset: ImageList, *, batches: bool, policies: bool
+) -> tuple[ImageList, Translated]:
+    """:func:`accelerate_dataset` for a fastload dataset: a torchvision transform in place of
+    fastload's ops, or torchvision's tensor ops after them (those move to the batch)."""
+    split = dataset.transform_split
+    if split.pil is not None:
+        translated = translate_transform(split.pil, batches=batches, policies=policies)
+        return dataset.with_transform(translated.transform), translated
+    if not split.after:
+        raise NotAccelerated(
+            type(dataset).__name__, "its transform is fastload's own already (nothing to do)"
+        )
+    rest = translate_transform(list(split.after), given="uint8", batches=batches, policies=policies)
+    translated = Translated(
+        split.fused + rest.fused,
+        rest.batch,
+        tuple(repr(op) for op in split.fused) + rest.fused_from,
+        rest.batch_from,
+        rest.dtype,
+        drawn=rest.drawn,
+    )
+    return dataset.with_transform(translated.transform), translated
 
 
 @dataclass(frozen=True)

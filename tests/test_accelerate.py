@@ -632,7 +632,7 @@ def test_reference_train_presets_match_stock(
 
 
 def test_hand_back_takes_what_the_users_conversion_would() -> None:
-    from fastload.accelerate import HandBack
+    from fastload.handover import HandBack
 
     image = Image.fromarray(photo(20, 10, seed=2))
     assert torch.equal(HandBack("PILToTensor()")(image), v1.PILToTensor()(image))
@@ -714,3 +714,27 @@ def test_on_a_cuda_device_the_policies_run_on_batches(
     assert torch.equal(got_labels, want_labels)
     per_image = (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3))
     assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image
+
+
+def test_torchvision_ops_drawn_per_sample_after_fastload_ops(folder: Path) -> None:
+    """A fastload folder whose fastload ops are followed by torchvision's tensor ops, one of
+    which draws per image: drawn where it stood, applied on the batch, the same pixels."""
+    pipeline = ft.Compose(
+        [
+            ft.RandomResizedCrop(32),
+            v1.ConvertImageDtype(torch.float32),
+            v1.Normalize(MEAN, STD),
+            v1.RandomErasing(p=0.7),
+        ]
+    )
+    dataset = fastload.ImageFolder(folder, pipeline)
+
+    def epoch(**options) -> torch.Tensor:
+        loader = fastload.DataLoader(
+            dataset, batch_size=5, generator=torch.Generator().manual_seed(2), **options
+        )
+        return torch.cat([x for x, _ in loader])
+
+    fast = fastload.DataLoader(dataset, batch_size=5, accelerate=True)
+    assert fast.plan.deferred and fast.acceleration.batch[-1].endswith("(drawn per sample)")
+    torch.testing.assert_close(epoch(accelerate=True), epoch(), atol=1e-5, rtol=0)

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.gpu.functional",
         "fastload.gpu.policy_ops",
         "fastload.gpu.deferred",
+        "fastload.handover",
     ),
     (  # per-sample decoding, batch ops, the prefetcher
         "fastload.gpu.transforms",
