@@ -140,15 +140,15 @@ def _one_step(
 def _geometric_group(
     name: str, part: torch.Tensor, values: list[float], interpolation: Any, fill: Any
 ) -> torch.Tensor:
-    """A geometric op on a group, one torchvision call per distinct magnitude."""
+    """A geometric op on a group, one torchvision call per distinct magnitude, written into
+    ``part`` (the group's own copy: each magnitude's rows are read before they are written)."""
     by_value: dict[float, list[int]] = defaultdict(list)
     for k, value in enumerate(values):
         by_value[value].append(k)
-    result = part.clone()
     for value, ks in by_value.items():
         index = torch.tensor(ks, device=part.device)
-        result[index] = _geometric(name, part[index], value, interpolation, fill)
-    return result
+        part[index] = _geometric(name, part[index], value, interpolation, fill)
+    return part
 
 
 def apply_ops(
