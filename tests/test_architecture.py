@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.sampling",
         "fastload.gpu.functional",
         "fastload.gpu.policy_ops",
+        "fastload.gpu.separable",
         "fastload.gpu.deferred",
         "fastload.handover",
     ),

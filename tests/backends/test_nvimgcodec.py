@@ -20,7 +20,6 @@ from ranks import run_ranks
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.backends.base import to_stored
 from fastload.backends.nvimgcodec import engine
 from fastload.backends.nvimgcodec.decoder import gpu_regions_exact, nvjpeg_version
 from fastload.image import probe
@@ -199,46 +198,6 @@ def test_leading_flips_fold_with_their_own_draws(folder: Path, seeding: str) -> 
         on_cpu = run(gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(4)), "pillow")
         assert flipped(folded, plain) == flipped(on_cpu, run(None, "pillow"))
         assert any(flipped(folded, plain)) and not all(flipped(folded, plain))
-
-
-# ---------------------------------------------------------------- renderers
-
-
-@pytest.mark.parametrize(
-    "transform",
-    [
-        T.RandomResizedCrop(48),
-        T.Compose([T.Resize(70), T.CenterCrop(60)]),
-        T.CenterCrop(300),
-        T.Compose([T.Resize((50, 30), interpolation="bicubic"), T.RandomHorizontalFlip(1.0)]),
-    ],
-    ids=["crop", "val", "pad", "bicubic-flip"],
-)
-@pytest.mark.parametrize("orientation", [1, 6, 3])
-def test_the_torch_renderer_matches_the_cpu_renderer(transform, orientation: int) -> None:
-    """What the GPU path runs, checked on CPU tensors against the CPU backends' renderer."""
-    source = photo(200, 150, seed=orientation)
-    data = with_orientation(source, orientation) if orientation != 1 else jpeg_bytes(source)
-    info = probe(data)
-    shown = info.shown_size
-    torch.manual_seed(orientation)
-    view = transform.plan(View.full(*shown))
-    sample = engine.Sample(to_stored(view, info.orientation, *shown), None)
-    array = np.asarray(fastload.backends.create("turbojpeg").decode_jpeg(data, 1))
-    options = {"interpolation": "bicubic" if "bicubic" in repr(transform) else "bilinear"}
-    cpu = torch.from_numpy(engine.render_array(array, sample, options)).permute(2, 0, 1)
-    tensor = engine.render_tensor(torch.from_numpy(array), sample, options)
-    assert tensor.shape == cpu.shape and tensor.dtype == torch.uint8
-    assert mad(tensor, cpu) <= 1.5
-    # the batch renderer (the GPU path's) rounds once a batch, to the same pixels
-    flat = engine.Sample(to_stored(View.full(*shown), info.orientation, *shown), None)
-    other = engine.render_tensor(torch.from_numpy(array), flat, options)
-    if other.shape == tensor.shape:
-        batch = engine.render_batch([torch.from_numpy(array)] * 2, [sample, flat], options)
-        assert torch.equal(batch[0], tensor) and torch.equal(batch[1], other)
-    batch = engine.render_batch([torch.from_numpy(array)] * 2, [sample, sample], options)
-    assert batch.dtype == torch.uint8 and torch.equal(batch[0], tensor)
-    assert torch.equal(batch[1], tensor)
 
 
 # ---------------------------------------------------------------- faults
