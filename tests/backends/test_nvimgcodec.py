@@ -20,7 +20,7 @@ from ranks import run_ranks
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.backends.nvimgcodec import engine
+from fastload.backends.nvimgcodec import decoder, engine
 from fastload.backends.nvimgcodec.decoder import gpu_regions_exact, nvjpeg_version
 from fastload.image import probe
 from fastload.transforms import View
@@ -297,6 +297,51 @@ def test_two_ranks_read_disjoint_shards(folder: Path, tmp_path: Path) -> None:
     assert set(a) | set(b) == set(range(len(SIZES)))
 
 
+def test_on_the_cpu_normalize_runs_in_the_batch_stage(folder: Path) -> None:
+    ops = gpu.Normalize([0.5] * 3, [0.25] * 3)
+    loader = fastload.DataLoader(
+        dataset(folder), batch_size=8, backend="nvimgcodec", batch_transforms=ops
+    )
+    plain = fastload.DataLoader(dataset(folder), batch_size=8, backend="nvimgcodec")
+    assert loader.executor.folded.normalize is None and loader.executor.remaining_ops is ops
+    for (x, _), (u, _) in zip(loader, plain, strict=True):
+        assert torch.equal(x, ops(u))
+
+
+def test_running_out_of_memory_is_one_error_naming_the_batch_size(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def short_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(engine, "render_array", short_of_memory)
+    loader = fastload.DataLoader(dataset(folder), batch_size=8, backend="nvimgcodec")
+    with pytest.raises(RuntimeError, match=r"out of GPU memory .* a batch of 8 images") as caught:
+        next(iter(loader))
+    assert "smaller batch_size" in str(caught.value)
+    assert isinstance(caught.value.__cause__, torch.OutOfMemoryError)
+
+
+@pytest.mark.parametrize(
+    ("value", "load"), [(None, decoder.DEFAULT_HW_LOAD), ("0.6", 0.6), ("1", 1.0), (" 0 ", 0.0)]
+)
+def test_the_hardware_decoder_share_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, load: float
+) -> None:
+    if value is None:
+        monkeypatch.delenv(decoder.HW_LOAD_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(decoder.HW_LOAD_VARIABLE, value)
+    assert decoder.hardware_load() == load
+
+
+@pytest.mark.parametrize("value", ["1.5", "most", "-0.1"])
+def test_a_bad_hardware_decoder_share_is_named(monkeypatch: pytest.MonkeyPatch, value) -> None:
+    monkeypatch.setenv(decoder.HW_LOAD_VARIABLE, value)
+    with pytest.raises(ValueError, match=rf"FASTLOAD_HW_DECODER_LOAD='{value}': give a number"):
+        decoder.hardware_load()
+
+
 # ---------------------------------------------------------------- GPU
 
 
@@ -317,6 +362,27 @@ def test_cuda_device_decodes_on_the_gpu_and_matches_cpu_mode(folder: Path) -> No
             assert xg.device.type == "cuda" and yg.device.type == "cuda"
             assert torch.equal(yg.cpu(), yc)
             assert mad(xg.cpu(), xc) <= 3.0  # nvJPEG's upsampling differs a little from libjpeg's
+
+
+@pytest.mark.gpu
+def test_cuda_folds_normalize_into_the_renderer_with_the_same_result(folder: Path) -> None:
+    ops = gpu.Compose([gpu.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+
+    def make(batch_transforms):
+        return fastload.DataLoader(
+            dataset(folder, T.RandomResizedCrop(48)),
+            batch_size=8,
+            backend="nvimgcodec",
+            device="cuda",
+            batch_transforms=batch_transforms,
+            generator=torch.Generator().manual_seed(1),
+        )
+
+    folded = make(ops)
+    assert folded.executor.folded.normalize is not None and folded.executor.remaining_ops is None
+    for (xf, _), (xu, _) in zip(folded, make(None), strict=True):
+        assert xf.dtype == torch.float32
+        assert torch.equal(xf, ops(xu))
 
 
 _ORDER = textwrap.dedent(

@@ -1,12 +1,13 @@
-"""nvImageCodec as a batch engine: one batched decode of the planned regions, then one resample
-each, packed into an N x 3 x H x W uint8 batch on the target device.
+"""nvImageCodec as a batch engine: one batched decode of the planned regions into slots of
+one torch buffer, then the views rendered, packed into an N x 3 x H x W batch on the device.
 
 On the CPU (``device="cpu"``, what CI runs) the regions are decoded by nvImageCodec's CPU
 backend and resampled with the very code the CPU backends use (:func:`render_array`), so pixels
-agree with them. On a CUDA device the regions are decoded by nvJPEG into device memory and
-resampled there with torch, a whole batch at a time (:func:`render_batch`), on a side stream,
-in a thread, while the previous batch is in use; the hand-off to the consumer's stream is an
-event.
+agree with them. On a CUDA device the hardware JPEG engine and nvJPEG's CUDA decoder share each
+batch; the regions are resampled there with torch, a whole batch at a time
+(:func:`render_batch`), and a folded ``Normalize`` runs on the result. Batches alternate
+between two side streams, decoded in a thread while the previous batch is in use; the
+hand-off to the consumer's stream is an event, and nothing in the thread waits for the GPU.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from fastload.backends.nvimgcodec.decoder import (
     code_stream,
     codec,
     gpu_regions_exact,
+    into_slots,
     make_decoder,
     nvjpeg_version,
     params,
@@ -43,6 +45,9 @@ from fastload.backends.nvimgcodec.rendering import (
 )
 from fastload.image import ImageInfo
 from fastload.resampling import View
+
+# The Normalize outputs the GPU renderer folds in (any the op gives).
+NORMALIZE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 __all__ = [
     "NvImageCodecBatches",
@@ -82,7 +87,9 @@ class NvImageCodecEngine(Engine):
         self.regions = not self._cuda or gpu_regions_exact(nvjpeg_version())
         self._checker: Any = None  # a CPU-only decoder for one file at a time
         self._params = params()
-        self._stream = torch.cuda.Stream(device) if self._cuda else None
+        self._streams = [torch.cuda.Stream(device) for _ in range(2)] if self._cuda else []
+        self._turn = 0
+        self.folded = folded
         # one thread: batches are decoded in order, each while the previous one is in use
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastload-nvimgcodec")
         self._queue: list[Future[tuple[torch.Tensor, Any]]] = []
@@ -115,34 +122,45 @@ class NvImageCodecEngine(Engine):
         return batch
 
     def _decode(self, data: list[np.ndarray], samples: list[Sample]) -> tuple[torch.Tensor, Any]:
+        try:
+            return self._decode_batch(data, samples)
+        except torch.OutOfMemoryError as exc:
+            raise RuntimeError(
+                f"the nvimgcodec executor ran out of GPU memory decoding and resizing a batch of "
+                f"{len(data)} images on {self.options.device}; give the loader a smaller "
+                f"batch_size (or prefetch_factor, {self.options.prefetch} now)"
+            ) from exc
+
+    def _decode_batch(
+        self, data: list[np.ndarray], samples: list[Sample]
+    ) -> tuple[torch.Tensor, Any]:
         streams = [code_stream(d, s.region) for d, s in zip(data, samples, strict=True)]
         if not self._cuda:
-            images = self._decoder.decode(streams, params=self._params)
-            _raise_for_missing(images)
+            slots = _slots(streams, samples, torch.device("cpu"))
+            _raise_for_missing(into_slots(self._decoder, streams, [s.numpy() for s in slots]))
             out: torch.Tensor | None = None
-            for k, (image, sample) in enumerate(zip(images, samples, strict=True)):
-                rendered = torch.from_numpy(render_array(np.asarray(image), sample, self.render))
+            for k, (slot, sample) in enumerate(zip(slots, samples, strict=True)):
+                rendered = torch.from_numpy(render_array(slot.numpy(), sample, self.render))
                 if out is None:  # one copy per sample, straight into the (pinned) batch
-                    shape = (len(images), 3, *rendered.shape[:2])
+                    shape = (len(slots), 3, *rendered.shape[:2])
                     out = torch.empty(shape, dtype=torch.uint8, pin_memory=self.options.pin_memory)
                 out[k] = rendered.permute(2, 0, 1)
             assert out is not None
             return out, None
-        assert self._stream is not None
-        with torch.cuda.stream(self._stream):
-            images = self._decoder.decode(
-                streams, params=self._params, cuda_stream=self._stream.cuda_stream
-            )
+        # batches alternate between two streams: one's decode overlaps the other's kernels
+        stream = self._streams[self._turn % 2]
+        self._turn += 1
+        with torch.cuda.stream(stream):
+            # the slots are torch's, allocated on this stream: freed when the batch is, with
+            # no wait here (nvImageCodec's own images had to outlive the kernels reading them)
+            slots = _slots(streams, samples, self.options.device)
+            images = into_slots(self._decoder, streams, slots, cuda_stream=stream.cuda_stream)
             _raise_for_missing(images)
-            device = self.options.device
-            tensors = [torch.as_tensor(image, device=device) for image in images]
-            out = render_batch(tensors, samples, self.render)
+            out = render_batch(slots, samples, self.render)
+            if self.folded.normalize is not None:
+                out = self.folded.normalize(out)
             done = torch.cuda.Event()
-            done.record(self._stream)
-        # nvImageCodec owns the decoded images' memory and frees it with them: wait here, in
-        # this thread (the consumer's stream does not wait), until the kernels reading it ran
-        done.synchronize()
-        del images
+            done.record(stream)
         return out, done
 
     def discard(self, *, grow_to: int = 0) -> None:
@@ -166,6 +184,23 @@ class NvImageCodecEngine(Engine):
     def close(self) -> None:
         self.discard()
         self._thread.shutdown(wait=False)
+
+
+def _slots(streams: list[Any], samples: list[Sample], device: torch.device) -> list[torch.Tensor]:
+    """H x W x 3 uint8 views, one per sample, of one new buffer (one allocation a batch)."""
+    shapes = []
+    for stream, sample in zip(streams, samples, strict=True):
+        if sample.region is None:
+            shapes.append((stream.height, stream.width))
+        else:
+            x0, y0, x1, y1 = sample.region
+            shapes.append((y1 - y0, x1 - x0))
+    buffer = torch.empty(sum(h * w * 3 for h, w in shapes), dtype=torch.uint8, device=device)
+    slots, start = [], 0
+    for h, w in shapes:
+        slots.append(torch.as_strided(buffer, (h, w, 3), (w * 3, 3, 1), start))
+        start += h * w * 3
+    return slots
 
 
 def _raise_for_missing(images: list[Any]) -> None:
@@ -194,4 +229,7 @@ class NvImageCodecBatches(BatchExecutor):
             options,
             lambda translation, folded: NvImageCodecEngine(options, translation, folded),
             batch_ops=batch_ops,
+            # on a GPU the renderer normalizes the batch it rounds; on the CPU the batch stage
+            # does, as it would (the result is the same: the same op on the same uint8 batch)
+            normalize_dtypes=NORMALIZE_DTYPES if options.device.type == "cuda" else (),
         )
