@@ -89,12 +89,15 @@ class Backend(ABC):
         requires: The Python modules it imports (checked by :meth:`check`).
         auto_priority: Its place in ``"auto"``'s choice (lower first), ``None`` to never be
             chosen by ``"auto"``.
+        stored_pixels: An executor that can also deliver the stored pixels of a dataset made
+            with ``exif_orientation=False`` (its library does not orient them itself).
     """
 
     name: ClassVar[str]
     kind: ClassVar[Kind] = "decoder"
     requires: ClassVar[tuple[Requirement, ...]] = ()
     auto_priority: ClassVar[int | None] = None
+    stored_pixels: ClassVar[bool] = False
 
     @classmethod
     def check(cls) -> Availability:

@@ -22,6 +22,7 @@ back a tensor. :class:`BatchExecutor` drives an engine through epochs.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from abc import ABC, abstractmethod
 from collections import deque
@@ -211,13 +212,17 @@ def shown_size(data: bytes, info: ImageInfo) -> tuple[int, int]:
 
 
 def read_batch(dataset: Any, indices: list[int]) -> Read:
-    """Read and check the files of one batch of a fastload dataset."""
+    """Read and check the files of one batch of a fastload dataset (a dataset made with
+    ``exif_orientation=False`` is read as if every file had orientation 1)."""
     read = Read(indices, [dataset.path(i) for i in indices])
+    stored = getattr(dataset, "exif_orientation", True) is False
     for k, path in enumerate(read.paths):
         try:
             with open(path, "rb") as f:
                 data = f.read()
             info = check_header(data, max_pixels=dataset.max_pixels)
+            if stored and info.width is not None and info.height is not None:
+                info = dataclasses.replace(info, orientation=1)  # the pixels as stored
             size = shown_size(data, info)
         except Exception as exc:
             read.bad.append((path, errors.reason(exc)))

@@ -10,7 +10,9 @@ place). The steps, in order:
 2. **choose**: an executor when the backend (``backend=``, else the dataset's) is one;
 3. **executor** (:func:`executor_plan`): refuse what an executor cannot honour, shard under
    ``torch.distributed``;
-4. **workers** (:func:`worker_plan`): swap in the per-sample decoder ``backend=`` names.
+4. **GPU** (:func:`gpu_executor_plan`): with a CUDA device, no ``backend=`` and an
+   accelerated pipeline, the GPU executor when it can run all of it;
+5. **workers** (:func:`worker_plan`): swap in the per-sample decoder ``backend=`` names.
 
 A plan is pure data: it starts nothing (no process, no executor), so it can be made again
 whenever the loader's attributes change, in whatever process iterates the loader.
@@ -18,6 +20,7 @@ whenever the loader's attributes change, in whatever process iterates the loader
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from fastload.gpu.deferred import Deferred
 from fastload.gpu.transforms import Compose as BatchCompose
 from fastload.gpu.transforms import transforms_in
 from fastload.options import LoaderOptions
+from fastload.transforms import Transform
 
 __all__ = [
     "ExecutorPlan",
@@ -196,7 +200,54 @@ def plan_loader(loader: Any, options: LoaderOptions) -> WorkerPlan | ExecutorPla
     name = options.backend if options.backend is not None else getattr(dataset, "backend", None)
     if isinstance(name, str) and name in backends.names("executor"):
         return executor_plan(loader, options, translation, name, device)
+    if options.backend is None and device is not None and device.type == "cuda":
+        on_gpu = gpu_executor_plan(loader, options, translation, device)
+        if on_gpu is not None:
+            return on_gpu
     return worker_plan(loader, options, translation, device)
+
+
+# The executor an accelerated pipeline goes to on a CUDA device when nothing else is asked for.
+GPU_EXECUTOR = "nvimgcodec"
+
+
+def gpu_executor_plan(
+    loader: Any, options: LoaderOptions, translation: Translation, device: torch.device
+) -> ExecutorPlan | None:
+    """The GPU step: a fastload dataset (or one accelerate made) on a CUDA device decodes on the GPU
+    (:data:`GPU_EXECUTOR`) when the library is here and the executor can run all of it with
+    the same draws; otherwise ``None`` (the worker processes), with why on the ``fastload``
+    logger.
+
+    The executor draws each batch from the epoch's stream or each sample's seed, never from
+    torch's per-worker streams: random crops of a swapped torchvision dataset stay in the
+    workers (the same seed, the same crops as stock) unless ``seeding="sample"``.
+    """
+    acceleration = translation.acceleration
+    split = getattr(translation.dataset, "transform_split", None)
+    if split is None:  # not fastload's dataset, nor translated into one: the workers' job
+        return None
+    if not backends.get(GPU_EXECUTOR).check().usable or not torch.cuda.is_available():
+        return None
+    draws = any(type(op).make_params is not Transform.make_params for op in split.fused)
+    try:
+        if draws and not keyed(options, loader.dataset, translation.dataset):
+            raise ValueError(
+                "the random crops are drawn from torch's per-worker streams, as stock "
+                "torchvision draws them; seeding='sample' draws them per sample, on the GPU too"
+            )
+        plan = executor_plan(loader, options, translation, GPU_EXECUTOR, device)
+    except ValueError as exc:
+        why = f"decoding stays in the workers, not on the GPU ({GPU_EXECUTOR}): {exc}"
+        if why not in _LOGGED:
+            _LOGGED.add(why)
+            log.info(why)
+        return None
+    if not acceleration.accelerated:  # fastload's own pipeline: explain's head names it
+        return plan
+    where = f"by the {GPU_EXECUTOR} executor, chosen for {device}"
+    chosen = dataclasses.replace(acceleration, decoder=GPU_EXECUTOR, decoding=where, where=where)
+    return dataclasses.replace(plan, acceleration=chosen)
 
 
 # what the user's first op run as written gets, by HandOn's form
@@ -295,7 +346,7 @@ def executor_plan(
         )
     if loader.batch_sampler is None:
         raise ValueError(f"backend={name!r} makes whole batches: batch_size=None is not supported")
-    if getattr(dataset, "exif_orientation", True) is False:
+    if getattr(dataset, "exif_orientation", True) is False and not backends.get(name).stored_pixels:
         raise ValueError(
             f"backend={name!r} always applies EXIF orientation, and this dataset keeps the stored "
             "pixels (exif_orientation=False, as torchvision's ImageFolder does): use a per-sample "

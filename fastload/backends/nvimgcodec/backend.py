@@ -39,6 +39,7 @@ class NvImageCodecBackend(Backend):
     name = "nvimgcodec"
     kind = "executor"
     requires = (NVIMGCODEC,)
+    stored_pixels = True  # it decodes stored pixels, and fastload orients them
 
     @classmethod
     def check(cls) -> Availability:
