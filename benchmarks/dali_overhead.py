@@ -1,6 +1,7 @@
 """What fastload's DALI backend costs over a hand-written DALI pipeline doing the same work.
 
-Both run on DALI's CPU decoder (``device_id=None``) with the same thread count and batch size,
+Both run on DALI's CPU decoder (``device_id=None``), or with ``--device cuda`` on nvJPEG and
+the GPU (``device="mixed"``), with the same thread count and batch size,
 in the same run, with interleaved rounds (the median of each is reported):
 
 * hand-written, two ways for train, and the faster of them is the baseline ("best hand"):
@@ -10,6 +11,10 @@ in the same run, with interleaved rounds (the median of each is reported):
   ``random_resized_crop`` 224 (antialiased) -> ``crop_mirror_normalize`` ("hand whole"). For
   val: ``decoders.image`` -> ``resize`` (shorter side 256) -> ``crop_mirror_normalize`` (centre
   224);
+* train-normalize: the "hand ROI" pipeline with a random mirror and ImageNet's mean and std in
+  ``crop_mirror_normalize`` (float32), against fastload with
+  ``batch_transforms=gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(...)])``, which
+  the DALI executor folds into the same op;
 * fastload: ``fastload.ImageFolder(root, transform=...)`` through
   ``fastload.DataLoader(..., backend="dali", num_workers=threads)``, with
   ``RandomResizedCrop(224)`` (train) or ``Resize(256) + CenterCrop(224)`` (val).
@@ -32,14 +37,17 @@ from typing import Any
 import torch
 
 import fastload
+from fastload import gpu
 from fastload import transforms as T
 from fastload.bench import stock_dataset
 from fastload.iteration import endless
 from fastload.synthetic import default_data
 
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
 
 def hand_written(
-    root: Path, pipeline: str, threads: int, batch: int, *, roi: bool = True
+    root: Path, pipeline: str, threads: int, batch: int, *, roi: bool = True, device: str = "cpu"
 ) -> Iterator[Any]:
     """DALI's own way: a file reader and DALI ops, written directly against DALI.
 
@@ -51,19 +59,43 @@ def hand_written(
     from nvidia.dali.plugin.pytorch import feed_ndarray
 
     files = sorted(str(p) for p in root.glob("*/*") if p.suffix.lower() in (".jpg", ".jpeg"))
-    pipe = Pipeline(batch_size=batch, num_threads=threads, device_id=None, seed=1)
+    cuda = device.startswith("cuda")
+    where = "mixed" if cuda else "cpu"  # nvJPEG on a GPU, DALI's CPU decoder otherwise
+    pipe = Pipeline(
+        batch_size=batch,
+        num_threads=threads,
+        device_id=torch.device(device).index or 0 if cuda else None,
+        seed=1,
+    )
     with pipe:
         encoded, labels = fn.readers.file(
             files=files, labels=list(range(len(files))), random_shuffle=True, name="files"
         )
-        if pipeline == "train" and not roi:
-            images = fn.decoders.image(encoded, device="cpu", output_type=types.RGB)
+        if pipeline == "train-normalize":  # the reference for issue 30: flip + Normalize in DALI
+            images = fn.decoders.image_random_crop(
+                encoded,
+                device=where,
+                output_type=types.RGB,
+                random_area=(0.08, 1.0),
+                random_aspect_ratio=(3 / 4, 4 / 3),
+            )
+            images = fn.resize(images, size=(224, 224), antialias=True)
+            images = fn.crop_mirror_normalize(
+                images,
+                mirror=fn.random.coin_flip(probability=0.5),
+                mean=[255 * m for m in MEAN],
+                std=[255 * s for s in STD],
+                dtype=types.FLOAT,
+                output_layout="CHW",
+            )
+        elif pipeline == "train" and not roi:
+            images = fn.decoders.image(encoded, device=where, output_type=types.RGB)
             images = fn.random_resized_crop(images, size=(224, 224), antialias=True)
             images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW")
         elif pipeline == "train":
             images = fn.decoders.image_random_crop(
                 encoded,
-                device="cpu",
+                device=where,
                 output_type=types.RGB,
                 random_area=(0.08, 1.0),
                 random_aspect_ratio=(3 / 4, 4 / 3),
@@ -71,7 +103,7 @@ def hand_written(
             images = fn.resize(images, size=(224, 224), antialias=True)
             images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW")
         else:
-            images = fn.decoders.image(encoded, device="cpu", output_type=types.RGB)
+            images = fn.decoders.image(encoded, device=where, output_type=types.RGB)
             images = fn.resize(images, resize_shorter=256, antialias=True)
             images = fn.crop_mirror_normalize(
                 images, crop=(224, 224), dtype=types.UINT8, output_layout="CHW"
@@ -81,16 +113,29 @@ def hand_written(
     while True:
         images, labels = pipe.run()
         dense = images.as_tensor()
-        out = torch.empty(dense.shape(), dtype=torch.uint8)
-        feed_ndarray(dense, out)
+        dtype = torch.float32 if pipeline == "train-normalize" else torch.uint8
+        out = torch.empty(dense.shape(), dtype=dtype, device=device)
+        if cuda:
+            feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream())
+        else:
+            feed_ndarray(dense, out)
         yield out, torch.from_numpy(labels.as_array().reshape(-1))
 
 
-def through_fastload(root: Path, pipeline: str, backend: str, workers: int, batch: int):
+def through_fastload(
+    root: Path, pipeline: str, backend: str, workers: int, batch: int, device: str = "cpu"
+):
     transform = (
         T.RandomResizedCrop(224)
-        if pipeline == "train"
+        if pipeline.startswith("train")
         else T.Compose([T.Resize(256), T.CenterCrop(224)])
+    )
+    # train-normalize: a flip and Normalize as batch ops, which DALI folds into its
+    # crop_mirror_normalize (and the CPU backends run on the collated batch)
+    ops = (
+        gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(MEAN, STD)])
+        if pipeline == "train-normalize"
+        else None
     )
     dali = backend == "dali"
     ds = fastload.ImageFolder(root, transform=transform, backend="auto" if dali else backend)
@@ -102,13 +147,15 @@ def through_fastload(root: Path, pipeline: str, backend: str, workers: int, batc
         num_workers=workers,
         persistent_workers=workers > 0 and not dali,
         backend="dali" if dali else None,
+        batch_transforms=ops,
+        device=device,
     )
     return endless(loader)
 
 
 def stock(root: Path, pipeline: str, workers: int, batch: int) -> Iterator[Any]:
     loader = torch.utils.data.DataLoader(
-        stock_dataset(root, pipeline),
+        stock_dataset(root, "train" if pipeline == "train-normalize" else pipeline),
         batch_size=batch,
         shuffle=True,
         drop_last=True,
@@ -132,7 +179,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=60.0, help="measuring time per pipeline")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--pipelines", nargs="+", default=["train", "val"])
+    parser.add_argument(
+        "--device", default="cpu", help="cpu (DALI's CPU decoder) or cuda (nvJPEG, GPU resize)"
+    )
+    parser.add_argument(
+        "--pipelines",
+        nargs="+",
+        default=["train", "val", "train-normalize"],
+        choices=["train", "val", "train-normalize"],
+    )
     args = parser.parse_args()
     root = Path(args.data or default_data())
     n, b = args.threads, args.batch_size
@@ -143,12 +198,14 @@ def main() -> None:
     for pipeline in args.pipelines:
         streams: dict[str, Iterator[Any]] = {
             "stock torchvision": stock(root, pipeline, n, b),
-            "hand ROI": hand_written(root, pipeline, n, b),
-            "fastload dali": through_fastload(root, pipeline, "dali", n, b),
-            "fastload turbojpeg": through_fastload(root, pipeline, "turbojpeg", n, b),
+            "hand ROI": hand_written(root, pipeline, n, b, device=args.device),
+            "fastload dali": through_fastload(root, pipeline, "dali", n, b, args.device),
+            "fastload turbojpeg": through_fastload(root, pipeline, "turbojpeg", n, b, args.device),
         }
         if pipeline == "train":
-            streams["hand whole"] = hand_written(root, pipeline, n, b, roi=False)
+            streams["hand whole"] = hand_written(
+                root, pipeline, n, b, roi=False, device=args.device
+            )
         for batches in streams.values():
             for _ in range(3):  # warm-up: pipelines built, workers started
                 next(batches)

@@ -16,7 +16,10 @@ the source tree), it is compiled in place, with the libjpeg-turbo .debs ``--fetc
 The parts: the GPU-marked tests; ``fastload bench --device cuda --backend all`` (train and val,
 stock torchvision with one worker per core as the baseline); the prefetcher's overlap;
 ``fastload.gpu`` against torchvision v2's per-image loop; the training recipe side by side
-(ResNet-50, 224 px, bf16, channels-last); ``fastload autotune`` on every core.
+(ResNet-50, 224 px, bf16, channels-last); how close ResNet-18 and ResNet-50 train to their
+synthetic-data speed fed by the loader on 4, 8 and 16 cores (``benchmarks/train_ceiling.py``);
+what the batch executors' CPU side sustains (``benchmarks/executor_cpu_side.py``);
+``fastload autotune`` on every core.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import dali_parts as dali_wheels  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_MB = 60
@@ -141,6 +146,31 @@ def parts(python: str) -> list[Part]:
             True,
             150,
             "train_side_by_side.txt",
+        ),
+        Part(
+            "train ceiling",
+            [
+                python,
+                "benchmarks/train_ceiling.py",
+                "--device",
+                "cuda",
+                "--precision",
+                "bf16",
+                "--steps",
+                "12",
+                "--cores",
+                *[c for c in ("4", "8", "16") if int(c) <= int(n)],
+            ],
+            True,
+            330,
+            "train_ceiling.txt",
+        ),
+        Part(
+            "executor cpu side",
+            [python, "benchmarks/executor_cpu_side.py", "--processes", "1", "8"],
+            True,  # it measures the GPU machine's cores
+            120,
+            "executor_cpu_side.txt",
         ),
         Part(
             "autotune",
@@ -309,13 +339,68 @@ def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str
     return "passed", f"{seconds:.0f} s"
 
 
-def check(out: Path, wheels: Path | None, dry_run: bool, only: list[str] | None = None) -> int:
+def dali_parts(python: str) -> list[Part]:
+    """What ``--dali-finish`` runs once DALI is installed from its parts."""
+    bench = [python, "-m", "fastload", "bench", "--device", "cuda", "--backend", "dali"]
+    bench += ["--num-workers", str(cores()), "--seconds", "30", "--json"]
+    return [
+        Part(
+            "dali gpu tests",
+            [
+                python,
+                "-m",
+                "pytest",
+                "-m",
+                "gpu",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-rs",
+                "tests/backends/test_dali.py",
+            ],
+            True,
+            240,
+            "dali_gpu_tests.txt",
+            3,
+        ),
+        Part("dali bench train", [*bench, "--pipeline", "train"], True, 120, "dali_train.json", 4),
+        Part("dali bench val", [*bench, "--pipeline", "val"], True, 120, "dali_val.json", 4),
+        Part(
+            "dali overhead",
+            [
+                python,
+                "benchmarks/dali_overhead.py",
+                "--device",
+                "cuda",
+                "--threads",
+                "8",
+                "--seconds",
+                "60",
+            ],
+            True,
+            150,
+            "dali_overhead.txt",
+        ),
+    ]
+
+
+def check(
+    out: Path,
+    wheels: Path | None,
+    dry_run: bool,
+    only: list[str] | None = None,
+    *,
+    dali: Path | None = None,
+) -> int:
+    """Run the parts (DALI's, when ``dali`` holds its unpacked wheels); 0 when none failed."""
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     paths = [str(ROOT)]
     if wheels is not None:
         paths.insert(0, str(install(wheels, env)))
+    if dali is not None:
+        paths.insert(0, str(install(dali, env)))
     env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     gpu = cuda_available(env) and not dry_run
     if not gpu and not dry_run:
@@ -336,7 +421,7 @@ def check(out: Path, wheels: Path | None, dry_run: bool, only: list[str] | None 
     status, detail = build_region(wheels, env)
     print(f"{'region build':<20} {status:<8} {detail}", flush=True)
     results.append({"part": "region build", "status": status, "detail": detail})
-    for part in parts(sys.executable):
+    for part in dali_parts(sys.executable) if dali is not None else parts(sys.executable):
         if only is not None and part.name not in only:
             continue
         status, detail = run_part(part, out, env, gpu)
@@ -356,6 +441,13 @@ def main() -> int:
     parser.add_argument("--fetch", type=Path, metavar="WHEELDIR", help="download the wheels only")
     parser.add_argument("--wheels", type=Path, metavar="WHEELDIR", help="install these first")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: skip the GPU parts")
+    parser.add_argument(
+        "--fetch-dali", type=Path, metavar="DIR", help="download DALI's wheels, in parts"
+    )
+    parser.add_argument("--dali-part", type=Path, metavar="PART", help="keep one DALI part")
+    parser.add_argument(
+        "--dali-finish", type=Path, metavar="OUTDIR", help="install DALI from its parts, run it"
+    )
     names = [part.name for part in parts(sys.executable)]
     parser.add_argument(
         "--only",
@@ -371,6 +463,12 @@ def main() -> int:
         )
     if args.fetch is not None:
         return fetch(args.fetch)
+    if args.fetch_dali is not None:
+        return dali_wheels.fetch(args.fetch_dali, [a for p in PLATFORMS for a in ("--platform", p)])
+    if args.dali_part is not None:
+        return dali_wheels.keep_part(args.dali_part)
+    if args.dali_finish is not None:
+        return check(args.dali_finish, args.wheels, args.dry_run, dali=dali_wheels.assemble())
     if args.outdir is None:
         parser.error("give OUTDIR (or --fetch WHEELDIR)")
     if shutil.which("nvidia-smi") and not args.dry_run:

@@ -133,3 +133,33 @@ def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> Non
     assert [name for name, _ in on_batches] == ["ta_wide", "ra", "augmix"]
     assert all(float(ratio) > 0 for _, _, ratio in rounds)
     assert re.search(r"mixup\+cutmix\s+[\d.]+x\s+[\d.]+-[\d.]+", done.stdout)
+
+
+def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=16, classes=2)
+    script = ROOT / "benchmarks" / "train_ceiling.py"
+    args = ["--data", str(data), "--archs", "resnet18", "--cores", "1", "--device", "cpu"]
+    args += ["--batch-size", "4", "--image-size", "32", "--steps", "1", "--rounds", "1"]
+    args += ["--stock-workers", "0"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"resnet18\s+(fastload, 1 cores|stock, 0 workers)\s+synthetic", done.stdout)
+    assert rows == ["fastload, 1 cores", "stock, 0 workers"], done.stdout
+    assert "fastload.DataLoader: batch_size=4, num_workers=1, device=cpu" in done.stdout
+    assert all(float(r) > 0 for r in re.findall(r"ratio (\d+\.\d+)", done.stdout))
+
+
+def test_executor_cpu_side_times_each_step(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=24, classes=2)
+    script = ROOT / "benchmarks" / "executor_cpu_side.py"
+    args = ["--data", str(data), "--rounds", "1", "--processes", "1", "2"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    steps = re.findall(r"^  (\w[\w ]*?)\s+([\d.]+) us", done.stdout, re.M)
+    names = [name for name, _ in steps]
+    assert names == ["read", "header", "plan", "region", "code stream", "render plan", "all"]
+    assert re.search(r"steps 1-4 in 2 process\(es\): median [\d,]+ samples/s", done.stdout)

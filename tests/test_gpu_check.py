@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -117,3 +118,41 @@ def test_the_carried_wheels_are_installed_into_a_temporary_folder(tmp_path: Path
         "status": "passed",
         "detail": "installed fastload_carried_probe.py",
     }
+
+
+def _dali_parts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dali_parts", ROOT / "scripts" / "dali_parts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dali_wheels_travel_in_checked_parts_and_join_again(tmp_path: Path) -> None:
+    parts = _dali_parts()
+    rng = np.random.default_rng(0)
+    wheels = []
+    for name, size in (("a-1.0-py3-none-any.whl", 150_000), ("b-2.0-cp312.whl", 70_000)):
+        wheels.append(tmp_path / name)
+        wheels[-1].write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+    manifest = parts.split(wheels, tmp_path / "parts", part_bytes=64 * 1024)
+    assert len(manifest["parts"]) == 4 and all(p["bytes"] <= 64 * 1024 for p in manifest["parts"])
+    store = tmp_path / "store"
+    names = [p["name"] for p in manifest["parts"]]
+    for name in names[:-1]:
+        assert parts.keep_part(tmp_path / "parts" / name, store=store) == 0
+    with pytest.raises(SystemExit, match=rf"DALI parts missing in .*: {names[-1]}"):
+        parts.assemble(store=store)
+    damaged = tmp_path / "damaged" / names[-1]
+    damaged.parent.mkdir()
+    (damaged.parent / parts.MANIFEST).write_bytes(
+        (tmp_path / "parts" / parts.MANIFEST).read_bytes()
+    )
+    damaged.write_bytes(b"x" + (tmp_path / "parts" / names[-1]).read_bytes()[1:])
+    assert parts.keep_part(damaged, store=store) == 1  # refused: not what was cut
+    assert parts.keep_part(tmp_path / "parts" / names[-1], store=store) == 0
+    joined = parts.assemble(store=store)
+    for wheel in wheels:
+        assert (joined / wheel.name).read_bytes() == wheel.read_bytes()

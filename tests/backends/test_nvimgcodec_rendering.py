@@ -85,7 +85,7 @@ def test_the_batch_renderer_matches_both_per_sample_renderers(name: str, regions
 def test_far_different_sizes_take_buckets_and_an_outlier_renders_alone() -> None:
     sizes = [(60, 50), (64, 48), (200, 160), (210, 150), (90, 80), (640, 480), (58, 61)]
     images, samples = batch_of("val", len(sizes), regions=False, sizes=sizes)
-    buckets, alone = rendering._buckets([(i.shape[0], i.shape[1]) for i in images])
+    buckets, alone = rendering.size_buckets([(i.shape[0], i.shape[1]) for i in images])
     assert alone == [5] and len(buckets) > 1
     assert sorted(k for bucket in buckets for k in bucket) == [0, 1, 2, 3, 4, 6]
     batch = rendering.render_batch(images, samples, {})

@@ -20,7 +20,16 @@ from fastload.gpu import separable as S
 from fastload.image import ImageInfo, orient
 from fastload.resampling import View, resample, whole_pixels
 
-__all__ = ["Sample", "plan_sample", "render_array", "render_batch", "render_tensor"]
+__all__ = [
+    "RenderPlan",
+    "Sample",
+    "plan_render",
+    "plan_sample",
+    "render_array",
+    "render_batch",
+    "render_tensor",
+    "size_buckets",
+]
 
 # A region this many times the batch's median area renders alone: padding every sample of
 # the batch to its size would multiply the batch's work.
@@ -110,14 +119,14 @@ def render_batch(
     mode = options.get("interpolation", "bilinear")
     antialias = bool(options.get("antialias", True)) and mode != "nearest"
     plans = [
-        _plan(image.shape[0], image.shape[1], sample, antialias)
+        plan_render(image.shape[0], image.shape[1], sample, antialias)
         for image, sample in zip(images, samples, strict=True)
     ]
     sizes = {plan.out for plan in plans}
     if len(sizes) > 1:
         raise ValueError(f"views of different sizes {sorted(sizes)[:3]} cannot form a batch")
     (height, width), device = plans[0].out, images[0].device
-    buckets, alone = _buckets([plan.shape for plan in plans])
+    buckets, alone = size_buckets([plan.shape for plan in plans])
     if not alone and len(buckets) == 1:
         return _render_bucket(images, plans, buckets[0], mode)
     batch = torch.empty((len(images), 3, height, width), dtype=torch.uint8, device=device)
@@ -130,7 +139,7 @@ def render_batch(
 
 
 @dataclass(frozen=True)
-class _Plan:
+class RenderPlan:
     """One sample in the batch renderer: its input as shown, and its two axes.
 
     Attributes:
@@ -148,7 +157,7 @@ class _Plan:
     out: tuple[int, int]
 
 
-def _plan(rows: int, cols: int, sample: Sample, antialias: bool) -> _Plan:
+def plan_render(rows: int, cols: int, sample: Sample, antialias: bool) -> RenderPlan:
     """:func:`_render`'s choices for one sample, as two axes of weights (same branches)."""
     stored = sample.stored
     width, height = stored.width, stored.height
@@ -177,10 +186,10 @@ def _plan(rows: int, cols: int, sample: Sample, antialias: bool) -> _Plan:
         shape, out = (rows, cols), (height, width)
     shown_rows = S.axis(*y[:6], antialias=y[6], mirror=stored.mirror_tb)
     shown_cols = S.axis(*x[:6], antialias=x[6], mirror=stored.mirror_lr)
-    return _Plan(shape, shown_rows, shown_cols, stored.transpose, out)
+    return RenderPlan(shape, shown_rows, shown_cols, stored.transpose, out)
 
 
-def _buckets(shapes: list[tuple[int, int]]) -> tuple[list[list[int]], list[int]]:
+def size_buckets(shapes: list[tuple[int, int]]) -> tuple[list[list[int]], list[int]]:
     """Positions grouped by size (at most three groups, each padded to its largest; a group's
     positions in batch order), and the outliers that render alone."""
     areas = [rows * cols for rows, cols in shapes]
@@ -198,7 +207,7 @@ def _buckets(shapes: list[tuple[int, int]]) -> tuple[list[list[int]], list[int]]
 
 
 def _render_bucket(
-    images: list[torch.Tensor], plans: list[_Plan], bucket: list[int], mode: str
+    images: list[torch.Tensor], plans: list[RenderPlan], bucket: list[int], mode: str
 ) -> torch.Tensor:
     """The bucket's samples, rendered together: len(bucket) x 3 x h x w uint8."""
     device = images[bucket[0]].device
