@@ -359,6 +359,11 @@ class TransformSplit:
         """Plans the fused ops on a view; ``None`` when nothing is fused."""
         return Compose(list(self.fused)).plan if self.fused else None
 
+    @property
+    def draws(self) -> bool:
+        """Whether planning the fused ops draws random numbers (an op with ``make_params``)."""
+        return any(type(op).make_params is not Transform.make_params for op in self.fused)
+
 
 def split_transform(transform: Callable[[Any], Any] | None) -> TransformSplit:
     """Split a dataset transform into the part fused with decoding and what runs after it."""

@@ -27,7 +27,7 @@ import io
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,6 +188,7 @@ class Read:
         infos: What each readable file's header says.
         good: Positions in ``indices`` of the readable files.
         bad: (path, reason) of the others.
+        views: Each readable file's planned view, when a planner process planned them.
     """
 
     indices: list[int]
@@ -197,6 +198,7 @@ class Read:
     infos: list[ImageInfo] = field(default_factory=list)
     good: list[int] = field(default_factory=list)
     bad: list[tuple[str, str]] = field(default_factory=list)
+    views: list[View] | None = None
 
 
 def shown_size(data: bytes, info: ImageInfo) -> tuple[int, int]:
@@ -273,6 +275,39 @@ def plan_views(
         rng = torch.get_rng_state()
         torch.set_rng_state(saved)
     return views, rng
+
+
+# The executor's threads this many or more: reading and planning move to processes (half as
+# many), since one process's Python cannot plan 20,000 samples/s (see
+# benchmarks/executor_cpu_side.py: about 8,000 a core for read, header and plan).
+PLANNERS_FROM = 4
+
+_planned_dataset: Any = None  # in a planner process: the dataset it reads
+
+
+def _start_planner(dataset: Any) -> None:
+    global _planned_dataset
+    _planned_dataset = dataset
+
+
+def _read_and_plan(indices: list[int], seeds: list[int | None]) -> Read:
+    """In a planner process: read, check and plan a batch; the bytes stay behind (the
+    process that decodes reads them again, from the page cache, instead of receiving them)."""
+    dataset = _planned_dataset
+    read = read_batch(dataset, indices)
+    fresh = torch.Generator().get_state()  # drawn from only by a plan without seeds: none
+    read.views, _ = plan_views(
+        dataset.transform_split.plan, read.sizes, fresh, [seeds[k] for k in read.good]
+    )
+    read.data = []
+    return read
+
+
+def read_planned(planners: Any, indices: list[int], seeds: list[int | None]) -> Read:
+    """A batch read and planned by a planner process (``planners``), with its bytes read here."""
+    read = planners.submit(_read_and_plan, indices, seeds).result()
+    read.data = [np.fromfile(read.paths[k], dtype=np.uint8) for k in read.good]
+    return read
 
 
 @dataclass
@@ -407,6 +442,39 @@ class BatchExecutor:
         )
         self.engine = engine(self.translation, self.folded)
         self._epoch_token: object | None = None
+        self._draws = dataset.transform_split.draws
+        self._planners: ProcessPoolExecutor | None = None
+
+    def planners(self, seeds: list[int | None]) -> ProcessPoolExecutor | None:
+        """The planner processes for a batch with these sample seeds, when they can plan it
+        (every sample has its seed, or the plan draws nothing) and the executor has
+        :data:`PLANNERS_FROM` threads or more; started on first use, kept across epochs."""
+        if self.options.num_threads < PLANNERS_FROM:
+            return None
+        if self._draws and any(seed is None for seed in seeds):
+            return None  # drawn in order from the epoch's stream: here, one batch after another
+        if self._planners is None:
+            self._planners = ProcessPoolExecutor(
+                self.options.num_threads // 2,
+                initializer=_start_planner,
+                initargs=(self.dataset,),
+            )
+        return self._planners
+
+    @property
+    def planner_processes(self) -> int:
+        """How many planner processes read and plan batches (0: this process does)."""
+        return 0 if self._planners is None else self.options.num_threads // 2
+
+    def close(self) -> None:
+        """Stop the planner processes (the engine's library goes with the executor)."""
+        planners = getattr(self, "_planners", None)  # None too when __init__ failed early
+        if planners is not None:
+            planners.shutdown(wait=False, cancel_futures=True)
+            self._planners = None
+
+    def __del__(self) -> None:
+        self.close()
 
     def epoch(
         self,
@@ -523,7 +591,11 @@ class _Epoch:
             seeds = [getattr(i, "seed", None) for i in indices]
             seed = getattr(indices, "seed", None)
             indices = [int(i) for i in indices]
-            future = self._reader.submit(read_batch, self._owner.dataset, indices)
+            planners = self._owner.planners(seeds)
+            if planners is not None:  # each sample planned from its own seed, or no draws
+                future = self._reader.submit(read_planned, planners, indices, seeds)
+            else:
+                future = self._reader.submit(read_batch, self._owner.dataset, indices)
             self._reads.append((future, seeds, seed))
 
     def _plan(self, read: Read, seeds: list[int | None], seed: int | None) -> Planned | None:
@@ -537,12 +609,15 @@ class _Epoch:
             self._skipped += 1
         if not read.good:
             return None
-        views, self._rng = plan_views(
-            self._owner.translation.plan,
-            read.sizes,
-            self._rng,
-            [seeds[k] for k in read.good],
-        )
+        if read.views is not None:
+            views = read.views
+        else:
+            views, self._rng = plan_views(
+                self._owner.translation.plan,
+                read.sizes,
+                self._rng,
+                [seeds[k] for k in read.good],
+            )
         flips = self._owner.folded.flips
         with ops_seeded(flips, seed):  # the batch's own stream, when it has one
             for op in flips:  # the op's own draws, one per delivered sample

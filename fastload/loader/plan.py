@@ -38,7 +38,6 @@ from fastload.gpu.deferred import Deferred
 from fastload.gpu.transforms import Compose as BatchCompose
 from fastload.gpu.transforms import transforms_in
 from fastload.options import LoaderOptions
-from fastload.transforms import Transform
 
 __all__ = [
     "ExecutorPlan",
@@ -229,7 +228,7 @@ def gpu_executor_plan(
         return None
     if not backends.get(GPU_EXECUTOR).check().usable or not torch.cuda.is_available():
         return None
-    draws = any(type(op).make_params is not Transform.make_params for op in split.fused)
+    draws = split.draws
     try:
         if draws and not keyed(options, loader.dataset, translation.dataset):
             raise ValueError(

@@ -10,6 +10,7 @@ import json
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -295,6 +296,36 @@ def test_two_ranks_read_disjoint_shards(folder: Path, tmp_path: Path) -> None:
     per_rank = -(-len(SIZES) // 2)
     assert len(a) == len(b) == per_rank
     assert set(a) | set(b) == set(range(len(SIZES)))
+
+
+@pytest.mark.parametrize(
+    ("transform", "seeding"),
+    [(CROP, "sample"), (T.Compose([T.Resize(40), T.CenterCrop(32)]), "worker")],
+    ids=["seeded crops", "no draws"],
+)
+def test_planner_processes_plan_what_one_thread_plans(
+    folder: Path, transform, seeding: str
+) -> None:
+    def run(threads: int) -> tuple[torch.Tensor, list[int], Any]:
+        loader = fastload.DataLoader(
+            dataset(folder, transform),
+            batch_size=4,
+            shuffle=True,
+            num_workers=threads,
+            backend="nvimgcodec",
+            seeding=seeding,
+            generator=torch.Generator().manual_seed(3),
+        )
+        batches = list(loader)
+        images = torch.cat([x for x, _ in batches])
+        return images, torch.cat([y for _, y in batches]).tolist(), loader.executor
+
+    alone, order, executor = run(1)
+    assert executor.planner_processes == 0
+    spread, spread_order, executor = run(4)
+    assert executor.planner_processes == 2  # they read and planned every batch
+    assert spread_order == order and torch.equal(spread, alone)
+    executor.close()
 
 
 def test_on_the_cpu_normalize_runs_in_the_batch_stage(folder: Path) -> None:
