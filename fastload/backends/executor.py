@@ -39,7 +39,7 @@ from fastload.backends.base import check_header
 from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
 from fastload.resampling import View
-from fastload.sampling import sample_seed, seeded
+from fastload.sampling import sample_seed
 from fastload.system import trim_heap
 from fastload.transforms import CenterCrop, TransformSplit
 
@@ -262,10 +262,16 @@ def plan_views(
     if plan is None:
         return views, rng
     if seeds is not None and all(seed is not None for seed in seeds):
+        # each sample's stream in turn, the caller's put back once (as `seeded`, per batch)
+        generator = torch.default_generator
+        saved = generator.get_state()
         planned = []
-        for view, seed in zip(views, seeds, strict=True):
-            with seeded(seed):
+        try:
+            for view, seed in zip(views, seeds, strict=True):
+                generator.manual_seed(seed)
                 planned.append(plan(view))
+        finally:
+            generator.set_state(saved)
         return planned, rng
     saved = torch.get_rng_state()
     torch.set_rng_state(rng)
@@ -321,7 +327,8 @@ class Planned:
         paths: The files of the batch.
         labels: Their labels (int64 array).
         data: The bytes of each file.
-        inputs: The engine's per-sample inputs, one list per name (``"encoded"`` among them).
+        inputs: The engine's per-sample inputs, one list (or one array, the batch its outer
+            dimension) per name (``"encoded"`` among them).
         error: The error to raise in this batch's place.
         seed: The batch's seed (``fastload.sampling.KeyedBatch``), if it has one.
     """
@@ -329,7 +336,7 @@ class Planned:
     paths: list[str]
     labels: Any
     data: list[np.ndarray]
-    inputs: dict[str, list[Any]]
+    inputs: dict[str, Any]
     error: Exception | None = None
     seed: int | None = None
 
@@ -339,9 +346,16 @@ class Planned:
             [self.paths[k] for k in positions],
             self.labels[positions],
             [self.data[k] for k in positions],
-            {name: [values[k] for k in positions] for name, values in self.inputs.items()},
+            {name: _take(values, positions) for name, values in self.inputs.items()},
             seed=self.seed,
         )
+
+
+def _take(values: Any, positions: list[int]) -> Any:
+    """The entries at ``positions`` of a per-sample input (a list, or an array per batch)."""
+    if isinstance(values, np.ndarray):
+        return values[positions]
+    return [values[k] for k in positions]
 
 
 # ---------------------------------------------------------------- the engine
@@ -371,7 +385,7 @@ class Engine(ABC):
         views: list[View],
         sizes: list[tuple[int, int]],
         infos: list[ImageInfo],
-    ) -> dict[str, list[Any]]:
+    ) -> dict[str, Any]:
         """The per-sample inputs that render each ``view`` (display coordinates) of the file
         whose shown size is ``size`` and whose header says ``info``."""
 
@@ -380,7 +394,7 @@ class Engine(ABC):
         """Whether a batch of this size can go to the current graph (or a new one)."""
 
     @abstractmethod
-    def feed(self, inputs: dict[str, list[Any]]) -> None:
+    def feed(self, inputs: dict[str, Any]) -> None:
         """Queue one batch."""
 
     @abstractmethod

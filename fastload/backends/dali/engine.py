@@ -10,7 +10,7 @@ import torch
 from fastload._optional import require
 from fastload.backends import executor
 from fastload.backends.dali.decoder import DALI, SampleDecoder, dali_error
-from fastload.backends.dali.graph import INPUTS, build_pipeline, sample_inputs
+from fastload.backends.dali.graph import INPUTS, batch_inputs, build_pipeline, sample_inputs
 from fastload.backends.executor import (
     BatchExecutor,
     BatchFailed,
@@ -58,12 +58,9 @@ class DaliEngine(Engine):
         views: list[View],
         sizes: list[tuple[int, int]],
         infos: list[ImageInfo],
-    ) -> dict[str, list[Any]]:
+    ) -> dict[str, Any]:
         per_sample = [sample_inputs(v, w, h) for v, (w, h) in zip(views, sizes, strict=True)]
-        inputs: dict[str, list[Any]] = {"encoded": data}
-        for name in self._names:
-            inputs[name] = [s[name] for s in per_sample]
-        return inputs
+        return {"encoded": data, **batch_inputs(per_sample, self._names)}
 
     def fits(self, batch: int) -> bool:
         return self._pipe is None or batch <= self._max_batch
@@ -92,7 +89,7 @@ class DaliEngine(Engine):
             except Exception:
                 self.discard()
 
-    def feed(self, inputs: dict[str, list[Any]]) -> None:
+    def feed(self, inputs: dict[str, Any]) -> None:
         pipe = self._pipeline(len(inputs["encoded"]))
         for name, values in inputs.items():
             pipe.feed_input(name, values)

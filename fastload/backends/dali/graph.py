@@ -12,13 +12,23 @@ from fastload.backends.dali.decoder import track
 from fastload.backends.executor import ExecutorOptions, Folded, Translation
 from fastload.resampling import View, visible_part
 
-__all__ = ["INPUTS", "build_pipeline", "sample_inputs"]
+__all__ = ["INPUTS", "batch_inputs", "build_pipeline", "sample_inputs"]
 
 # DALI's interpolation types for fastload's (torchvision's) names
 _INTERP = {"nearest": "INTERP_NN", "bilinear": "INTERP_LINEAR", "bicubic": "INTERP_CUBIC"}
 
-# The per-sample inputs the graph reads, besides the encoded file ("pad_*" only when it pads).
-INPUTS = ("anchor", "shape", "size", "roi_start", "roi_end", "pad_anchor", "pad_shape", "mirror")
+# The per-sample inputs the graph reads, besides the encoded file ("pad_*" only when it pads),
+# with the dtype each is fed as.
+INPUTS = {
+    "anchor": np.int32,
+    "shape": np.int32,
+    "size": np.float32,
+    "roi_start": np.float32,
+    "roi_end": np.float32,
+    "pad_anchor": np.int32,
+    "pad_shape": np.int32,
+    "mirror": np.int32,
+}
 
 
 def build_pipeline(
@@ -97,8 +107,9 @@ def _device_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def sample_inputs(view: View, width: int, height: int) -> dict[str, np.ndarray]:
-    """The per-sample DALI inputs that render ``view`` of a ``width`` x ``height`` image.
+def sample_inputs(view: View, width: int, height: int) -> dict[str, Any]:
+    """The per-sample DALI inputs that render ``view`` of a ``width`` x ``height`` image (plain
+    numbers; :func:`batch_inputs` makes a batch's arrays).
 
     The region is decoded on whole pixels around the view's box, clipped to the image; the
     resize then samples the box within it, and a box reaching outside the image gets the part
@@ -118,12 +129,18 @@ def sample_inputs(view: View, width: int, height: int) -> dict[str, np.ndarray]:
     ax, ay = min(math.floor(bx0), width - 1), min(math.floor(by0), height - 1)
     ex, ey = max(math.ceil(bx1), ax + 1), max(math.ceil(by1), ay + 1)
     return {
-        "anchor": np.array([ax, ay], dtype=np.int32),
-        "shape": np.array([ex - ax, ey - ay], dtype=np.int32),
-        "size": np.array([r1 - r0, c1 - c0], dtype=np.float32),
-        "roi_start": np.array([by0 - ay, bx0 - ax], dtype=np.float32),
-        "roi_end": np.array([by1 - ay, bx1 - ax], dtype=np.float32),
-        "pad_anchor": np.array([-c0, -r0], dtype=np.int32),
-        "pad_shape": np.array([out_w, out_h], dtype=np.int32),
-        "mirror": np.array(int(view.mirror), dtype=np.int32),
+        "anchor": (ax, ay),
+        "shape": (ex - ax, ey - ay),
+        "size": (r1 - r0, c1 - c0),
+        "roi_start": (by0 - ay, bx0 - ax),
+        "roi_end": (by1 - ay, bx1 - ax),
+        "pad_anchor": (-c0, -r0),
+        "pad_shape": (out_w, out_h),
+        "mirror": int(view.mirror),
     }
+
+
+def batch_inputs(per_sample: list[dict[str, Any]], names: Any) -> dict[str, np.ndarray]:
+    """A batch's per-sample inputs as one array per name (the batch the outer dimension):
+    DALI takes an array in one call, where a list costs a conversion per sample."""
+    return {name: np.array([s[name] for s in per_sample], dtype=INPUTS[name]) for name in names}

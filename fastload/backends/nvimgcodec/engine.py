@@ -100,7 +100,7 @@ class NvImageCodecEngine(Engine):
         views: list[View],
         sizes: list[tuple[int, int]],
         infos: list[ImageInfo],
-    ) -> dict[str, list[Any]]:
+    ) -> dict[str, Any]:
         samples = [
             plan_sample(v, i, s, regions=self.regions)
             for v, i, s in zip(views, infos, sizes, strict=True)
@@ -110,7 +110,7 @@ class NvImageCodecEngine(Engine):
     def fits(self, batch: int) -> bool:
         return True  # nvImageCodec takes batches of any size
 
-    def feed(self, inputs: dict[str, list[Any]]) -> None:
+    def feed(self, inputs: dict[str, Any]) -> None:
         self._queue.append(self._thread.submit(self._decode, inputs["encoded"], inputs["sample"]))
 
     def collect(self) -> torch.Tensor:
