@@ -22,6 +22,7 @@ back a tensor. :class:`BatchExecutor` drives an engine through epochs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 from abc import ABC, abstractmethod
@@ -488,7 +489,8 @@ class BatchExecutor:
             self._planners = None
 
     def __del__(self) -> None:
-        self.close()
+        with contextlib.suppress(Exception):  # at interpreter exit the pool may be gone first
+            self.close()
 
     def epoch(
         self,
