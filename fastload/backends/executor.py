@@ -262,13 +262,14 @@ def plan_views(
     views = [View.full(w, h) for w, h in sizes]
     if plan is None:
         return views, rng
-    if seeds is not None and all(seed is not None for seed in seeds):
+    known = [seed for seed in seeds or () if seed is not None]
+    if seeds is not None and len(known) == len(seeds):
         # each sample's stream in turn, the caller's put back once (as `seeded`, per batch)
         generator = torch.default_generator
         saved = generator.get_state()
         planned = []
         try:
-            for view, seed in zip(views, seeds, strict=True):
+            for view, seed in zip(views, known, strict=True):
                 generator.manual_seed(seed)
                 planned.append(plan(view))
         finally:

@@ -339,6 +339,31 @@ def test_on_the_cpu_normalize_runs_in_the_batch_stage(folder: Path) -> None:
         assert torch.equal(x, ops(u))
 
 
+def test_a_file_left_out_of_its_slot_is_decoded_again_and_copied_in(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # on a GPU, a file the GPU decoders refuse falls to a decoder that may not write into
+    # device slots: nvImageCodec leaves it out (None); the engine decodes it again its own way
+    def plain():
+        return fastload.DataLoader(
+            dataset(folder),
+            batch_size=8,
+            backend="nvimgcodec",
+            generator=torch.Generator().manual_seed(5),
+        )
+
+    want = torch.cat([x for x, _ in plain()])
+    real = engine.into_slots
+
+    def leaves_one_out(decoder, streams, slots, **kwargs):
+        images = real(decoder, streams, slots, **kwargs)
+        return [None if k == 1 else image for k, image in enumerate(images)]
+
+    monkeypatch.setattr(engine, "into_slots", leaves_one_out)
+    got = torch.cat([x for x, _ in plain()])
+    assert torch.equal(got, want)
+
+
 def test_running_out_of_memory_is_one_error_naming_the_batch_size(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -137,7 +137,8 @@ class NvImageCodecEngine(Engine):
         streams = [code_stream(d, s.region) for d, s in zip(data, samples, strict=True)]
         if not self._cuda:
             slots = _slots(streams, samples, torch.device("cpu"))
-            _raise_for_missing(into_slots(self._decoder, streams, [s.numpy() for s in slots]))
+            images = into_slots(self._decoder, streams, [s.numpy() for s in slots])
+            self._fill_missing(streams, slots, images)
             out: torch.Tensor | None = None
             for k, (slot, sample) in enumerate(zip(slots, samples, strict=True)):
                 rendered = torch.from_numpy(render_array(slot.numpy(), sample, self.render))
@@ -155,13 +156,51 @@ class NvImageCodecEngine(Engine):
             # no wait here (nvImageCodec's own images had to outlive the kernels reading them)
             slots = _slots(streams, samples, self.options.device)
             images = into_slots(self._decoder, streams, slots, cuda_stream=stream.cuda_stream)
-            _raise_for_missing(images)
+            self._fill_missing(streams, slots, images, stream=stream)
             out = render_batch(slots, samples, self.render)
             if self.folded.normalize is not None:
                 out = self.folded.normalize(out)
             done = torch.cuda.Event()
             done.record(stream)
         return out, done
+
+    def _fill_missing(
+        self,
+        streams: list[Any],
+        slots: list[torch.Tensor],
+        images: list[Any],
+        *,
+        stream: Any = None,
+    ) -> None:
+        """Decode again, the way nvImageCodec allocates, what it left out of the slots (a
+        decoder that cannot write into them: the CPU fallback for a file the GPU decoders
+        refuse), and copy it in; raise for what still fails.
+
+        Raises:
+            BatchFailed: Files nvImageCodec cannot decode either way, by position.
+        """
+        missing = [k for k, image in enumerate(images) if image is None]
+        if not missing:
+            return
+        again = self._decoder.decode(
+            [streams[k] for k in missing],
+            params=self._params,
+            cuda_stream=0 if stream is None else stream.cuda_stream,
+        )
+        for k, image in zip(missing, again, strict=True):
+            if image is not None:
+                device = slots[k].device
+                decoded = (
+                    torch.from_numpy(np.asarray(image))
+                    if device.type == "cpu"  # a host image: no CUDA (dlpack) involved
+                    else torch.as_tensor(image, device=device)
+                )
+                if tuple(decoded.shape) == tuple(slots[k].shape):
+                    slots[k].copy_(decoded)
+                    images[k] = image
+        if stream is not None:  # nvImageCodec frees its images with them: copies first
+            stream.synchronize()
+        _raise_for_missing(images)
 
     def discard(self, *, grow_to: int = 0) -> None:
         for future in self._queue:
