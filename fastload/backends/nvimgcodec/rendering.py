@@ -127,12 +127,22 @@ def render_batch(
         raise ValueError(f"views of different sizes {sorted(sizes)[:3]} cannot form a batch")
     (height, width), device = plans[0].out, images[0].device
     buckets, alone = size_buckets([plan.shape for plan in plans])
+    # the weights of every bucket at once (sliced per bucket): a few launches, not a few
+    # dozen, per extra bucket
+    kept = sorted(k for bucket in buckets for k in bucket)
+    most = max(plans[k].shape[0] for k in kept), max(plans[k].shape[1] for k in kept)
+    weights = (
+        S.axis_weights([plans[k].rows for k in kept], height, most[0], mode, device),
+        S.axis_weights([plans[k].columns for k in kept], width, most[1], mode, device),
+    )
     if not alone and len(buckets) == 1:
-        return _render_bucket(images, plans, buckets[0], mode)
+        return _render_bucket(images, plans, buckets[0], weights)
     batch = torch.empty((len(images), 3, height, width), dtype=torch.uint8, device=device)
+    where = {k: position for position, k in enumerate(kept)}
     for bucket in buckets:
-        index = torch.tensor(bucket).to(device, non_blocking=True)
-        batch.index_copy_(0, index, _render_bucket(images, plans, bucket, mode))
+        index = torch.tensor([[k, where[k]] for k in bucket]).to(device, non_blocking=True)
+        mine = (weights[0].index_select(0, index[:, 1]), weights[1].index_select(0, index[:, 1]))
+        batch.index_copy_(0, index[:, 0], _render_bucket(images, plans, bucket, mine))
     for k in alone:
         batch[k] = _quantize(_render(images[k], samples[k], options))
     return batch
@@ -207,9 +217,15 @@ def size_buckets(shapes: list[tuple[int, int]]) -> tuple[list[list[int]], list[i
 
 
 def _render_bucket(
-    images: list[torch.Tensor], plans: list[RenderPlan], bucket: list[int], mode: str
+    images: list[torch.Tensor],
+    plans: list[RenderPlan],
+    bucket: list[int],
+    weights: tuple[torch.Tensor, torch.Tensor],
 ) -> torch.Tensor:
-    """The bucket's samples, rendered together: len(bucket) x 3 x h x w uint8."""
+    """The bucket's samples, rendered together: len(bucket) x 3 x h x w uint8.
+
+    ``weights`` are the bucket's row and column weights, in its order, padded to at least
+    its largest input (the padding is cut off here)."""
     device = images[bucket[0]].device
     (height, width), n = plans[bucket[0]].out, len(bucket)
     most_rows = max(plans[k].shape[0] for k in bucket)
@@ -229,8 +245,7 @@ def _render_bucket(
             buffer, (image.shape[0], image.shape[1], 3), strides, slot * first * second * 3
         )
         target.copy_(image)
-    row_weights = S.axis_weights([plans[k].rows for k in bucket], height, most_rows, mode, device)
-    col_weights = S.axis_weights([plans[k].columns for k in bucket], width, most_cols, mode, device)
+    row_weights, col_weights = weights[0][:, :, :most_rows], weights[1][:, :, :most_cols]
     if swap:
         out = S.contract(buffer, col_weights, row_weights).permute(0, 3, 1, 2)
     else:
