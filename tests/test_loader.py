@@ -271,3 +271,34 @@ def test_ctrl_c_during_iteration_exits_cleanly(tmp_path: Path) -> None:
     while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in workers), "worker processes outlived an interrupted run"
+
+
+def test_a_worker_dying_while_its_batch_is_received_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch lets a socket error through when a killed worker's batch is being received
+    before the kernel has reaped the worker (seen once in CI): the loader names the worker."""
+    loader = fastload.DataLoader(Squares(), batch_size=2, num_workers=2)
+    batches = iter(loader)
+    next(batches)
+    # torch's SIGCHLD handler would raise its own error at the kill: this test is the race
+    # where the receiving side notices first
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        victim = multiprocessing.active_children()[0]
+        os.kill(victim.pid, signal.SIGKILL)
+
+        def reset(self, timeout=0.0):
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+        base = torch.utils.data.dataloader._MultiProcessingDataLoaderIter
+        monkeypatch.setattr(base, "_try_get_data", reset)
+        with pytest.raises(RuntimeError) as caught:
+            for _ in range(len(loader)):
+                next(batches)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    message = str(caught.value)
+    assert f"DataLoader worker (pid {victim.pid}, killed by signal: SIGKILL)" in message
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+    del batches

@@ -11,10 +11,13 @@ iterators are torch's (subclassed under their own names, so that profiler labels
 from __future__ import annotations
 
 import inspect
+import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import torch.utils.data
+from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL
 
 from fastload.gpu.stage import BatchStage, DeviceStage
 from fastload.loader.collate import collate_chain
@@ -24,7 +27,7 @@ from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler
 from fastload.skipping import SkipReport
 
-__all__ = ["WorkerPath"]
+__all__ = ["WorkerPath", "dead_workers"]
 
 # torch's parameters that the path's own loader takes from the user's loader as they are
 # (whatever the installed torch has: in_order, pin_memory_device, ...)
@@ -143,4 +146,31 @@ class _SingleProcessDataLoaderIter(
 class _MultiProcessingDataLoaderIter(
     Counting, torch.utils.data.dataloader._MultiProcessingDataLoaderIter
 ):
-    pass
+    def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
+        try:
+            return super()._try_get_data(timeout)
+        except (ConnectionError, EOFError) as exc:
+            # a batch whose worker died while it was being received: torch looks for dead
+            # workers before the kernel has reaped this one, and lets the socket error through
+            died = dead_workers(self._workers)
+            if died is None:
+                raise
+            raise died from exc
+
+
+def dead_workers(workers: list[Any], *, wait: float = 5.0) -> RuntimeError | None:
+    """The error naming the workers that exited (how, too), waiting up to ``wait`` seconds
+    for one to be reaped; ``None`` when none did."""
+    deadline = time.monotonic() + wait
+    dead = [w for w in workers if w.exitcode is not None]
+    while not dead and time.monotonic() < deadline:
+        time.sleep(0.05)
+        dead = [w for w in workers if w.exitcode is not None]
+    if not dead:
+        return None
+    named = []
+    for worker in dead:
+        code = worker.exitcode
+        how = f"killed by signal: {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        named.append(f"pid {worker.pid}, {how}")
+    return RuntimeError(f"DataLoader worker ({'; '.join(named)}) exited unexpectedly")
