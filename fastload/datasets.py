@@ -147,6 +147,8 @@ class ImageList(Dataset):
         self.on_error = on_error
         self.max_pixels = max_pixels
         self.backend = backends.resolve(backend)
+        # a backend named, not chosen by "auto": a CUDA loader keeps it (no GPU decoder swap)
+        self.backend_named = backend != "auto"
         # OpenCV runs single-threaded from here on, in this process and the workers it forks:
         # the workers are the parallelism, and a child forked after OpenCV started its thread
         # pool can deadlock in the next OpenCV call that reaches the pool.
@@ -176,7 +178,7 @@ class ImageList(Dataset):
             fastload.MissingDependencyError: Its library is not installed.
         """
         other = copy.copy(self)
-        other.backend = backends.resolve(backend)
+        other.backend, other.backend_named = backends.resolve(backend), backend != "auto"
         other._decoder, other._decoder_pid = backends.create(other.backend), os.getpid()
         return other
 

@@ -222,6 +222,9 @@ def test_a_cuda_device_decodes_with_the_gpu_executor_when_it_runs_everything(
     )
     assert isinstance(own.plan, plan.ExecutorPlan)  # per-sample seeds: the same crops there
     assert "backend=nvimgcodec" in fastload.explain(own)
+    named = fastload.ImageFolder(folder, ft.RandomResizedCrop(64), backend="pillow")
+    kept_named = fastload.DataLoader(named, device="cuda:0")
+    assert isinstance(kept_named.plan, plan.WorkerPlan)  # a decoder named on the dataset stays
     train = torchvision.datasets.ImageFolder(folder, RECIPES["train-v1"]())
     with caplog.at_level(logging.INFO, logger="fastload"):
         kept = fastload.DataLoader(train, batch_size=5, device="cuda:0")

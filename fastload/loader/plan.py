@@ -10,8 +10,9 @@ place). The steps, in order:
 2. **choose**: an executor when the backend (``backend=``, else the dataset's) is one;
 3. **executor** (:func:`executor_plan`): refuse what an executor cannot honour, shard under
    ``torch.distributed``;
-4. **GPU** (:func:`gpu_executor_plan`): with a CUDA device, no ``backend=`` and an
-   accelerated pipeline, the GPU executor when it can run all of it;
+4. **GPU** (:func:`gpu_executor_plan`): with a CUDA device and no backend named (on the
+   loader or the dataset), a fastload dataset (or accelerate's) goes to the GPU executor
+   when it can run all of it with the same draws;
 5. **workers** (:func:`worker_plan`): swap in the per-sample decoder ``backend=`` names.
 
 A plan is pure data: it starts nothing (no process, no executor), so it can be made again
@@ -213,10 +214,10 @@ GPU_EXECUTOR = "nvimgcodec"
 def gpu_executor_plan(
     loader: Any, options: LoaderOptions, translation: Translation, device: torch.device
 ) -> ExecutorPlan | None:
-    """The GPU step: a fastload dataset (or one accelerate made) on a CUDA device decodes on the GPU
-    (:data:`GPU_EXECUTOR`) when the library is here and the executor can run all of it with
-    the same draws; otherwise ``None`` (the worker processes), with why on the ``fastload``
-    logger.
+    """The GPU step: a fastload dataset (or one accelerate made) on a CUDA device decodes on
+    the GPU (:data:`GPU_EXECUTOR`) when the library is here, the dataset's backend was left to
+    ``"auto"``, and the executor can run all of it with the same draws; otherwise ``None``
+    (the worker processes), with why on the ``fastload`` logger.
 
     The executor draws each batch from the epoch's stream or each sample's seed, never from
     torch's per-worker streams: random crops of a swapped torchvision dataset stay in the
@@ -225,6 +226,8 @@ def gpu_executor_plan(
     acceleration = translation.acceleration
     split = getattr(translation.dataset, "transform_split", None)
     if split is None:  # not fastload's dataset, nor translated into one: the workers' job
+        return None
+    if getattr(translation.dataset, "backend_named", False):  # the user chose its decoder
         return None
     if not backends.get(GPU_EXECUTOR).check().usable or not torch.cuda.is_available():
         return None
