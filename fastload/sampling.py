@@ -28,6 +28,7 @@ sampler's ``rank`` under ``DistributedSampler``.
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +44,7 @@ __all__ = [
     "batch_seed",
     "epoch_seed",
     "sample_seed",
+    "seed_both",
     "seeded",
 ]
 
@@ -105,21 +107,30 @@ class SampleKey(int):
 
 @contextlib.contextmanager
 def seeded(seed: int | None) -> Iterator[None]:
-    """Run the block with torch's CPU generator seeded with ``seed``, then put its state back.
+    """Run the block with torch's CPU generator and Python's ``random`` seeded with ``seed``,
+    then put both states back.
 
-    Only the CPU generator: CUDA's, numpy's and Python's streams are untouched. ``None`` runs
+    Python's stream too, because ops draw from it (timm's ``RandomResizedCropAndInterpolation``,
+    ops of one's own run as written). CUDA's and numpy's streams are untouched. ``None`` runs
     the block as it is.
     """
     if seed is None:
         yield
         return
     generator = torch.default_generator
-    saved = generator.get_state()
-    generator.manual_seed(seed)
+    saved = generator.get_state(), random.getstate()
+    seed_both(seed)
     try:
         yield
     finally:
-        generator.set_state(saved)
+        generator.set_state(saved[0])
+        random.setstate(saved[1])
+
+
+def seed_both(seed: int) -> None:
+    """Seed torch's CPU generator and Python's ``random`` with ``seed`` (see :func:`seeded`)."""
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
 
 
 @dataclass

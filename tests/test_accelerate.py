@@ -384,6 +384,29 @@ def test_timms_train_transform_draws_timms_crops(folder: Path, workers: int) -> 
     assert "interpolation='random'" in _blocked(other)
 
 
+def test_timms_crops_are_per_sample_with_per_sample_seeding(folder: Path) -> None:
+    """timm draws its crops from Python's random: seeding='sample' seeds that stream per
+    sample too, so any worker count gives the same batches, and the caller's stream is
+    left where it was."""
+    import random
+
+    import timm.data as timm_data
+
+    dataset = torchvision.datasets.ImageFolder(
+        folder, timm_data.create_transform(64, is_training=True)
+    )
+
+    def epoch(workers: int) -> torch.Tensor:
+        loader = _loader(dataset, fast=True, seed=3, workers=workers, seeding="sample")
+        return torch.cat([x for x, _ in loader])
+
+    random.seed(5)
+    before = random.getstate()
+    alone = epoch(0)
+    assert random.getstate() == before
+    assert torch.equal(epoch(2), alone)
+
+
 def test_timms_maybe_ops_pass_a_tensor_on() -> None:
     import timm.data.transforms as timm_transforms
 

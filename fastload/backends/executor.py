@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import random
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ from fastload.backends.base import check_header
 from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
 from fastload.resampling import View
-from fastload.sampling import sample_seed
+from fastload.sampling import sample_seed, seed_both
 from fastload.system import trim_heap
 from fastload.transforms import CenterCrop, TransformSplit
 
@@ -264,16 +265,16 @@ def plan_views(
         return views, rng
     known = [seed for seed in seeds or () if seed is not None]
     if seeds is not None and len(known) == len(seeds):
-        # each sample's stream in turn, the caller's put back once (as `seeded`, per batch)
-        generator = torch.default_generator
-        saved = generator.get_state()
+        # each sample's streams in turn, the caller's put back once (as `seeded`, per batch)
+        streams = torch.default_generator.get_state(), random.getstate()
         planned = []
         try:
             for view, seed in zip(views, known, strict=True):
-                generator.manual_seed(seed)
+                seed_both(seed)
                 planned.append(plan(view))
         finally:
-            generator.set_state(saved)
+            torch.default_generator.set_state(streams[0])
+            random.setstate(streams[1])
         return planned, rng
     saved = torch.get_rng_state()
     torch.set_rng_state(rng)
