@@ -163,3 +163,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        # gloo's threads outliving the interpreter's teardown aborted a rank once in CI
+        # ("terminate called without an active exception") after all its work was done
+        dist.destroy_process_group()
