@@ -32,6 +32,7 @@ import torch
 import torchvision
 import torchvision.transforms as T
 import torchvision.transforms.v2 as v2
+from torch.utils.data import default_collate
 from torchvision.transforms import autoaugment
 
 import fastload
@@ -80,19 +81,20 @@ class EvalPreset:
         return self.transforms(img)
 
 
-class MixupCutmix:
-    """The reference train loader's collate with mixup and cutmix (a picklable closure)."""
+def mixup_cutmix_collate(num_classes: int) -> Callable[[list[Any]], Any]:
+    """The reference train loader's collate with mixup and cutmix (``--use-v2 --mixup-alpha 0.2
+    --cutmix-alpha 1.0``): a closure, as train.py writes it."""
+    mixup_cutmix = v2.RandomChoice(
+        [
+            v2.MixUp(alpha=0.2, num_classes=num_classes),
+            v2.CutMix(alpha=1.0, num_classes=num_classes),
+        ]
+    )
 
-    def __init__(self, num_classes: int) -> None:
-        self.choice = v2.RandomChoice(
-            [
-                v2.MixUp(alpha=0.2, num_classes=num_classes),
-                v2.CutMix(alpha=1.0, num_classes=num_classes),
-            ]
-        )
+    def collate_fn(batch: list[Any]) -> Any:
+        return mixup_cutmix(*default_collate(batch))
 
-    def __call__(self, batch: list[Any]) -> Any:
-        return self.choice(*torch.utils.data.default_collate(batch))
+    return collate_fn
 
 
 def recipes(crop: int) -> dict[str, Callable[[str], tuple[Any, dict[str, Any]]]]:
@@ -103,9 +105,7 @@ def recipes(crop: int) -> dict[str, Callable[[str], tuple[Any, dict[str, Any]]]]
             dataset = torchvision.datasets.ImageFolder(
                 root, TrainPreset(crop=crop, policy=policy, erase=erase)
             )
-            collate = (
-                MixupCutmix(len(dataset.classes)) if mixup else torch.utils.data.default_collate
-            )
+            collate = mixup_cutmix_collate(len(dataset.classes)) if mixup else default_collate
             return dataset, {"shuffle": True, "collate_fn": collate}
 
         return make
@@ -129,9 +129,7 @@ def recipes(crop: int) -> dict[str, Callable[[str], tuple[Any, dict[str, Any]]]]
 def on_batches(dataset: Any, common: dict[str, Any]) -> Any:
     """The swap as it runs with a CUDA device: the policies drawn per sample, applied on
     batches (here in the workers); ``None`` for a recipe without a policy."""
-    if common.get("collate_fn", torch.utils.data.default_collate) is not (
-        torch.utils.data.default_collate
-    ):
+    if common.get("collate_fn", default_collate) is not default_collate:
         return None
     fast, translated = accelerate_dataset(dataset, policies=True)
     if not translated.drawn or translated.rest:

@@ -17,6 +17,7 @@ import torchvision
 import torchvision.transforms as v1
 import torchvision.transforms.v2 as v2
 from PIL import Image
+from torch.utils.data import default_collate
 
 import fastload
 from fastload import transforms as ft
@@ -662,12 +663,20 @@ class TrainPreset:
         return self.transforms(img)
 
 
-def _mixup_cutmix(batch: list) -> object:
-    """The reference train.py's collate_fn with --mixup-alpha 0.2 --cutmix-alpha 1.0."""
-    choice = v2.RandomChoice(
-        [v2.MixUp(alpha=0.2, num_classes=3), v2.CutMix(alpha=1.0, num_classes=3)]
+def _reference_collate(num_classes: int):
+    """The reference train.py's collate_fn with --use-v2 --mixup-alpha 0.2 --cutmix-alpha 1.0:
+    a closure over ``mixup_cutmix``, written as the script writes it."""
+    mixup_cutmix = v2.RandomChoice(
+        [
+            v2.MixUp(alpha=0.2, num_classes=num_classes),
+            v2.CutMix(alpha=1.0, num_classes=num_classes),
+        ]
     )
-    return choice(*torch.utils.data.default_collate(batch))
+
+    def collate_fn(batch):
+        return mixup_cutmix(*default_collate(batch))
+
+    return collate_fn
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -687,15 +696,17 @@ def test_reference_train_presets_match_stock(
     """Built as the reference train.py builds its train loader (the preset, default_collate or
     the mixup/cutmix closure): the same draws as stock, the pixels within the tolerance."""
     dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy=policy, erase=erase))
-    collate_fn = _mixup_cutmix if collate == "mixup" else torch.utils.data.default_collate
+    collate_fn = _reference_collate(3) if collate == "mixup" else torch.utils.data.default_collate
     stock = _loader(dataset, fast=False, seed=5, workers=workers)
     stock.collate_fn = collate_fn
     fast = _loader(dataset, fast=True, seed=5, workers=workers, collate_fn=collate_fn)
     assert fast.acceleration.accelerated
     assert len(fast.acceleration.fused) == 2  # the crop and the flip, fused with decoding
     acceleration = fast.acceleration
-    if collate == "mixup":  # the user's collate gets the samples: the rest runs per sample
-        assert acceleration.batch == () and acceleration.rest[0] == "PILToTensor()"
+    if collate == "mixup":  # default_collate, then the batch ops, then the user's mixing
+        assert acceleration.rest == () and len(acceleration.batch) == 4
+        assert acceleration.batch[-1].startswith("RandomChoice(transforms=[MixUp(")
+        assert acceleration.batch[-1].endswith("after default_collate; as you wrote it)")
     elif policy is not None:  # the policy as written (Pillow is faster on the CPU), then the
         # conversion, Normalize and RandomErasing (drawn per sample) on batches
         assert acceleration.rest == (repr(dataset.transform.transforms.transforms[2]),)
@@ -792,6 +803,61 @@ def test_on_a_cuda_device_the_policies_run_on_batches(
     assert torch.equal(got_labels, want_labels)
     per_image = (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3))
     assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_on_a_cuda_device_v2_mixing_is_drawn_in_the_workers(
+    folder: Path, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference collate with v2's MixUp / CutMix on a CUDA device (faked): the batch's
+    draws are made in the worker after its samples', as stock makes them, and applied after
+    the batch ops on the device: stock's labels exactly, its pixels within the tolerance."""
+    from test_prefetch import FakeCuda
+
+    dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy="ta_wide", erase=0.3))
+    collate_fn = _reference_collate(3)
+    stock = _loader(dataset, fast=False, seed=5, workers=workers)
+    stock.collate_fn = collate_fn
+    want, want_labels = _epoch(stock, seed=6)
+    FakeCuda(monkeypatch)
+    fast = _loader(
+        dataset,
+        fast=True,
+        seed=5,
+        workers=workers,
+        device="cuda",
+        pin_memory=False,
+        collate_fn=collate_fn,
+    )
+    assert fast.acceleration.rest == ()
+    assert fast.acceleration.batch[-1].startswith("fastload.gpu.mixing.RandomChoice(")
+    assert fast.acceleration.batch[-1].endswith("drawn per batch in the workers)")
+    got, got_labels = _epoch(fast, seed=6)
+    assert got_labels.shape == (len(dataset), 3) and got_labels.dtype == torch.float32
+    assert torch.equal(got_labels, want_labels)
+    per_image = (_pixels(got) - _pixels(want)).abs().mean(dim=(1, 2, 3))
+    assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image
+
+
+def test_a_collate_that_mixes_its_own_way_keeps_the_cuda_batch_stage_away(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A callable after default_collate that is not v2's mixing could not draw in the worker
+    and run on the device: with a CUDA device the collate runs as written, per sample."""
+    from test_prefetch import FakeCuda
+
+    def shuffle_labels(images, labels):
+        return images, labels[torch.randperm(len(labels))]
+
+    def collate_fn(batch):
+        return shuffle_labels(*default_collate(batch))
+
+    dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy=None, erase=0.0))
+    on_cpu = _loader(dataset, fast=True, seed=5, collate_fn=collate_fn)
+    assert on_cpu.acceleration.batch[-1].startswith("test_a_collate_that_mixes")
+    FakeCuda(monkeypatch)
+    fast = _loader(dataset, fast=True, seed=5, device="cuda", collate_fn=collate_fn)
+    assert fast.acceleration.rest[0] == "PILToTensor()" and fast.acceleration.batch == ()
 
 
 def test_torchvision_ops_drawn_per_sample_after_fastload_ops(folder: Path) -> None:

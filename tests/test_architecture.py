@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     (  # per-sample decoding, batch ops, the prefetcher
         "fastload.gpu.transforms",
         "fastload.gpu.policies",
+        "fastload.gpu.mixing",
         "fastload.gpu.stage",
         "fastload.gpu",
         "fastload.backends.base",

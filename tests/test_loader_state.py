@@ -257,7 +257,7 @@ def test_device_stage_applies_each_batch_under_its_own_seed() -> None:
         )
         for k in range(3)
     ]
-    tagged = [SeedTag(default_collate)(batch) for batch in samples]
+    tagged = [SeedTag(default_collate, stage)(batch) for batch in samples]
     device = DeviceStage(stage)
     got = [device(batch) for batch in device.untag(iter(tagged))]
     want = [stage(default_collate(batch), seed=batch.seed) for batch in samples]

@@ -9,6 +9,11 @@ draws each op's parameters for that image and returns a :class:`Pending` (the im
 draws). The collate chain takes the draws apart from the samples (:func:`split_drawn`), the
 batch stage runs under them (:func:`applying`), and each :class:`Deferred` batch op applies its
 own to the whole batch.
+
+A mixing op of the user's collate function (torchvision v2's ``MixUp`` / ``CutMix``:
+:mod:`fastload.gpu.mixing`) draws once per batch, after the samples: :class:`DeferredBatch`
+draws in the worker's collate chain (:meth:`DeferredBatch.draw`), and applies where the batch
+stage runs.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Deferred", "DrawPerSample", "Pending", "applying", "split_drawn"]
+__all__ = ["Deferred", "DeferredBatch", "DrawPerSample", "Pending", "applying", "split_drawn"]
 
 
 class Pending:
@@ -92,14 +97,15 @@ _CURRENT = threading.local()
 
 
 @contextlib.contextmanager
-def applying(draws: list[tuple[Any, ...]] | None) -> Iterator[None]:
-    """Run the block with each sample's draws available to the :class:`Deferred` ops."""
-    saved = getattr(_CURRENT, "draws", None)
-    _CURRENT.draws = draws
+def applying(draws: list[tuple[Any, ...]] | None, batch: Any = None) -> Iterator[None]:
+    """Run the block with each sample's draws available to the :class:`Deferred` ops, and
+    the batch's own draw to a :class:`DeferredBatch`."""
+    saved = getattr(_CURRENT, "draws", None), getattr(_CURRENT, "batch", None)
+    _CURRENT.draws, _CURRENT.batch = draws, batch
     try:
         yield
     finally:
-        _CURRENT.draws = saved
+        _CURRENT.draws, _CURRENT.batch = saved
 
 
 class Deferred:
@@ -124,6 +130,42 @@ class Deferred:
             )
         out = self.op.apply_params(images, {self.key: [d[self.slot] for d in draws]})
         return out if labels is None else (out, labels)
+
+    def __repr__(self) -> str:
+        return repr(self.op)
+
+
+class DeferredBatch:
+    """A mixing op drawn once per batch in the worker, applied to the batch later.
+
+    Args:
+        op: A :mod:`fastload.gpu.mixing` op (``make_params``, ``apply_params``,
+            ``mix_labels``).
+    """
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+
+    def draw(self, samples: Sequence[Any]) -> Any:
+        """The op's draw for the batch these samples make (``(image, target, ...)`` tuples;
+        anything else, a marker of an unreadable file, is not in the batch); ``None`` for an
+        empty batch."""
+        images = [s[0] for s in samples if isinstance(s, (tuple, list)) and s]
+        if not images:
+            return None
+        height, width = images[0].shape[-2:]
+        return self.op.make_params(len(images), int(height), int(width))
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor | None = None) -> Any:
+        params = getattr(_CURRENT, "batch", None)
+        if params is None:
+            raise RuntimeError(
+                f"{self.op!r} applies a draw made for the batch in the worker, and this batch "
+                "came without it: run it through the fastload.DataLoader that made it"
+            )
+        if labels is None:
+            raise ValueError(f"{self.op!r} mixes labels too: the batch must be (images, labels)")
+        return self.op.apply_params(images, params), self.op.mix_labels(labels, params)
 
     def __repr__(self) -> str:
         return repr(self.op)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils.data import get_worker_info
 
-from fastload.gpu.deferred import applying, split_drawn
+from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.transforms import transforms_in
 from fastload.sampling import sample_seed, seeded
 from fastload.tensors import map_tensors
@@ -60,25 +60,65 @@ class BatchStage:
         transforms: Called as ``transforms(images, labels)`` when the batch has labels, else
             ``transforms(images)``; ``None`` applies nothing.
         channels_last: Return the images in channels-last memory format.
+        then: The rest of the user's collate function after torch's default collate (what
+            :func:`fastload.wrappers.collated_then` found), called on the ops' result
+            unpacked (``then(images, labels, ...)``); its result is the batch. ``None``: the
+            ops' result is.
     """
 
-    def __init__(self, transforms: Callable[..., Any] | None, *, channels_last: bool) -> None:
+    def __init__(
+        self,
+        transforms: Callable[..., Any] | None,
+        *,
+        channels_last: bool,
+        then: Callable[..., Any] | None = None,
+    ) -> None:
         if transforms is not None and not callable(transforms):
             raise ValueError(f"batch_transforms={transforms!r} is not callable")
-        self.transforms, self.channels_last = transforms, channels_last
+        self.transforms, self.channels_last, self.then = transforms, channels_last, then
 
     def __call__(
-        self, batch: Any, *, seed: int | None = None, draws: list[Any] | None = None
+        self,
+        batch: Any,
+        *,
+        seed: int | None = None,
+        draws: list[Any] | None = None,
+        batch_draw: Any = None,
     ) -> Any:
         """Apply the ops (their draws from ``seed``, when given: :func:`ops_seeded`; the
-        per-sample ``draws`` for the deferred ops: :mod:`fastload.gpu.deferred`)."""
-        with applying(draws):
-            if seed is not None and self.transforms is not None:
-                with ops_seeded(transforms_in(self.transforms), seed):
+        per-sample ``draws`` and the ``batch_draw`` for the deferred ops:
+        :mod:`fastload.gpu.deferred`)."""
+        with applying(draws, batch_draw):
+            ops = [*transforms_in(self.transforms)] if self.transforms is not None else []
+            if seed is not None and (ops or self.then is not None):
+                with ops_seeded([*ops, self.then], seed):
                     return self._apply(batch)
             return self._apply(batch)
 
+    def draw(self, samples: Any) -> Any:
+        """The batch's own draw (a :class:`DeferredBatch` ``then``), made where the samples
+        are collated, after their own draws as torch's collate comes after them; under the
+        batch's seed when the samples carry one."""
+        if not isinstance(self.then, DeferredBatch):
+            return None
+        seed = getattr(samples, "seed", None)
+        if seed is None:
+            return self.then.draw(samples)
+        with seeded(seed):
+            return self.then.draw(samples)
+
     def _apply(self, batch: Any) -> Any:
+        out = self._transform(batch)
+        if self.then is not None:
+            out = self.then(*out) if isinstance(out, (list, tuple)) else self.then(out)
+        if not self.channels_last:
+            return out
+        if isinstance(out, torch.Tensor):
+            return _channels_last(out)
+        items = (_channels_last(out[0]), *out[1:])
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+
+    def _transform(self, batch: Any) -> Any:
         if isinstance(batch, torch.Tensor):
             images, labels, rest, kind = batch, None, (), None
         elif isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor):
@@ -96,14 +136,18 @@ class BatchStage:
                 images = self.transforms(images)
             else:
                 images, labels = self.transforms(images, labels)
-        if self.channels_last and images.ndim == 4:
-            images = images.contiguous(memory_format=torch.channels_last)
         if kind is None:
             return images
         items = (images, labels, *rest) if labels is not None else (images, *rest)
         if hasattr(batch, "_fields"):  # namedtuple
             return kind(*items)
         return kind(items)
+
+
+def _channels_last(images: Any) -> Any:
+    if isinstance(images, torch.Tensor) and images.ndim == 4:
+        return images.contiguous(memory_format=torch.channels_last)
+    return images
 
 
 class CollateThenStage:
@@ -123,9 +167,11 @@ class CollateThenStage:
 
     def __call__(self, samples: Any) -> Any:
         samples, draws = split_drawn(samples)
+        batch_draw = self.stage.draw(samples)  # after the samples' draws, as torch's collate
         seed = getattr(samples, "seed", None)
         if seed is not None:
-            return self.stage(self.collate_fn(samples), seed=seed, draws=draws)
+            batch = self.collate_fn(samples)
+            return self.stage(batch, seed=seed, draws=draws, batch_draw=batch_draw)
         info = get_worker_info()
         if info is not None and self._seeded_pid != os.getpid():
             for k, op in enumerate(transforms_in(self.stage.transforms)):
@@ -133,7 +179,7 @@ class CollateThenStage:
                 if isinstance(generator, torch.Generator):
                     generator.manual_seed((info.seed + 7919 * k) % 2**63)
             self._seeded_pid = os.getpid()
-        return self.stage(self.collate_fn(samples), draws=draws)
+        return self.stage(self.collate_fn(samples), draws=draws, batch_draw=batch_draw)
 
 
 class SeedTag:
@@ -145,29 +191,37 @@ class SeedTag:
     :class:`Tagged`.
     """
 
-    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
-        self.collate_fn = collate_fn
+    def __init__(self, collate_fn: Callable[[Any], Any], stage: BatchStage) -> None:
+        self.collate_fn, self.stage = collate_fn, stage
 
     def __call__(self, samples: Any) -> Any:
         samples, draws = split_drawn(samples)
+        batch_draw = self.stage.draw(samples)
         batch = self.collate_fn(samples)
         seed = getattr(samples, "seed", None)
-        return batch if seed is None and draws is None else Tagged(batch, seed, draws)
+        if seed is None and draws is None and batch_draw is None:
+            return batch
+        return Tagged(batch, seed, draws, batch_draw)
 
 
 class Tagged:
-    """A collated batch, its seed and its samples' draws, on their way from a worker."""
+    """A collated batch, its seed, its samples' draws and its own, on their way from a
+    worker."""
 
-    __slots__ = ("batch", "draws", "seed")
+    __slots__ = ("batch", "batch_draw", "draws", "seed")
 
-    def __init__(self, batch: Any, seed: int | None, draws: list[Any] | None = None) -> None:
-        self.batch, self.seed, self.draws = batch, seed, draws
+    def __init__(
+        self, batch: Any, seed: int | None, draws: list[Any] | None = None, batch_draw: Any = None
+    ) -> None:
+        self.batch, self.seed, self.draws, self.batch_draw = batch, seed, draws, batch_draw
 
     def pin_memory(self) -> Tagged:  # called by torch's pin-memory thread
         batch = self.batch
         if hasattr(batch, "pin_memory"):  # a tensor, or a wrapper that pins itself
-            return Tagged(batch.pin_memory(), self.seed, self.draws)
-        return Tagged(map_tensors(lambda t: t.pin_memory(), batch), self.seed, self.draws)
+            pinned = batch.pin_memory()
+        else:
+            pinned = map_tensors(lambda t: t.pin_memory(), batch)
+        return Tagged(pinned, self.seed, self.draws, self.batch_draw)
 
 
 class DeviceStage:
@@ -185,6 +239,7 @@ class DeviceStage:
         self.stage = stage
         self.seed: int | None = None
         self.draws: list[Any] | None = None
+        self.batch_draw: Any = None
 
     def untag(self, batches: Iterator[Any]) -> Iterator[Any]:
         """The batches without their tags (the seed of the last one is kept)."""
@@ -193,7 +248,8 @@ class DeviceStage:
     def __call__(self, batch: Any) -> Any:
         seed, self.seed = self.seed, None
         draws, self.draws = self.draws, None
-        return self.stage(batch, seed=seed, draws=draws)
+        batch_draw, self.batch_draw = self.batch_draw, None
+        return self.stage(batch, seed=seed, draws=draws, batch_draw=batch_draw)
 
 
 class _Untagged:
@@ -205,10 +261,11 @@ class _Untagged:
 
     def __next__(self) -> Any:
         item = next(self._batches)
+        owner = self._owner
         if isinstance(item, Tagged):
-            self._owner.seed, self._owner.draws = item.seed, item.draws
+            owner.seed, owner.draws, owner.batch_draw = item.seed, item.draws, item.batch_draw
             return item.batch
-        self._owner.seed, self._owner.draws = None, None
+        owner.seed, owner.draws, owner.batch_draw = None, None, None
         return item
 
     def __len__(self) -> int:

@@ -3,16 +3,19 @@
 One function builds it, so its order is written once. Outermost first, as a batch's samples
 meet the links:
 
-1. ``SeedTag`` (a CUDA device, and samples that carry seeds or per-sample draws): the batch
-   stage runs after the copy, in the main process, so the batch's seed and its samples' draws
-   (:mod:`fastload.gpu.deferred`) travel with the collated batch;
+1. ``SeedTag`` (a CUDA device, and samples that carry seeds or per-sample draws, or a mixing
+   op drawn per batch): the batch stage runs after the copy, in the main process, so the
+   batch's seed, its samples' draws and its own (:mod:`fastload.gpu.deferred`) travel with the
+   collated batch;
 2. ``SkipCollate`` (``on_error="skip"``): the markers of unreadable files leave the batch before
    collating, and come back beside it, for the main process to report; the batch's seed stays
    with the samples that remain;
 3. ``CollateThenStage`` (batch ops and no CUDA device): the batch ops run on the collated batch,
    in the worker, under the batch's seed and with its samples' draws;
 4. the collate function itself: the loader's ``collate_fn`` (torch's default when none was
-   given).
+   given), or torch's ``default_collate`` when the loader's is provably ``default_collate``
+   then one callable (:func:`fastload.wrappers.collated_then`): that callable then ends the
+   batch stage (``BatchStage.then``).
 
 The main process undoes 1 and 2 in the reverse order (``DeviceStage.untag``, then
 ``SkipReport``) before a batch is delivered.
@@ -48,7 +51,8 @@ def collate_chain(
         skipping: The dataset returns markers for unreadable files.
         batched: The loader makes batches (a batch sampler), not single samples.
         keyed: Samples carry their seeds (``seeding="sample"``).
-        drawn: Samples carry draws for deferred batch ops (:mod:`fastload.gpu.deferred`).
+        drawn: Samples carry draws for deferred batch ops, or the stage draws for the batch
+            (:mod:`fastload.gpu.deferred`).
     """
     chain = collate_fn
     if stage is not None and not on_device:
@@ -56,5 +60,5 @@ def collate_chain(
     if skipping:
         chain = SkipCollate(chain, batched=batched)
     if stage is not None and on_device and (keyed or drawn):
-        chain = SeedTag(chain)
+        chain = SeedTag(chain, stage)
     return chain

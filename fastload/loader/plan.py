@@ -35,15 +35,17 @@ from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
 from fastload.backends.executor import translate as executor_translation
 from fastload.devices import resolve_device
-from fastload.gpu.deferred import Deferred
+from fastload.gpu.deferred import Deferred, DeferredBatch
 from fastload.gpu.transforms import Compose as BatchCompose
 from fastload.gpu.transforms import transforms_in
 from fastload.options import LoaderOptions
+from fastload.wrappers import collated_then
 
 __all__ = [
     "ExecutorPlan",
     "Translation",
     "WorkerPlan",
+    "collate_then",
     "executor_plan",
     "has_deferred",
     "is_default_collate",
@@ -92,6 +94,25 @@ def is_default_collate(collate_fn: Any) -> bool:
     return collate_fn is None or collate_fn is default_collate or collate_fn is default_convert
 
 
+def collate_then(collate_fn: Any, *, cuda: bool) -> Callable[..., Any] | None:
+    """What the batch stage runs for the part of ``collate_fn`` after torch's default collate,
+    when ``collate_fn`` is provably ``return f(*default_collate(batch))``
+    (:func:`fastload.wrappers.collated_then`); else ``None``.
+
+    In the workers that is ``f`` as written: it runs where and when torch's loader runs it,
+    on the same stream. With a CUDA device the stage runs in the main process, so ``f`` must
+    be one whose draws can be made in the worker and applied there: torchvision v2's
+    ``MixUp`` / ``CutMix`` / ``RandomChoice`` of them (:mod:`fastload.gpu.mixing`).
+    """
+    then = collated_then(collate_fn)
+    if then is None or not cuda:
+        return then
+    from fastload.gpu.mixing import mixing_of
+
+    mixing = mixing_of(then)
+    return DeferredBatch(mixing) if mixing is not None else None
+
+
 @dataclass(frozen=True)
 class Translation:
     """What the translate step made of the dataset's pipeline.
@@ -100,11 +121,15 @@ class Translation:
         dataset: What is read: the loader's dataset, or fastload's translation of it.
         acceleration: What was done, or why not.
         batch_ops: The translation's batch ops, then ``batch_transforms``.
+        then: The rest of the user's ``collate_fn`` after torch's default collate, run at the
+            end of the batch stage (:func:`collate_then`); ``None``: the collate function
+            runs as the loader holds it.
     """
 
     dataset: Any
     acceleration: Acceleration
     batch_ops: Callable[..., Any] | None
+    then: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,9 @@ class WorkerPlan:
         acceleration: What ``accelerate`` did.
         batch_ops: Run on each collated batch (in the workers, or after the copy to a CUDA
             device).
+        then: The rest of the user's ``collate_fn``, run after ``batch_ops`` (the workers then
+            collate with torch's ``default_collate``); ``None``: they collate with the
+            loader's ``collate_fn``.
         device: Where batches are delivered (``None``: as torch yields them).
         device_prefetch: Batches copied ahead with a CUDA device.
         channels_last: Deliver 4-D images channels-last.
@@ -135,11 +163,12 @@ class WorkerPlan:
     keyed: bool
     skipping: bool
     decoder: str | None = None
+    then: Callable[..., Any] | None = None
 
     @property
     def deferred(self) -> bool:
-        """Whether samples carry draws for batch ops (:mod:`fastload.gpu.deferred`)."""
-        return has_deferred(self.batch_ops)
+        """Whether samples or batches carry draws for batch ops (:mod:`fastload.gpu.deferred`)."""
+        return has_deferred(self.batch_ops) or isinstance(self.then, DeferredBatch)
 
     @property
     def backend(self) -> str | None:
@@ -279,8 +308,10 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
             )
         )
         return Translation(dataset, Acceleration(False, why, kind), ops)
+    default = is_default_collate(loader.collate_fn)
+    then = None if default else collate_then(loader.collate_fn, cuda=cuda)
     try:
-        batches = is_default_collate(loader.collate_fn) and loader.batch_sampler is not None
+        batches = (default or then is not None) and loader.batch_sampler is not None
         fast, translated = accelerate_dataset(dataset, batches=batches, policies=cuda)
     except NotAccelerated as why:
         blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
@@ -289,6 +320,8 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         return Translation(dataset, acceleration, ops)
     if translated.batch_ops is not None:
         ops = translated.batch_ops if ops is None else BatchCompose([translated.batch_ops, ops])
+    else:
+        then = None  # nothing moved to the batches: the collate function runs as it is
     name = options.backend if options.backend is not None else fast.backend
     decoding = "in the worker processes" if loader.num_workers else "in this process"
     where = f"{decoding}, after collating"
@@ -302,7 +335,7 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         decoder=name,
         decoding=decoding,
         fused=translated.fused_from,
-        batch=translated.batch_from,
+        batch=translated.batch_from + _collating(then),
         where=where,
         dtype=str(translated.dtype).replace("torch.", "") if translated.dtype else "",
         rest=translated.rest_from,
@@ -310,7 +343,25 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         blockers=tuple(f"{what}: {reason}" for what, reason in translated.blockers),
     )
     _say(acceleration)
-    return Translation(fast, acceleration, ops)
+    return Translation(fast, acceleration, ops, then)
+
+
+def _collating(then: Any) -> tuple[str, ...]:
+    """How explain names the rest of the user's collate function on the batch."""
+    if then is None:
+        return ()
+    if isinstance(then, DeferredBatch):
+        return (
+            f"{then!r} (your collate_fn's, after default_collate; drawn per batch in the workers)",
+        )
+    return (f"{_callable_name(then)} (your collate_fn's, after default_collate; as you wrote it)",)
+
+
+def _callable_name(obj: Any) -> str:
+    if hasattr(obj, "__qualname__"):
+        return f"{obj.__qualname__} (a function)"
+    text = repr(obj)
+    return text if len(text) <= 200 else f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
 def _say(acceleration: Acceleration) -> None:
@@ -445,4 +496,5 @@ def worker_plan(
         keyed=keyed(options, loader.dataset, dataset),
         skipping=getattr(dataset, "on_error", None) == "skip",
         decoder=decoder,
+        then=translation.then,
     )

@@ -60,7 +60,9 @@ class WorkerPath:
         self.plan = plan
         has_ops = plan.batch_ops is not None or plan.channels_last
         self.stage = (
-            BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
+            BatchStage(plan.batch_ops, channels_last=plan.channels_last, then=plan.then)
+            if has_ops
+            else None
         )
         self.device_stage = DeviceStage(self.stage) if plan.cuda and self.stage else None
         self._own_generator = loader.generator is not None
@@ -82,7 +84,7 @@ class WorkerPath:
             else:
                 arguments.update(sampler=self.epochs, batch_size=None)
         arguments["collate_fn"] = collate_chain(
-            loader.collate_fn,
+            loader.collate_fn if plan.then is None else torch.utils.data.default_collate,
             stage=self.stage,
             on_device=plan.cuda,
             skipping=plan.skipping,
