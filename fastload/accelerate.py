@@ -536,6 +536,16 @@ def _random_erasing(walk: _Walk, op: Any) -> None:
     walk.draw_later(op, RandomErasing.of(op, inplace=True), on_uint8=False)
 
 
+def _random_erasing_v2(walk: _Walk, op: Any) -> None:
+    """v2's ``RandomErasing`` draws what v1's draws, call for call (its coin, ten tries of
+    area and log-ratio, the noise, the corner); it keeps ``value`` as a list, or ``None`` for
+    ``"random"``, which v1 reads alike."""
+    import torchvision.transforms as v1
+
+    value = "random" if op.value is None else op.value
+    _random_erasing(walk, v1.RandomErasing(op.p, op.scale, op.ratio, value))
+
+
 def _timm_random_resized_crop(walk: _Walk, op: Any) -> None:
     if isinstance(op.interpolation, (tuple, list)):
         raise NotAccelerated(
@@ -582,6 +592,7 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
         v1.AugMix: functools.partial(_policy, ours=policies.AugMix),
         v1.ColorJitter: functools.partial(_policy, ours=policies.ColorJitter),
         v1.RandomErasing: _random_erasing,
+        v2.RandomErasing: _random_erasing_v2,
         v1.RandomResizedCrop: _random_resized_crop,
         v2.RandomResizedCrop: _random_resized_crop,
         v1.Resize: _resize,

@@ -705,8 +705,8 @@ def test_reference_train_presets_match_stock(
     acceleration = fast.acceleration
     if collate == "mixup":  # default_collate, then the batch ops, then the user's mixing
         assert acceleration.rest == () and len(acceleration.batch) == 4
-        assert acceleration.batch[-1].startswith("RandomChoice(transforms=[MixUp(")
-        assert acceleration.batch[-1].endswith("after default_collate; as you wrote it)")
+        assert acceleration.batch[-1].startswith("fastload.gpu.mixing.RandomChoice([")
+        assert acceleration.batch[-1].endswith("drawn per batch in the workers)")
     elif policy is not None:  # the policy as written (Pillow is faster on the CPU), then the
         # conversion, Normalize and RandomErasing (drawn per sample) on batches
         assert acceleration.rest == (repr(dataset.transform.transforms.transforms[2]),)

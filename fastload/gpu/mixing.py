@@ -6,7 +6,10 @@ in the worker, after the samples' own draws. The classes here split that in two:
 :meth:`make_params` makes exactly v2's calls, in v2's order, from torch's stream (so made in
 the worker where v2 would make them, every later draw stays the same), and
 :meth:`apply_params` / :meth:`mix_labels` apply them, later and anywhere (a CUDA device).
-For the same draws the results are v2's: the same float operations, in the same order.
+For the same draws the results are v2's, bit for bit: the same float operations on the same
+values. Made with ``inplace=True`` (what the loader does: the batch is its own), they mix in
+the batch given; on the CPU image by image from the last, so that no batch-sized copy is made
+(v2's two copies of a float batch cost more than the rest of the batch stage).
 
 (``fastload.gpu.MixUp`` and ``CutMix`` are fastload's own: one lambda per sample.)
 """
@@ -27,19 +30,23 @@ class _Mix:
 
     mixes_labels = True
 
-    def __init__(self, *, alpha: float = 1.0, num_classes: int | None = None) -> None:
+    def __init__(
+        self, *, alpha: float = 1.0, num_classes: int | None = None, inplace: bool = False
+    ) -> None:
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
             raise ValueError(f"alpha={alpha!r} must be a positive number")
         if num_classes is not None and (isinstance(num_classes, bool) or num_classes < 1):
             raise ValueError(f"num_classes={num_classes!r} must be a positive int or None")
-        self.alpha, self.num_classes = float(alpha), num_classes
+        self.alpha, self.num_classes, self.inplace = float(alpha), num_classes, inplace
         # v2 samples lambda from this very distribution, shaped (1,): the same stream use
         self.beta = torch.distributions.Beta(torch.tensor([alpha]), torch.tensor([alpha]))
 
     @classmethod
-    def of(cls, torchvision_op: Any) -> _Mix:
+    def of(cls, torchvision_op: Any, *, inplace: bool = False) -> _Mix:
         """This op with a v2 op's ``alpha`` and ``num_classes``."""
-        return cls(alpha=torchvision_op.alpha, num_classes=torchvision_op.num_classes)
+        return cls(
+            alpha=torchvision_op.alpha, num_classes=torchvision_op.num_classes, inplace=inplace
+        )
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
         n, _, h, w = images.shape
@@ -82,7 +89,11 @@ class MixUp(_Mix):
 
     def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
         lam = params["lam"]
-        return images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
+        if not self.inplace:
+            return images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
+        if images.device.type == "cpu":
+            return _mix_image_by_image(images, lam)
+        return _mix_whole(images, lam)
 
 
 class CutMix(_Mix):
@@ -102,9 +113,28 @@ class CutMix(_Mix):
 
     def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
         x1, y1, x2, y2 = params["box"]
-        out = images.clone()
-        out[..., y1:y2, x1:x2] = images.roll(1, 0)[..., y1:y2, x1:x2]
+        out = images if self.inplace else images.clone()
+        box = out[..., y1:y2, x1:x2]
+        box.copy_(box.roll(1, 0))  # the roll copies the box alone
         return out
+
+
+def _mix_whole(images: torch.Tensor, lam: float) -> torch.Tensor:
+    """v2's mix in ``images`` with one copy (the roll): a few launches on a device."""
+    rolled = images.roll(1, 0).mul_(1.0 - lam)
+    return images.mul_(lam).add_(rolled)  # v2's products, summed the other way: it commutes
+
+
+def _mix_image_by_image(images: torch.Tensor, lam: float) -> torch.Tensor:
+    """v2's ``images.roll(1, 0) * (1 - lam) + images * lam`` in ``images``, image by image from
+    the last, each reading its predecessor before that is mixed (the first reads a copy of the
+    last): one image of scratch instead of two copies of the batch, the same roundings."""
+    n = images.shape[0]
+    last, scratch = images[n - 1].clone(), torch.empty_like(images[0])
+    for i in range(n - 1, -1, -1):
+        torch.mul(images[i - 1] if i else last, 1.0 - lam, out=scratch)
+        images[i].mul_(lam).add_(scratch)
+    return images
 
 
 class RandomChoice:
@@ -147,15 +177,15 @@ class RandomChoice:
         return f"fastload.gpu.mixing.RandomChoice([{inner}], p={self.p})"
 
 
-def mixing_of(op: Any) -> MixUp | CutMix | RandomChoice | None:
+def mixing_of(op: Any, *, inplace: bool = False) -> MixUp | CutMix | RandomChoice | None:
     """The op here that is torchvision v2's ``op`` (its ``MixUp``, ``CutMix``, or a
     ``RandomChoice`` of them, with the default ``labels_getter``, by exact class); else
-    ``None``."""
+    ``None``. ``inplace``: it mixes in the batch it is given."""
     import torchvision.transforms.v2 as v2
 
     kinds: dict[type, type[_Mix]] = {v2.MixUp: MixUp, v2.CutMix: CutMix}
     if type(op) is v2.RandomChoice:
-        inner = [mixing_of(t) for t in op.transforms]
+        inner = [mixing_of(t, inplace=inplace) for t in op.transforms]
         if not inner or any(t is None or isinstance(t, RandomChoice) for t in inner):
             return None
         choice = RandomChoice(inner)  # type: ignore[arg-type]
@@ -164,7 +194,7 @@ def mixing_of(op: Any) -> MixUp | CutMix | RandomChoice | None:
     kind = kinds.get(type(op))
     if kind is None or not _default_labels(op):
         return None
-    return kind.of(op)  # type: ignore[return-value]
+    return kind.of(op, inplace=inplace)  # type: ignore[return-value]
 
 
 def _default_labels(op: Any) -> bool:

@@ -99,18 +99,21 @@ def collate_then(collate_fn: Any, *, cuda: bool) -> Callable[..., Any] | None:
     when ``collate_fn`` is provably ``return f(*default_collate(batch))``
     (:func:`fastload.wrappers.collated_then`); else ``None``.
 
-    In the workers that is ``f`` as written: it runs where and when torch's loader runs it,
-    on the same stream. With a CUDA device the stage runs in the main process, so ``f`` must
-    be one whose draws can be made in the worker and applied there: torchvision v2's
-    ``MixUp`` / ``CutMix`` / ``RandomChoice`` of them (:mod:`fastload.gpu.mixing`).
+    torchvision v2's ``MixUp`` / ``CutMix`` / ``RandomChoice`` of them are drawn in the worker
+    where torch's loader would draw them and applied by the stage, in the batch it made
+    (:mod:`fastload.gpu.mixing`), wherever it runs. Any other ``f`` runs as written, where
+    and when torch's loader runs it (the workers, the same stream); not with a CUDA device,
+    where the stage runs in the main process.
     """
     then = collated_then(collate_fn)
-    if then is None or not cuda:
-        return then
+    if then is None:
+        return None
     from fastload.gpu.mixing import mixing_of
 
-    mixing = mixing_of(then)
-    return DeferredBatch(mixing) if mixing is not None else None
+    mixing = mixing_of(then, inplace=True)
+    if mixing is not None:
+        return DeferredBatch(mixing)
+    return None if cuda else then
 
 
 @dataclass(frozen=True)

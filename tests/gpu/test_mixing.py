@@ -102,3 +102,30 @@ def test_a_batch_without_its_draw_is_refused() -> None:
     with applying(None, {"lam": 0.5}), pytest.raises(ValueError, match="mixes labels too"):
         op(torch.zeros(2, 3, 4, 4))
     assert op.draw([]) is None
+
+
+@pytest.mark.parametrize("name", sorted(V2_OPS))
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_in_place_gives_v2s_bits(name: str, n: int) -> None:
+    """Mixing in the batch given (image by image on the CPU) rounds as v2 does."""
+    theirs = V2_OPS[name]()
+    ours = mixing_of(theirs, inplace=True)
+    for seed in range(6):
+        images, y = torch.randn(n, 3, 20, 28), torch.randint(10, (n,))
+        torch.manual_seed(seed)
+        want = theirs(images, y)
+        torch.manual_seed(seed)
+        params = ours.make_params(n, 20, 28)
+        given = images.clone()
+        got = ours.apply_params(given, params)
+        assert got.data_ptr() == given.data_ptr()  # no copy of the batch
+        assert torch.equal(got, want[0]) and torch.equal(ours.mix_labels(y, params), want[1])
+
+
+def test_both_ways_of_mixing_in_place_round_as_v2() -> None:
+    from fastload.gpu import mixing
+
+    images = torch.randn(5, 3, 9, 11)
+    want = images.roll(1, 0).mul_(1.0 - 0.3).add_(images.mul(0.3))
+    for way in (mixing._mix_whole, mixing._mix_image_by_image):
+        assert torch.equal(way(images.clone(), 0.3), want), way
