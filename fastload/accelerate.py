@@ -523,6 +523,33 @@ def _policy(walk: _Walk, op: Any, *, ours: Any) -> None:
     walk.draw_later(op, ours.of(op), on_uint8=True)
 
 
+def _policy_v2(walk: _Walk, op: Any) -> None:
+    """torchvision v2's policies: v2's draws (:mod:`fastload.gpu.policies_v2`), else as v1's."""
+    if not walk.policies:
+        raise NotAccelerated(repr(op), _POLICY_ON_CPU)
+    from fastload.gpu import policies_v2
+
+    try:
+        ours = policies_v2.of(op)
+    except ValueError as exc:
+        raise NotAccelerated(repr(op), str(exc)) from None
+    walk.draw_later(op, ours, on_uint8=True)
+
+
+def _color_jitter_v2(walk: _Walk, op: Any) -> None:
+    """v2's ``ColorJitter`` draws what v1's draws (the order, then each factor from
+    ``uniform_``), from the same ranges."""
+    import torchvision.transforms as v1
+
+    from fastload.gpu import policies
+
+    if not walk.policies:
+        raise NotAccelerated(repr(op), _POLICY_ON_CPU)
+    ranges = [r if r is not None else 0 for r in (op.brightness, op.contrast, op.saturation)]
+    same = v1.ColorJitter(*ranges, op.hue if op.hue is not None else 0)
+    walk.draw_later(op, policies.ColorJitter.of(same), on_uint8=True)
+
+
 _POLICY_ON_CPU = (
     "runs as written without a CUDA device: on the CPU Pillow's per-image ops are faster than "
     "the same ops on uint8 batches (benchmarks/reference_recipes.py)"
@@ -591,6 +618,11 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
         v1.AutoAugment: functools.partial(_policy, ours=policies.AutoAugment),
         v1.AugMix: functools.partial(_policy, ours=policies.AugMix),
         v1.ColorJitter: functools.partial(_policy, ours=policies.ColorJitter),
+        v2.TrivialAugmentWide: _policy_v2,
+        v2.RandAugment: _policy_v2,
+        v2.AutoAugment: _policy_v2,
+        v2.AugMix: _policy_v2,
+        v2.ColorJitter: _color_jitter_v2,
         v1.RandomErasing: _random_erasing,
         v2.RandomErasing: _random_erasing_v2,
         v1.RandomResizedCrop: _random_resized_crop,

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.gpu.transforms",
         "fastload.gpu.policies",
         "fastload.gpu.mixing",
+        "fastload.gpu.policies_v2",
         "fastload.gpu.stage",
         "fastload.gpu",
         "fastload.backends.base",

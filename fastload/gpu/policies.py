@@ -31,10 +31,12 @@ __all__ = [
     "RandAugment",
     "RandomErasing",
     "TrivialAugmentWide",
+    "interpolation_mode",
 ]
 
 
-def _mode(interpolation: Any) -> Any:
+def interpolation_mode(interpolation: Any) -> Any:
+    """torchvision's ``InterpolationMode`` for a mode or its name (one-line error otherwise)."""
     from torchvision.transforms import InterpolationMode
 
     if isinstance(interpolation, InterpolationMode):
@@ -86,7 +88,7 @@ class Policy(BatchTransform):
     def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
         op = self.torchvision_op
         return policy_ops.apply_ops(
-            images, params["ops"], interpolation=op.interpolation, fill=op.fill
+            images, params["ops"], interpolation=interpolation_mode(op.interpolation), fill=op.fill
         )
 
     def signed(self, magnitude: float, signed: bool) -> float:
@@ -112,7 +114,9 @@ class TrivialAugmentWide(Policy):
     ) -> None:
         from torchvision.transforms import autoaugment
 
-        op = autoaugment.TrivialAugmentWide(num_magnitude_bins, _mode(interpolation), fill)
+        op = autoaugment.TrivialAugmentWide(
+            num_magnitude_bins, interpolation_mode(interpolation), fill
+        )
         super().__init__(op, generator=generator)
 
     def space(self, height: int, width: int) -> dict[str, tuple[torch.Tensor, bool]]:
@@ -145,7 +149,7 @@ class RandAugment(Policy):
         from torchvision.transforms import autoaugment
 
         op = autoaugment.RandAugment(
-            num_ops, magnitude, num_magnitude_bins, _mode(interpolation), fill
+            num_ops, magnitude, num_magnitude_bins, interpolation_mode(interpolation), fill
         )
         super().__init__(op, generator=generator)
 
@@ -183,7 +187,7 @@ class AutoAugment(Policy):
         if not isinstance(policy, autoaugment.AutoAugmentPolicy) and policy not in valid:
             raise ValueError(f"policy={policy!r} is not valid; valid: {valid}")
         op = autoaugment.AutoAugment(
-            autoaugment.AutoAugmentPolicy(policy), _mode(interpolation), fill
+            autoaugment.AutoAugmentPolicy(policy), interpolation_mode(interpolation), fill
         )
         super().__init__(op, generator=generator)
 
@@ -228,7 +232,13 @@ class AugMix(Policy):
         if generator is not None:
             raise ValueError("generator must be None: AugMix's Dirichlet draws use torch's stream")
         op = autoaugment.AugMix(
-            severity, mixture_width, chain_depth, alpha, all_ops, _mode(interpolation), fill
+            severity,
+            mixture_width,
+            chain_depth,
+            alpha,
+            all_ops,
+            interpolation_mode(interpolation),
+            fill,
         )
         super().__init__(op)
 
@@ -267,7 +277,9 @@ class AugMix(Policy):
         weights = torch.stack([d["chains"] for d in drawn]).to(images.device)
         for i in range(op.mixture_width):
             chain = [d["ops"][i] for d in drawn]
-            aug = policy_ops.apply_ops(images, chain, interpolation=op.interpolation, fill=op.fill)
+            aug = policy_ops.apply_ops(
+                images, chain, interpolation=interpolation_mode(op.interpolation), fill=op.fill
+            )
             mix.add_(weights[:, i].view(shape) * aug)
         return mix.to(dtype=images.dtype)
 
