@@ -191,3 +191,35 @@ def test_real_cuda_stage() -> None:
     for images, labels in loader:
         assert images.is_cuda and labels.is_cuda and images.dtype == torch.float32
         assert images.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_the_workers_image_buffer_is_kept_only_while_the_stage_copies_it() -> None:
+    """The stage's input batch is stacked into a buffer kept across batches; a stage that
+    hands its input out (an op returning it) gets a new one next time, so batches already
+    delivered never change."""
+    from torch.utils.data import default_collate
+
+    from fastload.gpu.stage import BatchStage, CollateThenStage
+
+    def samples(k: int) -> list:
+        return [(torch.full((3, 4, 4), 10 * k + j, dtype=torch.uint8), j) for j in range(3)]
+
+    copying = CollateThenStage(
+        default_collate, BatchStage(gpu.Normalize((0.5,), (0.5,)), channels_last=False)
+    )
+    first, _ = copying(samples(1))
+    second, labels = copying(samples(2))
+    assert torch.equal(first, default_collate(samples(1))[0].float().div(255).sub(0.5).div(0.5))
+    assert labels.tolist() == [0, 1, 2] and not torch.equal(first, second)
+    passing = CollateThenStage(
+        default_collate, BatchStage(lambda x, y: (x, y), channels_last=False)
+    )
+    kept, _ = passing(samples(1))
+    passing(samples(2))
+    assert torch.equal(kept, default_collate(samples(1))[0])  # not overwritten by batch 2
+    odd = [
+        (torch.zeros(3, 4, 4, dtype=torch.uint8), 0),
+        (torch.zeros(3, 5, 4, dtype=torch.uint8), 1),
+    ]
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        copying(odd)  # torch's own collate says it, as it would
