@@ -305,6 +305,40 @@ def test_seeding_worker_is_torchs_behaviour(folder: Path) -> None:
     assert not same(ours, torch_batches)  # the same samples, their own draws
 
 
+class NumpyNoise:
+    """An op of one's own that draws from numpy's global stream (as albumentations' do)."""
+
+    def __call__(self, image):
+        import numpy as np
+
+        return image // 2 + int(np.random.randint(0, 50))
+
+
+def test_per_sample_seeding_seeds_numpys_stream_too(folder: Path) -> None:
+    """An op run as written that draws from numpy gives the same batches for any worker
+    count under seeding='sample', and the caller's numpy stream is left where it was."""
+    import numpy as np
+
+    dataset = fastload.ImageFolder(folder, T.Compose([T.RandomResizedCrop(32), NumpyNoise()]))
+
+    def epoch(workers: int) -> torch.Tensor:
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=workers,
+            generator=torch.Generator().manual_seed(1),
+            seeding="sample",
+        )
+        return torch.cat([x for x, _ in loader])
+
+    np.random.seed(7)
+    alone = epoch(0)
+    assert np.random.randint(0, 2**31) == np.random.RandomState(7).randint(0, 2**31)
+    assert torch.equal(epoch(2), alone)
+    assert len({int(x.max()) for x in alone}) > 3  # the noise differs from sample to sample
+
+
 def test_bad_seeding_is_refused(folder: Path) -> None:
     valid = r"valid: 'auto', 'sample', 'worker'"
     with pytest.raises(ValueError, match=rf"seeding='per-sample' is not valid; {valid}"):
