@@ -39,7 +39,7 @@ from fastload.backends.base import check_header
 from fastload.backends.executor import shown_size
 from fastload.backends.nvimgcodec import rendering
 from fastload.resampling import View
-from fastload.sampling import sample_seed, seeded
+from fastload.sampling import sample_seed, seed_both
 from fastload.synthetic import default_data
 
 TRANSFORM = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
@@ -61,8 +61,8 @@ def header(data: bytes) -> tuple[Any, tuple[int, int]]:
 
 
 def plan(position: int, size: tuple[int, int]) -> View:
-    with seeded(sample_seed(0, position)):
-        return TRANSFORM.plan(View.full(*size))
+    seed_both(sample_seed(0, position))  # plan_views puts the streams back once a batch
+    return TRANSFORM.plan(View.full(*size))
 
 
 def region(view: View, info: Any, size: tuple[int, int]) -> rendering.Sample:

@@ -20,7 +20,7 @@ from torch.utils.data import Dataset
 from fastload import backends, errors
 from fastload.checks import check_int
 from fastload.errors import UnreadableImageWarning
-from fastload.sampling import SeededSamples, seeded
+from fastload.sampling import SeededSamples, numpy_kept, seeded
 from fastload.skipping import Skipped
 from fastload.transforms import TransformSplit, split_transform
 
@@ -246,7 +246,8 @@ class ImageList(Dataset):
     def __getitems__(self, indices: list[int]) -> list[Any]:
         # torch's fetcher calls this with a whole batch: a KeyedBatch's seed goes on with the
         # samples, to the collate function, for the batch ops
-        samples = [self[i] for i in indices]
+        with numpy_kept():
+            samples = [self[i] for i in indices]
         seed = getattr(indices, "seed", None)
         return samples if seed is None else SeededSamples(samples, seed)
 
