@@ -115,6 +115,8 @@ class BatchStage:
             return out
         if isinstance(out, torch.Tensor):
             return _channels_last(out)
+        if not isinstance(out, (list, tuple)) or not out:  # what a collate of one's own made
+            return out
         items = (_channels_last(out[0]), *out[1:])
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
 
@@ -191,8 +193,8 @@ class _KeptImages:
 
     In a worker, ``default_collate`` stacks into new shared memory, for sending; the stage's
     input is never sent, and faulting in fresh shared pages for it cost more than the stack
-    (7 % of a worker's time on the train recipe). The buffer is given up when the stage hands
-    it out (ops that return their input).
+    (about 0.2 ms an image at 224 x 224). The buffer is given up when the stage hands it out
+    (ops that return their input).
     """
 
     def __init__(self) -> None:
