@@ -539,6 +539,7 @@ def test_a_collate_of_ones_own_gets_the_samples_the_transform_gives(folder: Path
     assert fast.acceleration.accelerated and fast.plan.batch_ops is None
     assert fast.acceleration.rest == ("ToTensor()", repr(v1.Normalize(MEAN, STD)))
     assert "a collate function of your own" in fastload.explain(fast)
+    assert fast.acceleration.blockers[0].startswith("collate_fn=test_a_collate_of_ones_own")
     got, _ = _epoch(fast, seed=1)
     want, _ = _epoch(torch.utils.data.DataLoader(dataset, batch_size=4), seed=1)
     assert seen[0].dtype == torch.float32 and seen[0].shape == want[0].shape
@@ -858,6 +859,10 @@ def test_a_collate_that_mixes_its_own_way_keeps_the_cuda_batch_stage_away(
     FakeCuda(monkeypatch)
     fast = _loader(dataset, fast=True, seed=5, device="cuda", collate_fn=collate_fn)
     assert fast.acceleration.rest[0] == "PILToTensor()" and fast.acceleration.batch == ()
+    assert (
+        "with a CUDA device the batch stage runs in the main process"
+        in (fast.acceleration.blockers[0])
+    )
 
 
 class TrainPresetV2:

@@ -343,10 +343,28 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         dtype=str(translated.dtype).replace("torch.", "") if translated.dtype else "",
         rest=translated.rest_from,
         handed=_HANDED[translated.hand_on.form] if translated.hand_on else "",
-        blockers=tuple(f"{what}: {reason}" for what, reason in translated.blockers),
+        blockers=_collate_blocker(loader, default, then, cuda)
+        + tuple(f"{what}: {reason}" for what, reason in translated.blockers),
     )
     _say(acceleration)
     return Translation(fast, acceleration, ops, then)
+
+
+def _collate_blocker(loader: Any, default: bool, then: Any, cuda: bool) -> tuple[str, ...]:
+    """Why the loader's ``collate_fn`` keeps the conversion per sample, if it does."""
+    if default or then is not None or loader.batch_sampler is None:
+        return ()
+    name = _callable_name(loader.collate_fn)
+    if cuda and collated_then(loader.collate_fn) is not None:
+        return (
+            f"collate_fn={name}: with a CUDA device the batch stage runs in the main process, "
+            "where what it calls after default_collate would draw from another stream (v2's "
+            "MixUp / CutMix / RandomChoice are drawn in the workers)",
+        )
+    return (
+        f"collate_fn={name}: not provably torch's default_collate, nor one callable on its "
+        "result (f(*default_collate(batch))), so it gets the samples",
+    )
 
 
 def _collating(then: Any) -> tuple[str, ...]:
