@@ -4,7 +4,7 @@
 them. Wire them into a loader with ``fastload.DataLoader(..., batch_transforms=...)``.
 """
 
-from fastload.gpu import functional, policies
+from fastload.gpu import functional, mixing, policies, policies_v2
 from fastload.gpu.policies import AugMix, AutoAugment, RandAugment, TrivialAugmentWide
 from fastload.gpu.transforms import (
     BatchTransform,
@@ -43,5 +43,7 @@ __all__ = [
     "RandomVerticalFlip",
     "TrivialAugmentWide",
     "functional",
+    "mixing",
     "policies",
+    "policies_v2",
 ]
