@@ -76,3 +76,26 @@ def test_orientation_matches_pillows_exif_transpose(orientation: int) -> None:
 def test_no_exif_means_upright() -> None:
     assert probe(png_bytes(Image.new("RGB", (4, 4)))).orientation == 1
     assert probe(jpeg_bytes(photo(8, 8))).orientation == 1
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 3), (224, 224, 3), (6, 4, 1), (3, 9, 4)])
+def test_orient_is_the_transpose_then_the_mirrors(shape: tuple[int, int, int]) -> None:
+    """Every combination, on contiguous, strided and read-only arrays: the mirrored view's
+    values, as a contiguous array (mirrors alone are copied by torch, the rest by numpy)."""
+    import itertools
+
+    from fastload.image import orient
+
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 255, size=shape, dtype=np.uint8)
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    for array in (base, base[:, ::2], read_only):
+        for transpose, lr, tb in itertools.product([False, True], repeat=3):
+            want = array.transpose(1, 0, 2) if transpose else array
+            want = want[:, ::-1] if lr else want
+            want = want[::-1] if tb else want
+            got = orient(array, transpose, lr, tb)
+            assert np.array_equal(got, want)
+            if transpose or lr or tb:  # a copy was made (nothing to do hands the array back)
+                assert got.flags.c_contiguous

@@ -234,11 +234,17 @@ def _float_batch(shape: torch.Size) -> torch.Tensor:
 
     A worker's batch goes to the main process through shared memory: a batch made there
     saves copying 4 bytes per value into it afterwards (10% of a worker's time on the train
-    recipe, measured). torch's ``default_collate`` makes its batches there, so it makes this
-    one, from a repeated template (a cached read).
+    recipe, measured). torch's ``default_collate`` makes its batches there with
+    ``UntypedStorage._new_shared``; this takes the same storage without stacking anything
+    into it (a pass over the batch that cost ~10 ms of 46 for 64 x 3 x 224 x 224, with the
+    normalize), and falls back to ``default_collate`` of a template where torch lacks it.
     """
     if get_worker_info() is None or len(shape) == 0 or shape[0] == 0:
         return torch.empty(shape, dtype=torch.float32)
+    new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+    if new_shared is not None:
+        storage: torch.UntypedStorage = new_shared(math.prod(shape) * 4)
+        return torch.empty(0, dtype=torch.float32).set_(storage).view(shape)
     template = torch.empty(shape[1:], dtype=torch.float32)
     return default_collate([template] * shape[0])
 

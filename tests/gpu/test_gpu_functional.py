@@ -179,3 +179,15 @@ def test_kernels_do_not_modify_their_input() -> None:
 def test_bad_input_names_expected_and_received(bad, message) -> None:
     with pytest.raises(ValueError, match=message):
         F.check_images(bad, "Op")
+
+
+def test_normalize_in_a_worker_writes_into_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch a worker sends goes through shared memory: made there, nothing is copied into
+    it afterwards; in the main process it is ordinary memory. The values are the same."""
+    x = batch(dtype=torch.uint8)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    here = F.normalize(x, mean, std)
+    monkeypatch.setattr(F, "get_worker_info", lambda: object())
+    in_worker = F.normalize(x, mean, std)
+    assert in_worker.is_shared() and not here.is_shared()
+    assert in_worker.is_contiguous() and torch.equal(in_worker, here)
