@@ -48,6 +48,7 @@ __all__ = [
     "Translated",
     "accelerate_dataset",
     "explain",
+    "name_of",
     "translate_transform",
 ]
 
@@ -184,7 +185,7 @@ def _flatten(transform: Any, known: Collection[type]) -> Iterator[Any]:
         for t in transform.transforms:
             yield from _flatten(t, known)
     elif type(transform) not in known and (inner := delegate_of(transform)) is not None:
-        _say_once(f"accelerate: {_name(transform)} only hands the image on: reading its inner")
+        _say_once(f"accelerate: {name_of(transform)} only hands the image on: reading its inner")
         yield from _flatten(inner, known)
     else:
         yield transform
@@ -316,7 +317,9 @@ def translate_transform(
         try:
             translator = table.get(type(op))
             if translator is None:
-                raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
+                raise NotAccelerated(
+                    name_of(op), "not an op fastload can run with the same meaning"
+                )
             translator(walk, op)
             if not batches and len(walk.batch_from) > converted:
                 raise NotAccelerated(_with_dtype(op, walk.dtype), _PER_SAMPLE)
@@ -379,7 +382,7 @@ def _partial(
     """
     if cut == 0:
         if not blockers:  # a tensor given, nothing but conversions: the batch needs them
-            blockers = ((_name(ops[0]) if ops else "transform", _PER_SAMPLE),)
+            blockers = ((name_of(ops[0]) if ops else "transform", _PER_SAMPLE),)
         raise NotAccelerated(*blockers[0], blockers=blockers)
     rest, tail = ops[cut:], _batch_tail(ops, cut + 1, policies) if batches else None
     if tail is not None:
@@ -502,7 +505,7 @@ def _normalize(walk: _Walk, op: Any) -> None:
 
 def _to_pure_tensor(walk: _Walk, op: Any) -> None:
     if not walk.tensor:
-        raise NotAccelerated(_name(op), "not an op fastload can run with the same meaning")
+        raise NotAccelerated(name_of(op), "not an op fastload can run with the same meaning")
     walk.batch_from.append(repr(op))
 
 
@@ -663,7 +666,9 @@ def _need_tensor(walk: _Walk, op: Any) -> None:
         raise NotAccelerated(repr(op), "a dtype conversion of a PIL image")
 
 
-def _name(op: Any) -> str:
+def name_of(op: Any) -> str:
+    """How explain names an op or a callable of the user's: a function by its qualified name,
+    torchvision's ops by their repr, anything else by its class."""
     if isinstance(op, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
         return f"{op.__qualname__} (a function)"
     kind = type(op)
@@ -707,7 +712,7 @@ def accelerate_dataset(
     if type(dataset).__getitem__ is not DatasetFolder.__getitem__:
         raise NotAccelerated(name, "it overrides __getitem__")
     if dataset.loader is not pil_loader and dataset.loader is not default_loader:
-        raise NotAccelerated(f"loader={_name(dataset.loader)}", "a custom image loader")
+        raise NotAccelerated(f"loader={name_of(dataset.loader)}", "a custom image loader")
     import torchvision
 
     if dataset.loader is default_loader and torchvision.get_image_backend() != "PIL":

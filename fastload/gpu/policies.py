@@ -258,17 +258,18 @@ class AugMix(Policy):
             depth = op.chain_depth
             if depth <= 0:
                 depth = int(torch.randint(low=1, high=4, size=(1,)).item())
-            chain = []
-            for _ in range(depth):
-                name = list(space)[self.randint(len(space))]
-                magnitudes, signed = space[name]
-                magnitude = 0.0
-                if magnitudes.ndim > 0:
-                    index = torch.randint(op.severity, (1,), dtype=torch.long)
-                    magnitude = float(magnitudes[index].item())
-                chain.append((name, self.signed(magnitude, signed)))
-            chains.append(chain)
+            chains.append([self.chain_op(space, height, width) for _ in range(depth)])
         return {"image": m[0, 0], "chains": chains_weights[0], "ops": chains}
+
+    def chain_op(self, space: Any, height: int, width: int) -> tuple[str, float]:
+        """One op of a chain and its magnitude (v1's draws; v2's draw them otherwise)."""
+        name = list(space)[self.randint(len(space))]
+        magnitudes, signed = space[name]
+        magnitude = 0.0
+        if magnitudes.ndim > 0:
+            index = torch.randint(self.torchvision_op.severity, (1,), dtype=torch.long)
+            magnitude = float(magnitudes[index].item())
+        return name, self.signed(magnitude, signed)
 
     def apply_params(self, images: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
         op, drawn = self.torchvision_op, params["ops"]

@@ -106,31 +106,21 @@ class AutoAugment(_V2, policies.AutoAugment):
 
 
 class AugMix(_V2, policies.AugMix):
-    """v2's ``AugMix``: the mixing weights, then per chain its depth and ops."""
+    """v2's ``AugMix``: the mixing weights and chain depths as v1's; each chain op drawn
+    v2's way."""
 
-    def draw(self, height: int, width: int) -> dict[str, Any]:  # type: ignore[override]
+    def space(self, height: int, width: int) -> Any:
         op = self.torchvision_op
-        space = op._AUGMENTATION_SPACE if op.all_ops else op._PARTIAL_AUGMENTATION_SPACE
-        m = op._sample_dirichlet(torch.tensor([op.alpha, op.alpha]).expand(1, -1))
-        weights = op._sample_dirichlet(
-            torch.tensor([op.alpha] * op.mixture_width).expand(1, -1)
-        ) * m[:, 1].reshape([1, -1])
-        chains = []
-        for _ in range(op.mixture_width):
-            depth = op.chain_depth
-            if depth <= 0:
-                depth = int(torch.randint(low=1, high=4, size=(1,)).item())
-            chain = []
-            for _ in range(depth):
-                name, magnitudes_of, signed = _pick(space)
-                magnitudes = magnitudes_of(op._PARAMETER_MAX, height, width)
-                magnitude = 0.0
-                if magnitudes is not None:
-                    magnitude = float(magnitudes[int(torch.randint(op.severity, ()))])
-                    magnitude = _signed(magnitude, signed)
-                chain.append(_as_v1(name, magnitude))
-            chains.append(chain)
-        return {"image": m[0, 0], "chains": weights[0], "ops": chains}
+        return op._AUGMENTATION_SPACE if op.all_ops else op._PARTIAL_AUGMENTATION_SPACE
+
+    def chain_op(self, space: Any, height: int, width: int) -> tuple[str, float]:
+        op = self.torchvision_op
+        name, magnitudes_of, signed = _pick(space)
+        magnitudes = magnitudes_of(op._PARAMETER_MAX, height, width)
+        magnitude = 0.0
+        if magnitudes is not None:
+            magnitude = _signed(float(magnitudes[int(torch.randint(op.severity, ()))]), signed)
+        return _as_v1(name, magnitude)
 
 
 def of(torchvision_op: Any) -> policies.Policy:

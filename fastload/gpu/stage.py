@@ -89,8 +89,8 @@ class BatchStage:
         per-sample ``draws`` and the ``batch_draw`` for the deferred ops:
         :mod:`fastload.gpu.deferred`)."""
         with applying(draws, batch_draw):
-            ops = [*transforms_in(self.transforms)] if self.transforms is not None else []
-            if seed is not None and (ops or self.then is not None):
+            if seed is not None and (self.transforms is not None or self.then is not None):
+                ops = [*transforms_in(self.transforms)] if self.transforms is not None else []
                 with ops_seeded([*ops, self.then], seed):
                     return self._apply(batch)
             return self._apply(batch)

@@ -32,7 +32,7 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
 from fastload import backends, system
 from fastload._optional import require
-from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
+from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
 from fastload.backends.executor import translate as executor_translation
 from fastload.devices import resolve_device
 from fastload.gpu.deferred import Deferred, DeferredBatch
@@ -354,7 +354,7 @@ def _collate_blocker(loader: Any, default: bool, then: Any, cuda: bool) -> tuple
     """Why the loader's ``collate_fn`` keeps the conversion per sample, if it does."""
     if default or then is not None or loader.batch_sampler is None:
         return ()
-    name = _callable_name(loader.collate_fn)
+    name = name_of(loader.collate_fn)
     if cuda and collated_then(loader.collate_fn) is not None:
         return (
             f"collate_fn={name}: with a CUDA device the batch stage runs in the main process, "
@@ -375,14 +375,7 @@ def _collating(then: Any) -> tuple[str, ...]:
         return (
             f"{then!r} (your collate_fn's, after default_collate; drawn per batch in the workers)",
         )
-    return (f"{_callable_name(then)} (your collate_fn's, after default_collate; as you wrote it)",)
-
-
-def _callable_name(obj: Any) -> str:
-    if hasattr(obj, "__qualname__"):
-        return f"{obj.__qualname__} (a function)"
-    text = repr(obj)
-    return text if len(text) <= 200 else f"{type(obj).__module__}.{type(obj).__qualname__}"
+    return (f"{name_of(then)} (your collate_fn's, after default_collate; as you wrote it)",)
 
 
 def _say(acceleration: Acceleration) -> None:
