@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from fastload import backends, errors
+from fastload.backends.base import read_file
 from fastload.checks import check_int
 from fastload.errors import UnreadableImageWarning
 from fastload.sampling import SeededSamples, numpy_kept, seeded
@@ -275,8 +276,7 @@ class ImageList(Dataset):
 
     def _read(self, path: str) -> Any:
         """Read and decode (with the fused transform): the part ``on_error`` is about."""
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_file(path)
         array = self._backend().decode(
             data,
             plan=self._plan,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -76,11 +76,11 @@ class View:
 
     def resize(self, width: int, height: int) -> View:
         """The same region at another output size."""
-        return replace(self, width=width, height=height)
+        return View(self.box, width, height, self.mirror)  # dataclasses.replace costs 4x
 
     def mirrored(self) -> View:
         """The same view, mirrored left-right."""
-        return replace(self, mirror=not self.mirror)
+        return View(self.box, self.width, self.height, not self.mirror)
 
 
 def interpolation_name(mode: Any) -> str:

@@ -25,6 +25,7 @@ same name.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,30 @@ def _size_pair(size: int | Sequence[int], what: str = "size") -> tuple[int, int]
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
         raise ValueError(f"{what}={size!r} must hold positive ints")
     return pair
+
+
+# One-element tensors the draws below fill again, one set per thread: the same kernels, and so
+# the same numbers from torch's stream, as torchvision's fresh tensors, at half the cost
+# (planning is on the executors' critical path).
+_scratch = threading.local()
+
+
+def _uniform(low: float, high: float) -> float:
+    """``torch.empty(1).uniform_(low, high).item()``, as torchvision draws it."""
+    dtype = torch.get_default_dtype()  # torch.empty(1) follows it
+    buffer = getattr(_scratch, "floats", None)
+    if buffer is None or buffer.dtype != dtype:
+        buffer = _scratch.floats = torch.empty(1, dtype=dtype)
+    return buffer.uniform_(low, high).item()
+
+
+def _randint(low: int, high: int) -> int:
+    """``torch.randint(low, high, size=(1,)).item()``: randint fills an int64 tensor with
+    ``random_(low, high)``."""
+    buffer = getattr(_scratch, "ints", None)
+    if buffer is None:
+        buffer = _scratch.ints = torch.empty(1, dtype=torch.int64)
+    return int(buffer.random_(low, high).item())
 
 
 class Transform:
@@ -148,13 +173,13 @@ class RandomResizedCrop(Transform):
         area = height * width
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         for _ in range(10):
-            target = area * torch.empty(1).uniform_(self.scale[0], self.scale[1]).item()
-            aspect = math.exp(torch.empty(1).uniform_(log_lo, log_hi).item())
+            target = area * _uniform(self.scale[0], self.scale[1])
+            aspect = math.exp(_uniform(log_lo, log_hi))
             w = round(math.sqrt(target * aspect))
             h = round(math.sqrt(target / aspect))
             if 0 < w <= width and 0 < h <= height:
-                top = int(torch.randint(0, height - h + 1, size=(1,)).item())
-                left = int(torch.randint(0, width - w + 1, size=(1,)).item())
+                top = _randint(0, height - h + 1)
+                left = _randint(0, width - w + 1)
                 return top, left, h, w
         # ten misses: the largest centred crop within the ratio range
         in_ratio = width / height
@@ -265,8 +290,8 @@ class RandomCrop(Transform):
             )
         if (height, width) == (ch, cw):
             return 0, 0
-        top = int(torch.randint(0, height - ch + 1, size=(1,)).item())
-        left = int(torch.randint(0, width - cw + 1, size=(1,)).item())
+        top = _randint(0, height - ch + 1)
+        left = _randint(0, width - cw + 1)
         return top, left
 
     def make_params(self, view: View) -> tuple[int, int]:
@@ -287,7 +312,7 @@ class RandomHorizontalFlip(Transform):
 
     def make_params(self, view: View) -> bool:
         """Whether to mirror: one ``torch.rand(1)`` draw."""
-        return bool(torch.rand(1).item() < self.p)
+        return _uniform(0.0, 1.0) < self.p  # torch.rand(1) is uniform_(0, 1)
 
     def apply_params(self, view: View, params: bool) -> View:
         return view.mirrored() if params else view
@@ -363,6 +388,16 @@ class TransformSplit:
     def draws(self) -> bool:
         """Whether planning the fused ops draws random numbers (an op with ``make_params``)."""
         return any(type(op).make_params is not Transform.make_params for op in self.fused)
+
+    @property
+    def draws_python(self) -> bool:
+        """Whether planning may draw from Python's ``random``: fastload's own ops draw from
+        torch only; another ``Transform`` subclass may."""
+        return any(type(op) not in _TORCH_DRAWN for op in self.fused)
+
+
+# fastload's planned ops, which draw from torch's stream only (as torchvision's do)
+_TORCH_DRAWN = (RandomResizedCrop, Resize, CenterCrop, RandomCrop, RandomHorizontalFlip)
 
 
 def split_transform(transform: Callable[[Any], Any] | None) -> TransformSplit:

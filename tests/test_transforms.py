@@ -46,6 +46,28 @@ def test_random_resized_crop_draws_torchvisions_boxes(width, height, scale, rati
         assert torch.equal(after_ours, torch.rand(1))
 
 
+def test_draws_follow_torchs_default_dtype() -> None:
+    """The ops refill one-element tensors instead of torchvision's fresh ones: still the same
+    numbers under a float64 default dtype."""
+    ours, image = fl.RandomResizedCrop(224), torch.zeros(3, 480, 640, dtype=torch.uint8)
+
+    def torchvisions(seed: int) -> tuple[int, ...]:
+        generator = torch.Generator().manual_seed(seed)
+        with torch.random.fork_rng():
+            torch.set_rng_state(generator.get_state())
+            return (*T.RandomResizedCrop.get_params(image, [0.08, 1.0], [3 / 4, 4 / 3]),)
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        for seed in range(20):
+            expected = torchvisions(seed)
+            torch.manual_seed(seed)
+            assert ours.params(480, 640) == expected
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def test_random_resized_crop_fallback_is_the_central_crop() -> None:
     # an extreme strip never fits the ratio range: after 10 misses, the centred fallback
     ours = fl.RandomResizedCrop(8, scale=(0.99, 1.0), ratio=(1.0, 1.0))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -42,6 +43,7 @@ __all__ = [
     "Stored",
     "check_header",
     "decode_with_pillow",
+    "read_file",
     "reduce_by_area",
     "to_stored",
 ]
@@ -288,6 +290,25 @@ def to_stored(view: View, orientation: int, shown_w: int, shown_h: int) -> Store
     return Stored(
         (x0, y0, x1, y1), view.width, view.height, False, mirror_lr != view.mirror, mirror_tb
     )
+
+
+def read_file(path: str) -> bytes:
+    """A file's bytes, read with one ``read`` call of its size (without the buffered file
+    object ``open`` builds: a quarter less time for a photo read from the page cache)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)  # one more, to see the end
+        if len(data) == size:
+            return data
+        # a file that changed since, a short read (some network filesystems), or a size the
+        # system does not know (/proc): read on to the end
+        parts = [data]
+        while chunk := os.read(fd, 1 << 20):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def check_header(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:

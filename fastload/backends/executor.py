@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from fastload import errors
-from fastload.backends.base import check_header
+from fastload.backends.base import check_header, read_file
 from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
 from fastload.resampling import View
@@ -222,8 +222,7 @@ def read_batch(dataset: Any, indices: list[int]) -> Read:
     stored = getattr(dataset, "exif_orientation", True) is False
     for k, path in enumerate(read.paths):
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_file(path)
             info = check_header(data, max_pixels=dataset.max_pixels)
             if stored and info.width is not None and info.height is not None:
                 info = dataclasses.replace(info, orientation=1)  # the pixels as stored
@@ -243,6 +242,8 @@ def plan_views(
     sizes: list[tuple[int, int]],
     rng: torch.Tensor,
     seeds: list[int | None] | None = None,
+    *,
+    python_random: bool = True,
 ) -> tuple[list[View], torch.Tensor]:
     """Plan each image's view with torchvision's draws from the random state ``rng``, or from
     each sample's own seed.
@@ -256,6 +257,8 @@ def plan_views(
         rng: The epoch's random state, drawn from in order.
         seeds: Each sample's seed (``SampleKey.seed``); when every sample has one, each is
             planned from its own seed and ``rng`` is not drawn from.
+        python_random: Whether the plan may draw from Python's ``random`` too, which is then
+            seeded with each sample's seed as well (``TransformSplit.draws_python``).
 
     Returns:
         The views, and the random state after the draws (for the next batch).
@@ -266,15 +269,20 @@ def plan_views(
     known = [seed for seed in seeds or () if seed is not None]
     if seeds is not None and len(known) == len(seeds):
         # each sample's streams in turn, the caller's put back once (as `seeded`, per batch)
-        streams = torch.default_generator.get_state(), random.getstate()
+        generator = torch.default_generator
+        streams = generator.get_state(), random.getstate() if python_random else None
         planned = []
         try:
             for view, seed in zip(views, known, strict=True):
-                seed_both(seed)
+                if python_random:
+                    seed_both(seed)
+                else:  # Python's seeding would cost twice what torch's does
+                    generator.manual_seed(seed)
                 planned.append(plan(view))
         finally:
-            torch.default_generator.set_state(streams[0])
-            random.setstate(streams[1])
+            generator.set_state(streams[0])
+            if streams[1] is not None:
+                random.setstate(streams[1])
         return planned, rng
     saved = torch.get_rng_state()
     torch.set_rng_state(rng)
@@ -305,8 +313,13 @@ def _read_and_plan(indices: list[int], seeds: list[int | None]) -> Read:
     dataset = _planned_dataset
     read = read_batch(dataset, indices)
     fresh = torch.Generator().get_state()  # drawn from only by a plan without seeds: none
+    split = dataset.transform_split
     read.views, _ = plan_views(
-        dataset.transform_split.plan, read.sizes, fresh, [seeds[k] for k in read.good]
+        split.plan,
+        read.sizes,
+        fresh,
+        [seeds[k] for k in read.good],
+        python_random=split.draws_python,
     )
     read.data = []
     return read
@@ -635,6 +648,7 @@ class _Epoch:
                 read.sizes,
                 self._rng,
                 [seeds[k] for k in read.good],
+                python_random=self._owner.dataset.transform_split.draws_python,
             )
         flips = self._owner.folded.flips
         with ops_seeded(flips, seed):  # the batch's own stream, when it has one

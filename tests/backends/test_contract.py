@@ -218,3 +218,20 @@ def test_16bit_png_is_scaled_not_saturated() -> None:
     with Image.open(io.BytesIO(data)) as image:
         assert image.mode.startswith("I")
     np.testing.assert_array_equal(backends.decode_with_pillow(data), expected)
+
+
+def test_files_are_read_whole_whatever_their_size_says(tmp_path: Path) -> None:
+    from fastload.backends.base import read_file
+
+    photo_file = tmp_path / "a.jpg"
+    photo_file.write_bytes(jpeg_bytes(photo(64, 48)))
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert read_file(str(photo_file)) == photo_file.read_bytes()
+    assert read_file(str(empty)) == b""
+    # a size the system does not know (0 in /proc): read to the end all the same
+    if sys.platform == "linux":
+        status = read_file("/proc/self/status")
+        assert status.startswith(b"Name:") and b"VmRSS" in status
+    with pytest.raises(FileNotFoundError):
+        read_file(str(tmp_path / "missing.jpg"))

@@ -1,0 +1,57 @@
+"""The executors' shared planning: each sample's draws from its own seed."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from fastload import transforms as T
+from fastload.backends.executor import plan_views
+from fastload.resampling import View
+from fastload.transforms import split_transform
+
+SIZES = [(640, 480), (300, 500), (1000, 200), (64, 64)]
+SEEDS: list[int | None] = [11, 12, 13, 14]
+
+
+class JitteredCrop(T.Transform):
+    """A Transform of one's own that draws from Python's ``random``."""
+
+    def make_params(self, view: View) -> int:
+        return random.randint(0, min(view.width, view.height) // 4)
+
+    def apply_params(self, view: View, params: int) -> View:
+        return view.crop(params, params, view.height - params, view.width - params)
+
+
+def planned(transform, *, python_random: bool) -> list[View]:
+    split = split_transform(transform)
+    views, _ = plan_views(
+        split.plan, SIZES, torch.Generator().get_state(), SEEDS, python_random=python_random
+    )
+    return views
+
+
+def test_fastloads_own_ops_plan_the_same_without_pythons_random() -> None:
+    transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
+    assert not split_transform(transform).draws_python
+    random.seed(5)
+    before = random.getstate()
+    assert planned(transform, python_random=False) == planned(transform, python_random=True)
+    assert random.getstate() == before  # the caller's stream, untouched
+
+
+def test_an_op_that_draws_from_pythons_random_is_seeded_per_sample() -> None:
+    transform = T.Compose([JitteredCrop(), T.RandomResizedCrop(32)])
+    split = split_transform(transform)
+    assert split.draws_python
+    first = planned(transform, python_random=split.draws_python)
+    random.seed(99)  # the caller's stream does not leak into the samples' draws
+    assert planned(transform, python_random=split.draws_python) == first
+    alone = []
+    for (width, height), seed in zip(SIZES, SEEDS, strict=True):
+        random.seed(seed)
+        torch.manual_seed(seed)
+        alone.append(transform.plan(View.full(width, height)))
+    assert first == alone
