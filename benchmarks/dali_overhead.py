@@ -7,10 +7,11 @@ in the same run, with interleaved rounds (the median of each is reported):
 * hand-written, two ways for train, and the faster of them is the baseline ("best hand"):
   ``readers.file`` (shuffled) -> ``decoders.image_random_crop`` (ROI decode, scale (0.08, 1),
   ratio (3/4, 4/3)) -> ``resize`` 224 x 224 (antialiased) -> ``crop_mirror_normalize`` (uint8,
-  CHW) -> a torch tensor ("hand ROI"); or ``decoders.image`` (the whole image) ->
-  ``random_resized_crop`` 224 (antialiased) -> ``crop_mirror_normalize`` ("hand whole"). For
-  val: ``decoders.image`` -> ``resize`` (shorter side 256) -> ``crop_mirror_normalize`` (centre
-  224);
+  CHW) ("hand ROI"); or ``decoders.image`` (the whole image) -> ``random_resized_crop`` 224
+  (antialiased) -> ``crop_mirror_normalize`` ("hand whole"). For val: ``decoders.image`` ->
+  ``resize`` (shorter side 256) -> ``crop_mirror_normalize`` (centre 224). The output becomes
+  a torch tensor by DLPack, without a copy, as DALI's own PyTorch iterator does with DALI's
+  default (dynamic) executor;
 * train-normalize: the "hand ROI" pipeline with a random mirror and ImageNet's mean and std in
   ``crop_mirror_normalize`` (float32), against fastload with
   ``batch_transforms=gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(...)])``, which
@@ -18,6 +19,13 @@ in the same run, with interleaved rounds (the median of each is reported):
 * fastload: ``fastload.ImageFolder(root, transform=...)`` through
   ``fastload.DataLoader(..., backend="dali", num_workers=threads)``, with
   ``RandomResizedCrop(224)`` (train) or ``Resize(256) + CenterCrop(224)`` (val).
+
+Epochs: DALI's reader in the hand-written pipeline never ends one. The torch-style loaders
+read epochs of ``--epoch-samples`` (12,800 by default: a ``RandomSampler`` that shuffles each
+pass over the files anew), where the 600-image default set would end an epoch every 9
+batches and an ImageNet epoch lasts 20,000. A loader empties its queue at an epoch's end, so
+"fastload dali, own epochs" (the dataset's own, ``shuffle=True``) shows what that costs on a
+set this small. ``--epoch-samples 0`` gives every loader the dataset's own epochs.
 
 The stock torchvision pipeline and fastload's best CPU backend (``turbojpeg`` with worker
 processes) are measured in the same rounds, for comparison.
@@ -56,7 +64,6 @@ def hand_written(
     """
     from nvidia.dali import fn, types
     from nvidia.dali.pipeline import Pipeline
-    from nvidia.dali.plugin.pytorch import feed_ndarray
 
     files = sorted(str(p) for p in root.glob("*/*") if p.suffix.lower() in (".jpg", ".jpeg"))
     cuda = device.startswith("cuda")
@@ -112,18 +119,28 @@ def hand_written(
     pipe.build()
     while True:
         images, labels = pipe.run()
-        dense = images.as_tensor()
-        dtype = torch.float32 if pipeline == "train-normalize" else torch.uint8
-        out = torch.empty(dense.shape(), dtype=dtype, device=device)
-        if cuda:
-            feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream())
-        else:
-            feed_ndarray(dense, out)
+        # DALI's own PyTorch iterator with the dynamic executor (DALI's default): the output is
+        # handed over through DLPack, no copy
+        with torch.device(device):
+            out = torch.from_dlpack(images.as_tensor())
         yield out, torch.from_numpy(labels.as_array().reshape(-1))
 
 
+def order(dataset: Any, epoch_samples: int) -> dict[str, Any]:
+    """The loader arguments that read epochs of ``epoch_samples`` (0: the dataset's own)."""
+    if not epoch_samples:
+        return {"shuffle": True}
+    return {"sampler": torch.utils.data.RandomSampler(dataset, num_samples=epoch_samples)}
+
+
 def through_fastload(
-    root: Path, pipeline: str, backend: str, workers: int, batch: int, device: str = "cpu"
+    root: Path,
+    pipeline: str,
+    backend: str,
+    workers: int,
+    batch: int,
+    device: str = "cpu",
+    epoch_samples: int = 0,
 ):
     transform = (
         T.RandomResizedCrop(224)
@@ -142,7 +159,7 @@ def through_fastload(
     loader = fastload.DataLoader(
         ds,
         batch_size=batch,
-        shuffle=True,
+        **order(ds, epoch_samples),
         drop_last=True,
         num_workers=workers,
         persistent_workers=workers > 0 and not dali,
@@ -153,11 +170,14 @@ def through_fastload(
     return endless(loader)
 
 
-def stock(root: Path, pipeline: str, workers: int, batch: int) -> Iterator[Any]:
+def stock(
+    root: Path, pipeline: str, workers: int, batch: int, epoch_samples: int = 0
+) -> Iterator[Any]:
+    dataset = stock_dataset(root, "train" if pipeline == "train-normalize" else pipeline)
     loader = torch.utils.data.DataLoader(
-        stock_dataset(root, "train" if pipeline == "train-normalize" else pipeline),
+        dataset,
         batch_size=batch,
-        shuffle=True,
+        **order(dataset, epoch_samples),
         drop_last=True,
         num_workers=workers,
         persistent_workers=workers > 0,
@@ -180,6 +200,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="measuring time per pipeline")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
+        "--epoch-samples",
+        type=int,
+        default=12_800,
+        help="samples per epoch of the torch-style loaders (0: the dataset's own epochs)",
+    )
+    parser.add_argument(
         "--device", default="cpu", help="cpu (DALI's CPU decoder) or cuda (nvJPEG, GPU resize)"
     )
     parser.add_argument(
@@ -193,15 +219,23 @@ def main() -> None:
     n, b = args.threads, args.batch_size
     print(
         f"fastload {fastload.__version__}, torch {torch.__version__}; {n} DALI threads / "
-        f"workers, batch {b}, {args.rounds} interleaved rounds; data: {root}"
+        f"workers, batch {b}, {args.rounds} interleaved rounds; data: {root}; epochs of "
+        f"{args.epoch_samples or 'the dataset'} samples"
     )
     for pipeline in args.pipelines:
+        epoch = args.epoch_samples
         streams: dict[str, Iterator[Any]] = {
-            "stock torchvision": stock(root, pipeline, n, b),
+            "stock torchvision": stock(root, pipeline, n, b, epoch),
             "hand ROI": hand_written(root, pipeline, n, b, device=args.device),
-            "fastload dali": through_fastload(root, pipeline, "dali", n, b, args.device),
-            "fastload turbojpeg": through_fastload(root, pipeline, "turbojpeg", n, b, args.device),
+            "fastload dali": through_fastload(root, pipeline, "dali", n, b, args.device, epoch),
+            "fastload turbojpeg": through_fastload(
+                root, pipeline, "turbojpeg", n, b, args.device, epoch
+            ),
         }
+        if epoch:
+            streams["fastload dali, own epochs"] = through_fastload(
+                root, pipeline, "dali", n, b, args.device
+            )
         if pipeline == "train":
             streams["hand whole"] = hand_written(
                 root, pipeline, n, b, roi=False, device=args.device
@@ -223,9 +257,9 @@ def main() -> None:
         hand = median[best]
         base = median["stock torchvision"]
         print(f"\n{pipeline} pipeline (best hand-written: {best})")
-        print(f"  {'loader':<20} {'images/s':>9} {'x best hand':>12} {'x stock':>8}")
+        print(f"  {'loader':<26} {'images/s':>9} {'x best hand':>12} {'x stock':>8}")
         for name, rate in median.items():
-            print(f"  {name:<20} {rate:>9.0f} {rate / hand:>12.2f} {rate / base:>8.2f}")
+            print(f"  {name:<26} {rate:>9.0f} {rate / hand:>12.2f} {rate / base:>8.2f}")
         # fastload against the best hand-written pipeline round by round: the same round's
         # two slices saw the same load, so their ratio is steadier than the medians' ratio
         paired = [f / h for f, h in zip(rates["fastload dali"], rates[best], strict=True)]

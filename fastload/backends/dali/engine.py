@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,8 @@ class DaliEngine(Engine):
         self._names = [n for n in INPUTS if translation.may_pad or not n.startswith("pad_")]
         self._pipe: Any = None
         self._max_batch = 0
-        self._pending = 0  # iterations scheduled and not yet collected
-        self._held: tuple[Any, Any] | None = None  # a DALI GPU output a copy still reads
+        # what each scheduled, uncollected iteration was fed: DALI reads it in place
+        self._fed: deque[dict[str, Any]] = deque()
         self._checker: SampleDecoder | None = None
 
     def inputs(
@@ -76,58 +77,55 @@ class DaliEngine(Engine):
         return self._pipe
 
     def discard(self, *, grow_to: int = 0) -> None:
-        if self._held is not None:
-            self._held[1].synchronize()
-        self._pipe, self._pending, self._held = None, 0, None
+        if self._pipe is not None:
+            # iterations may still be running on the fed arrays: they go with the pipeline,
+            # which stops its threads when it is destroyed, before its attributes are freed
+            self._pipe.fastload_fed = self._fed
+        self._pipe, self._fed = None, deque()
         self._max_batch = max(self._max_batch, grow_to)
 
     def drain(self) -> None:
-        while self._pending and self._pipe is not None:
-            self._pending -= 1
+        while self._fed and self._pipe is not None:
             try:
                 self._pipe.outputs()
             except Exception:
                 self.discard()
+            else:
+                self._fed.popleft()
 
     def feed(self, inputs: dict[str, Any]) -> None:
         pipe = self._pipeline(len(inputs["encoded"]))
         for name, values in inputs.items():
             pipe.feed_input(name, values)
+        self._fed.append(inputs)
         pipe.schedule_run()
-        self._pending += 1
 
     def collect(self) -> torch.Tensor:
         try:
             (images,) = self._pipe.outputs()
         except RuntimeError as exc:  # DALI could not decode a file of this batch
-            raise BatchFailed(dali_error(exc)) from exc
-        finally:
-            self._pending -= 1
+            raise BatchFailed(dali_error(exc)) from exc  # the executor discards the pipeline
+        self._fed.popleft()
         if not images.is_dense_tensor():
             shapes = sorted({tuple(images[i].shape()) for i in range(len(images))})
             raise ValueError(
                 f"images of different sizes {shapes[:3]} cannot form a batch: give the dataset "
                 "a transform that makes one size, e.g. fastload.transforms.RandomResizedCrop(224)"
             )
-        from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
-
         tensor = images.as_tensor()
         device = self.options.device
-        pin = self.options.pin_memory and device.type == "cpu"
+        if device.type == "cuda":
+            # the dynamic executor hands the output over: DALI does not reuse its memory while
+            # the tensor lives, and the DLPack exchange orders DALI's stream before torch's
+            with torch.cuda.device(device):
+                return torch.from_dlpack(tensor)
+        if not self.options.pin_memory:
+            return torch.from_dlpack(tensor)  # no copy (DALI's own PyTorch iterator does this)
+        from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
+
         dtype = to_torch_type[tensor.dtype]
-        out = torch.empty(tensor.shape(), dtype=dtype, device=device, pin_memory=pin)
-        if device.type != "cuda":
-            feed_ndarray(tensor, out)  # a synchronous copy
-            return out
-        stream = torch.cuda.current_stream(device)
-        feed_ndarray(tensor, out, cuda_stream=stream)  # queued on torch's stream
-        # DALI may reuse its output's memory once the output is released: keep it until the
-        # queued copy has run (checked at the next batch, by when it normally has).
-        done = torch.cuda.Event()
-        done.record(stream)
-        if self._held is not None:
-            self._held[1].synchronize()
-        self._held = (images, done)
+        out = torch.empty(tensor.shape(), dtype=dtype, pin_memory=True)
+        feed_ndarray(tensor, out)  # DALI's output is pageable: a copy into page-locked memory
         return out
 
     def decode_alone(self, data: np.ndarray) -> None:
