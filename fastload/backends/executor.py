@@ -752,11 +752,12 @@ class _Epoch:
         self._done = True
         for future, _, _ in self._reads:
             future.cancel()
-        self._reader.shutdown(wait=False, cancel_futures=True)
+        # the engine's threads fragment the C heap epoch after epoch; a few ms hand it back,
+        # on a reader thread, while the next epoch starts (the engine has nothing queued)
+        self._reader.submit(trim_heap)
+        self._reader.shutdown(wait=False)
         errors.warn_skipped(self._skipped, stacklevel=4)
         self._skipped = 0
-        # the engine's threads fragment the C heap epoch after epoch; a few ms hand it back
-        trim_heap()
 
     def __del__(self) -> None:
         reader = getattr(self, "_reader", None)
