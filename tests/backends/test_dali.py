@@ -481,6 +481,45 @@ _FORK_AFTER_DALI = textwrap.dedent(
 )
 
 
+def test_fed_files_live_until_their_batch_is_collected(folder: Path) -> None:
+    """DALI reads the fed arrays in place: the engine keeps each batch's inputs until that batch
+    is collected, and lets them go then."""
+    import gc
+    import weakref
+
+    from fastload.backends.dali import DaliEngine
+    from fastload.backends.executor import ExecutorOptions, Folded, translate
+    from fastload.image import probe
+
+    transform = T.Resize((24, 32))
+    engine = DaliEngine(
+        ExecutorOptions(torch.device("cpu"), num_threads=1, batch_size=3),
+        translate(dataset(folder, transform).transform_split, "dali"),
+        Folded(),
+    )
+    paths = sorted(folder.glob("img_*.jpg"))
+
+    def feed(batch: list[Path]) -> list[weakref.ref]:
+        data = [np.frombuffer(bytearray(p.read_bytes()), np.uint8) for p in batch]
+        infos = [probe(p.read_bytes()) for p in batch]
+        sizes = [(info.width, info.height) for info in infos]
+        views = [transform.plan(View.full(w, h)) for w, h in sizes]
+        engine.feed(engine.inputs(data, views, sizes, infos))
+        return [weakref.ref(a) for a in data]
+
+    first, second = feed(paths[:3]), feed(paths[3:6])
+    gc.collect()
+    assert all(ref() is not None for ref in first + second)  # queued: kept for DALI
+    # the same batches through the loader (whose engine feeds its own reads)
+    loader = fastload.DataLoader(dataset(folder, transform), batch_size=3, backend="dali")
+    for refs, (expected, _) in zip((first, second), loader, strict=False):
+        images = engine.collect()
+        gc.collect()
+        assert all(ref() is None for ref in refs)  # collected: let go
+        assert torch.equal(images, expected)
+    engine.discard()
+
+
 def test_a_forked_worker_does_not_hang_on_an_inherited_pipeline(tmp_path: Path) -> None:
     """A worker forked after DALI ran must not wait forever in a pipeline's destructor.
 

@@ -49,8 +49,7 @@ class DaliEngine(Engine):
         self._names = [n for n in INPUTS if translation.may_pad or not n.startswith("pad_")]
         self._pipe: Any = None
         self._max_batch = 0
-        # what each scheduled, uncollected iteration was fed: DALI reads it in place
-        self._fed: deque[dict[str, Any]] = deque()
+        self._fed: deque[dict[str, Any]] = deque()  # each uncollected iteration's inputs
         self._checker: SampleDecoder | None = None
 
     def inputs(
@@ -72,16 +71,16 @@ class DaliEngine(Engine):
             self._pipe = build_pipeline(
                 self.options, self.translation, self._max_batch, self.folded
             )
+            # DALI reads the fed arrays in place (no_copy) until their iteration is collected,
+            # so they belong to the pipeline: it stops its threads when it is finalised, before
+            # its attributes are freed, whether it is discarded or goes with this engine
+            self._fed = self._pipe.fastload_fed = deque()
         if batch > self._max_batch:
             raise AssertionError("a pipeline must be rebuilt before it takes a larger batch")
         return self._pipe
 
     def discard(self, *, grow_to: int = 0) -> None:
-        if self._pipe is not None:
-            # iterations may still be running on the fed arrays: they go with the pipeline,
-            # which stops its threads when it is destroyed, before its attributes are freed
-            self._pipe.fastload_fed = self._fed
-        self._pipe, self._fed = None, deque()
+        self._pipe, self._fed = None, deque()  # iterations still running keep their inputs
         self._max_batch = max(self._max_batch, grow_to)
 
     def drain(self) -> None:
