@@ -78,7 +78,7 @@ def hand_written(
         encoded, labels = fn.readers.file(
             files=files, labels=list(range(len(files))), random_shuffle=True, name="files"
         )
-        if pipeline == "train-normalize":  # the reference for issue 30: flip + Normalize in DALI
+        if pipeline.startswith("train") and roi:  # decode only the random crop
             images = fn.decoders.image_random_crop(
                 encoded,
                 device=where,
@@ -87,6 +87,13 @@ def hand_written(
                 random_aspect_ratio=(3 / 4, 4 / 3),
             )
             images = fn.resize(images, size=(224, 224), antialias=True)
+        elif pipeline == "train":
+            images = fn.decoders.image(encoded, device=where, output_type=types.RGB)
+            images = fn.random_resized_crop(images, size=(224, 224), antialias=True)
+        else:
+            images = fn.decoders.image(encoded, device=where, output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=256, antialias=True)
+        if pipeline == "train-normalize":  # the reference for issue 30: flip + Normalize in DALI
             images = fn.crop_mirror_normalize(
                 images,
                 mirror=fn.random.coin_flip(probability=0.5),
@@ -95,23 +102,7 @@ def hand_written(
                 dtype=types.FLOAT,
                 output_layout="CHW",
             )
-        elif pipeline == "train" and not roi:
-            images = fn.decoders.image(encoded, device=where, output_type=types.RGB)
-            images = fn.random_resized_crop(images, size=(224, 224), antialias=True)
-            images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW")
-        elif pipeline == "train":
-            images = fn.decoders.image_random_crop(
-                encoded,
-                device=where,
-                output_type=types.RGB,
-                random_area=(0.08, 1.0),
-                random_aspect_ratio=(3 / 4, 4 / 3),
-            )
-            images = fn.resize(images, size=(224, 224), antialias=True)
-            images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW")
-        else:
-            images = fn.decoders.image(encoded, device=where, output_type=types.RGB)
-            images = fn.resize(images, resize_shorter=256, antialias=True)
+        else:  # val's centre crop (train's images are 224 x 224 already)
             images = fn.crop_mirror_normalize(
                 images, crop=(224, 224), dtype=types.UINT8, output_layout="CHW"
             )
