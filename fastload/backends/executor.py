@@ -754,7 +754,8 @@ class _Epoch:
             future.cancel()
         # the engine's threads fragment the C heap epoch after epoch; a few ms hand it back,
         # on a reader thread, while the next epoch starts (the engine has nothing queued)
-        self._reader.submit(trim_heap)
+        with contextlib.suppress(RuntimeError):  # no new threads at interpreter exit
+            self._reader.submit(trim_heap)
         self._reader.shutdown(wait=False)
         errors.warn_skipped(self._skipped, stacklevel=4)
         self._skipped = 0
