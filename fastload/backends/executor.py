@@ -328,7 +328,7 @@ def _read_and_plan(indices: list[int], seeds: list[int | None]) -> Read:
 def read_planned(planners: Any, indices: list[int], seeds: list[int | None]) -> Read:
     """A batch read and planned by a planner process (``planners``), with its bytes read here."""
     read = planners.submit(_read_and_plan, indices, seeds).result()
-    read.data = [np.fromfile(read.paths[k], dtype=np.uint8) for k in read.good]
+    read.data = [np.frombuffer(read_file(read.paths[k]), dtype=np.uint8) for k in read.good]
     return read
 
 
