@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from fastload import transforms as T
-from fastload.backends.base import check_header
+from fastload.backends.base import check_header, read_file
 from fastload.backends.executor import shown_size
 from fastload.backends.nvimgcodec import rendering
 from fastload.resampling import View
-from fastload.sampling import sample_seed, seed_both
+from fastload.sampling import sample_seed
 from fastload.synthetic import default_data
 
 TRANSFORM = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
@@ -51,8 +52,7 @@ def files_of(root: Path, limit: int) -> list[str]:
 
 
 def read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    return read_file(path)
 
 
 def header(data: bytes) -> tuple[Any, tuple[int, int]]:
@@ -61,7 +61,9 @@ def header(data: bytes) -> tuple[Any, tuple[int, int]]:
 
 
 def plan(position: int, size: tuple[int, int]) -> View:
-    seed_both(sample_seed(0, position))  # plan_views puts the streams back once a batch
+    # fastload's own ops draw from torch only, so plan_views seeds torch alone (and puts its
+    # stream back once a batch)
+    torch.default_generator.manual_seed(sample_seed(0, position))
     return TRANSFORM.plan(View.full(*size))
 
 
