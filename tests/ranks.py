@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +35,7 @@ def run_ranks(
     """
     env = {
         **os.environ,
+        "PYTHONFAULTHANDLER": "1",  # a rank stopped with SIGABRT prints every thread's stack
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(_free_port()),
         "WORLD_SIZE": str(world),
@@ -50,7 +52,26 @@ def run_ranks(
     ]
     errs = []
     for proc in procs:
-        _, err = proc.communicate(timeout=timeout)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(_stuck(procs, timeout)) from None
         assert proc.returncode == status, err
         errs.append(err)
     return errs
+
+
+def _stuck(procs: list[subprocess.Popen], timeout: float) -> str:
+    """Stop ranks that ran past ``timeout`` and say where each one was."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints the stacks, then it dies
+    report = [f"the ranks ran past {timeout:.0f} s; where each one was:"]
+    for rank, proc in enumerate(procs):
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        report.append(f"--- rank {rank} (exit {proc.returncode}):\n{(err or '')[-6000:]}")
+    return "\n".join(report)
