@@ -207,30 +207,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     root = Path(args.data or default_data())
-    n, b = args.threads, args.batch_size
     print(
-        f"fastload {fastload.__version__}, torch {torch.__version__}; {n} DALI threads / "
-        f"workers, batch {b}, {args.rounds} interleaved rounds; data: {root}; epochs of "
-        f"{args.epoch_samples or 'the dataset'} samples"
+        f"fastload {fastload.__version__}, torch {torch.__version__}; {args.threads} DALI "
+        f"threads / workers, batch {args.batch_size}, {args.rounds} interleaved rounds; "
+        f"data: {root}; epochs of {args.epoch_samples or 'the dataset'} samples"
     )
     for pipeline in args.pipelines:
-        epoch = args.epoch_samples
-        streams: dict[str, Iterator[Any]] = {
-            "stock torchvision": stock(root, pipeline, n, b, epoch),
-            "hand ROI": hand_written(root, pipeline, n, b, device=args.device),
-            "fastload dali": through_fastload(root, pipeline, "dali", n, b, args.device, epoch),
-            "fastload turbojpeg": through_fastload(
-                root, pipeline, "turbojpeg", n, b, args.device, epoch
-            ),
-        }
-        if epoch:
-            streams["fastload dali, own epochs"] = through_fastload(
-                root, pipeline, "dali", n, b, args.device
-            )
-        if pipeline == "train":
-            streams["hand whole"] = hand_written(
-                root, pipeline, n, b, roi=False, device=args.device
-            )
+        streams = contenders(root, pipeline, args)
         for batches in streams.values():
             for _ in range(3):  # warm-up: pipelines built, workers started
                 next(batches)
@@ -243,24 +226,47 @@ def main() -> None:
             close = getattr(batches, "close", None)
             if close is not None:
                 close()
-        median = {name: statistics.median(r) for name, r in rates.items()}
-        best = max((name for name in median if name.startswith("hand")), key=median.__getitem__)
-        hand = median[best]
-        base = median["stock torchvision"]
-        print(f"\n{pipeline} pipeline (best hand-written: {best})")
-        print(f"  {'loader':<26} {'images/s':>9} {'x best hand':>12} {'x stock':>8}")
-        for name, rate in median.items():
-            print(f"  {name:<26} {rate:>9.0f} {rate / hand:>12.2f} {rate / base:>8.2f}")
-        # fastload against the best hand-written pipeline round by round: the same round's
-        # two slices saw the same load, so their ratio is steadier than the medians' ratio
-        paired = [f / h for f, h in zip(rates["fastload dali"], rates[best], strict=True)]
-        low, high = min(paired), max(paired)
-        print(
-            f"  fastload dali / {best}, per round: median {statistics.median(paired):.2f}, "
-            f"range {low:.2f}-{high:.2f}"
+        report(pipeline, rates)
+
+
+def contenders(root: Path, pipeline: str, args: argparse.Namespace) -> dict[str, Iterator[Any]]:
+    """Every loader measured for ``pipeline``, by the name its row gets."""
+    n, b, epoch, device = args.threads, args.batch_size, args.epoch_samples, args.device
+    streams: dict[str, Iterator[Any]] = {
+        "stock torchvision": stock(root, pipeline, n, b, epoch),
+        "hand ROI": hand_written(root, pipeline, n, b, device=device),
+        "fastload dali": through_fastload(root, pipeline, "dali", n, b, device, epoch),
+        "fastload turbojpeg": through_fastload(root, pipeline, "turbojpeg", n, b, device, epoch),
+    }
+    if epoch:
+        streams["fastload dali, own epochs"] = through_fastload(
+            root, pipeline, "dali", n, b, device
         )
-        for name in (*sorted(n for n in rates if n.startswith("hand")), "fastload dali"):
-            print(f"  {name} rounds: {[round(r) for r in rates[name]]}")
+    if pipeline == "train":
+        streams["hand whole"] = hand_written(root, pipeline, n, b, roi=False, device=device)
+    return streams
+
+
+def report(pipeline: str, rates: dict[str, list[float]]) -> None:
+    """The medians against the best hand-written pipeline and stock, and the paired ratios."""
+    median = {name: statistics.median(r) for name, r in rates.items()}
+    best = max((name for name in median if name.startswith("hand")), key=median.__getitem__)
+    hand = median[best]
+    base = median["stock torchvision"]
+    print(f"\n{pipeline} pipeline (best hand-written: {best})")
+    print(f"  {'loader':<26} {'images/s':>9} {'x best hand':>12} {'x stock':>8}")
+    for name, rate in median.items():
+        print(f"  {name:<26} {rate:>9.0f} {rate / hand:>12.2f} {rate / base:>8.2f}")
+    # fastload against the best hand-written pipeline round by round: the same round's
+    # two slices saw the same load, so their ratio is steadier than the medians' ratio
+    paired = [f / h for f, h in zip(rates["fastload dali"], rates[best], strict=True)]
+    low, high = min(paired), max(paired)
+    print(
+        f"  fastload dali / {best}, per round: median {statistics.median(paired):.2f}, "
+        f"range {low:.2f}-{high:.2f}"
+    )
+    for name in (*sorted(n for n in rates if n.startswith("hand")), "fastload dali"):
+        print(f"  {name} rounds: {[round(r) for r in rates[name]]}")
 
 
 if __name__ == "__main__":

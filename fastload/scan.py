@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fastload import backends
+from fastload.backends.base import read_file
 from fastload.image import is_truncated_jpeg, probe, sniff
 from fastload.system import cpu_cores
 
@@ -75,7 +76,7 @@ class ScanReport:
 def scan_file(path: str, *, max_pixels: int, backend: backends.Backend) -> list[Finding]:
     """Every problem with one file (an empty list when it is fine)."""
     try:
-        data = Path(path).read_bytes()
+        data = read_file(path)
     except OSError as exc:
         return [Finding(path, "unreadable", f"cannot read the file: {exc}")]
     if not data:
