@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from fastload.errors import ImageDecodeError, UnreadableImageWarning
     from fastload.loader import DataLoader
     from fastload.prefetch import CUDAPrefetcher
+    from fastload.shards.dataset import ImageShards, ShardError
+    from fastload.shards.pack import pack
+    from fastload.shards.sampler import ShardSampler
     from fastload.skipping import Skipped
     from fastload.tensors import map_tensors
 
@@ -30,7 +33,10 @@ _WHERE = {
     "ImageDecodeError": "fastload.errors",
     "ImageFolder": "fastload.datasets",
     "ImageList": "fastload.datasets",
+    "ImageShards": "fastload.shards.dataset",
     "MissingDependencyError": "fastload._optional",
+    "ShardError": "fastload.shards.dataset",
+    "ShardSampler": "fastload.shards.sampler",
     "Skipped": "fastload.skipping",
     "UnreadableImageWarning": "fastload.errors",
     "autotune": "fastload.autotune",
@@ -39,6 +45,7 @@ _WHERE = {
     "explain": "fastload.accelerate",
     "gpu": "fastload.gpu",
     "map_tensors": "fastload.tensors",
+    "pack": "fastload.shards.pack",
     "train": "fastload.train",
     "transforms": "fastload.transforms",
 }
@@ -49,7 +56,10 @@ __all__ = [
     "ImageDecodeError",
     "ImageFolder",
     "ImageList",
+    "ImageShards",
     "MissingDependencyError",
+    "ShardError",
+    "ShardSampler",
     "Skipped",
     "UnreadableImageWarning",
     "__version__",
@@ -59,6 +69,7 @@ __all__ = [
     "explain",
     "gpu",
     "map_tensors",
+    "pack",
     "train",
     "transforms",
 ]

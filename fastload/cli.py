@@ -26,6 +26,7 @@ COMMANDS = {
     "bench": "fastload.commands.bench",
     "autotune": "fastload.commands.autotune",
     "doctor": "fastload.commands.doctor",
+    "pack": "fastload.commands.pack",
 }
 
 

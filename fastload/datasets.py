@@ -1,16 +1,20 @@
-"""Image datasets: paths and labels in, decoding delegated to a backend.
+"""Image datasets: where each sample's bytes are, and one decode path for all of them.
 
-Samples live in numpy arrays (UTF-8 bytes plus offsets for paths, int64 for labels), not in a
-Python list of tuples: reading a list item in a forked DataLoader worker writes its reference
-count, which copies the page it sits on, so over an epoch every worker ends up with a private
-copy of the whole list (pytorch/pytorch issue 13246). Arrays have no per-item objects.
+:class:`ImageDataset` holds what every fastload dataset shares (the transform split, the
+backend, the error policy, per-sample seeds); a subclass says only where a sample's bytes and
+target are (:meth:`ImageDataset.read_sample`) and what to call it in errors
+(:meth:`ImageDataset.path`). :class:`ImageList` and :class:`ImageFolder` read files;
+``fastload.ImageShards`` reads members of tar shards.
+
+Samples live in numpy arrays (:class:`fastload.compact.Strings` for paths, int64 for labels),
+not in a Python list of tuples (see :mod:`fastload.compact`).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -20,60 +24,209 @@ from torch.utils.data import Dataset
 from fastload import backends, errors
 from fastload.backends.base import read_file
 from fastload.checks import check_int
+from fastload.compact import Strings
 from fastload.errors import UnreadableImageWarning
 from fastload.sampling import SeededSamples, numpy_kept, seeded
 from fastload.skipping import Skipped
 from fastload.transforms import TransformSplit, split_transform
 
 __all__ = [
+    "ImageDataset",
     "ImageFolder",
     "ImageList",
     "Skipped",
     "UnreadableImageWarning",
+    "check_options",
 ]
 
 OnError = Literal["raise", "skip"]
 _ON_ERROR = ("raise", "skip")
 
 
-def _check_options(on_error: str, max_pixels: int) -> None:
+def check_options(on_error: str, max_pixels: int) -> None:
+    """Check the options every fastload dataset takes.
+
+    Raises:
+        ValueError: ``on_error`` is not ``"raise"`` or ``"skip"``, or ``max_pixels`` is not a
+            positive int.
+    """
     if on_error not in _ON_ERROR:
         raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
     check_int("max_pixels", max_pixels, minimum=1)
 
 
-class _Strings:
-    """Many strings in two numpy arrays: no Python object per string."""
+class ImageDataset(Dataset):
+    """What every fastload image dataset shares: decoding, transforms, errors, seeds.
 
-    def __init__(self, strings: Iterable[str]) -> None:
-        encoded = [os.fsencode(s) for s in strings]
-        self._offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=self._offsets[1:])
-        self._bytes = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
-
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
-    def __getitem__(self, index: int) -> str:
-        start, end = self._offsets[index], self._offsets[index + 1]
-        return os.fsdecode(self._bytes[start:end].tobytes())
-
-    @property
-    def nbytes(self) -> int:
-        return self._offsets.nbytes + self._bytes.nbytes
-
-
-class ImageList(Dataset):
-    """Images from a list of file paths and integer labels.
-
-    Indexed with a :class:`fastload.sampling.SampleKey` (as ``fastload.DataLoader`` does by
-    default), a sample's random transforms draw from the key's seed.
+    A subclass sets up its samples, calls :meth:`_setup`, and defines ``__len__``,
+    :meth:`path` and :meth:`read_sample`. Indexed with a :class:`fastload.sampling.SampleKey`
+    (as ``fastload.DataLoader`` does by default), a sample's random transforms draw from the
+    key's seed.
 
     ``ds[i]`` returns ``(image, target)``. The image is a C x H x W uint8 RGB tensor (EXIF
     orientation applied) when ``transform`` is ``None``, a fastload op or a ``Compose``
     starting with fastload ops (these run fused with decoding; any other callables in the
     ``Compose`` then get that tensor). Any other ``transform`` gets a PIL RGB image, as it
     would from ``torchvision.datasets.ImageFolder``.
+    """
+
+    sample_keys = True  # honours SampleKey seeds: fastload.DataLoader sends them
+    root = ""
+
+    def _setup(
+        self,
+        transform: Callable[[Any], Any] | None,
+        target_transform: Callable[[Any], Any] | None,
+        backend: str,
+        on_error: OnError,
+        max_pixels: int,
+        exif_orientation: bool,
+    ) -> None:
+        if not isinstance(exif_orientation, bool):
+            raise ValueError(f"exif_orientation={exif_orientation!r} must be True or False")
+        self.exif_orientation = exif_orientation
+        self.transform = transform
+        self.target_transform = target_transform
+        self.on_error = on_error
+        self.max_pixels = max_pixels
+        self.backend = backends.resolve(backend)
+        # a backend named, not chosen by "auto": a CUDA loader keeps it (no GPU decoder swap)
+        self.backend_named = backend != "auto"
+        # OpenCV runs single-threaded from here on, in this process and the workers it forks:
+        # the workers are the parallelism, and a child forked after OpenCV started its thread
+        # pool can deadlock in the next OpenCV call that reaches the pool.
+        import cv2
+
+        cv2.setNumThreads(0)
+        self._decoder: backends.Backend | None = backends.create(self.backend)
+        self._decoder_pid = os.getpid()
+        if not hasattr(self, "bad_files"):
+            self.bad_files: dict[str, str] = {}
+        self._split = split_transform(transform)
+        self._plan = self._split.plan
+
+    # ------------------------------------------------------------ what a subclass says
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def path(self, index: int) -> str:
+        """The name of sample ``index`` in errors and in :attr:`bad_files` (a file's path)."""
+        raise NotImplementedError
+
+    def read_sample(self, index: int) -> tuple[bytes, Any]:
+        """The encoded image of sample ``index`` and its target (before ``target_transform``).
+
+        Runs in the worker processes or the executor's reader threads; any exception it
+        raises is an unreadable sample (``on_error``).
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ shared
+
+    @property
+    def transform_split(self) -> TransformSplit:
+        """The ``transform`` cut where decoding stops taking it over: the ``fused`` fastload
+        ops, the callables run ``after`` them on the uint8 tensor, or a ``pil`` transform that
+        gets a PIL image (see :func:`fastload.transforms.split_transform`)."""
+        return self._split
+
+    def using(self, backend: str) -> Any:
+        """A copy of this dataset that decodes with another per-sample backend.
+
+        The copy shares the samples, the transform and :attr:`bad_files` with this dataset.
+
+        Raises:
+            ValueError: ``backend`` is not a registered backend.
+            fastload.MissingDependencyError: Its library is not installed.
+        """
+        other = copy.copy(self)
+        other.backend, other.backend_named = backends.resolve(backend), backend != "auto"
+        other._decoder, other._decoder_pid = backends.create(other.backend), os.getpid()
+        return other
+
+    def with_transform(self, transform: Callable[[Any], Any] | None) -> Any:
+        """A copy of this dataset with another ``transform``.
+
+        The copy shares the samples, the backend and :attr:`bad_files` with this dataset.
+        """
+        other = copy.copy(self)
+        other.transform = transform
+        other._split = split_transform(transform)
+        other._plan = other._split.plan
+        return other
+
+    def _backend(self) -> backends.Backend:
+        if self._decoder is None or self._decoder_pid != os.getpid():
+            self._decoder = backends.create(self.backend)
+            self._decoder_pid = os.getpid()
+        return self._decoder
+
+    def __getitem__(self, index: int) -> Any:
+        # A SampleKey from fastload.DataLoader (seeding="sample") carries the sample's own seed:
+        # every draw of the transforms comes from it, whatever process loads the sample.
+        with seeded(getattr(index, "seed", None)):
+            return self._load(int(index))
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        # torch's fetcher calls this with a whole batch: a KeyedBatch's seed goes on with the
+        # samples, to the collate function, for the batch ops
+        with numpy_kept():
+            samples = [self[i] for i in indices]
+        seed = getattr(indices, "seed", None)
+        return samples if seed is None else SeededSamples(samples, seed)
+
+    def _load(self, index: int) -> Any:
+        try:
+            data, target = self.read_sample(index)
+            image = self._decode(data)
+        except Exception as exc:
+            path, why = self.path(index), errors.reason(exc)
+            if self.on_error == "skip":
+                self.bad_files[path] = why
+                return Skipped(path, why)
+            raise errors.cannot_read(path, self.backend, why) from exc
+        # the user's own code runs outside the try: its bugs are not unreadable images
+        if self._split.pil is not None:
+            from PIL import Image
+
+            image = self._split.pil(Image.fromarray(image))
+        for op in self._split.after:
+            image = op(image)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return image, target
+
+    def _decode(self, data: bytes) -> Any:
+        """Decode (with the fused transform): the part ``on_error`` is about."""
+        array = self._backend().decode(
+            data,
+            plan=self._plan,
+            render=self._split.render,
+            max_pixels=self.max_pixels,
+            exif_orientation=self.exif_orientation,
+        )
+        if self._split.pil is not None:
+            return array  # the caller makes the PIL image for the user's transform
+        # A channels-first view of the decoder's buffer: collating copies it once, into the batch.
+        return torch.from_numpy(array).permute(2, 0, 1)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_decoder"] = None  # library handles do not pickle; rebuilt in the new process
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({len(self)} images, root={self.root!r}, "
+            f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
+        )
+
+
+class ImageList(ImageDataset):
+    """Images from a list of file paths and integer labels.
+
+    ``ds[i]`` returns ``(image, target)`` (see :class:`ImageDataset` for the image).
 
     Args:
         paths: Image file paths.
@@ -116,83 +269,16 @@ class ImageList(Dataset):
     ) -> None:
         if len(paths) != len(labels):
             raise ValueError(f"got {len(paths)} paths but {len(labels)} labels")
-        _check_options(on_error, max_pixels)
+        check_options(on_error, max_pixels)
         self._init_samples([os.fspath(p) for p in paths], labels, root="")
         self.classes = list(classes) if classes is not None else []
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
 
-    sample_keys = True  # honours SampleKey seeds: fastload.DataLoader sends them
-
-    # ------------------------------------------------------------ construction
-
     def _init_samples(self, relative: list[str], labels: Sequence[int], root: str) -> None:
         self.root = root
-        self._paths = _Strings(relative)
+        self._paths = Strings(relative)
         self._labels = np.asarray(labels, dtype=np.int64).reshape(-1)
-
-    def _setup(
-        self,
-        transform: Callable[[Any], Any] | None,
-        target_transform: Callable[[int], Any] | None,
-        backend: str,
-        on_error: OnError,
-        max_pixels: int,
-        exif_orientation: bool,
-    ) -> None:
-        if not isinstance(exif_orientation, bool):
-            raise ValueError(f"exif_orientation={exif_orientation!r} must be True or False")
-        self.exif_orientation = exif_orientation
-        self.transform = transform
-        self.target_transform = target_transform
-        self.on_error = on_error
-        self.max_pixels = max_pixels
-        self.backend = backends.resolve(backend)
-        # a backend named, not chosen by "auto": a CUDA loader keeps it (no GPU decoder swap)
-        self.backend_named = backend != "auto"
-        # OpenCV runs single-threaded from here on, in this process and the workers it forks:
-        # the workers are the parallelism, and a child forked after OpenCV started its thread
-        # pool can deadlock in the next OpenCV call that reaches the pool.
-        import cv2
-
-        cv2.setNumThreads(0)
-        self._decoder: backends.Backend | None = backends.create(self.backend)
-        self._decoder_pid = os.getpid()
-        self.bad_files: dict[str, str] = {}
-        self._split = split_transform(transform)
-        self._plan = self._split.plan
-
-    @property
-    def transform_split(self) -> TransformSplit:
-        """The ``transform`` cut where decoding stops taking it over: the ``fused`` fastload
-        ops, the callables run ``after`` them on the uint8 tensor, or a ``pil`` transform that
-        gets a PIL image (see :func:`fastload.transforms.split_transform`)."""
-        return self._split
-
-    def using(self, backend: str) -> ImageList:
-        """A copy of this dataset that decodes with another per-sample backend.
-
-        The copy shares the samples, the transform and :attr:`bad_files` with this dataset.
-
-        Raises:
-            ValueError: ``backend`` is not a registered backend.
-            fastload.MissingDependencyError: Its library is not installed.
-        """
-        other = copy.copy(self)
-        other.backend, other.backend_named = backends.resolve(backend), backend != "auto"
-        other._decoder, other._decoder_pid = backends.create(other.backend), os.getpid()
-        return other
-
-    def with_transform(self, transform: Callable[[Any], Any] | None) -> ImageList:
-        """A copy of this dataset with another ``transform``.
-
-        The copy shares the samples, the backend and :attr:`bad_files` with this dataset.
-        """
-        other = copy.copy(self)
-        other.transform = transform
-        other._split = split_transform(transform)
-        other._plan = other._split.plan
-        return other
 
     # ------------------------------------------------------------ torchvision's attributes
 
@@ -203,6 +289,10 @@ class ImageList(Dataset):
         """The file path of sample ``index``."""
         relative = self._paths[index]
         return os.path.join(self.root, relative) if self.root else relative
+
+    def read_sample(self, index: int) -> tuple[bytes, int]:
+        """The bytes of sample ``index``'s file, and its label."""
+        return read_file(self.path(index)), int(self._labels[index])
 
     @property
     def samples(self) -> list[tuple[str, int]]:
@@ -229,76 +319,6 @@ class ImageList(Dataset):
         view = self._labels.view()
         view.flags.writeable = False
         return view
-
-    # ------------------------------------------------------------ loading
-
-    def _backend(self) -> backends.Backend:
-        if self._decoder is None or self._decoder_pid != os.getpid():
-            self._decoder = backends.create(self.backend)
-            self._decoder_pid = os.getpid()
-        return self._decoder
-
-    def __getitem__(self, index: int) -> Any:
-        # A SampleKey from fastload.DataLoader (seeding="sample") carries the sample's own seed:
-        # every draw of the transforms comes from it, whatever process loads the sample.
-        with seeded(getattr(index, "seed", None)):
-            return self._load(int(index))
-
-    def __getitems__(self, indices: list[int]) -> list[Any]:
-        # torch's fetcher calls this with a whole batch: a KeyedBatch's seed goes on with the
-        # samples, to the collate function, for the batch ops
-        with numpy_kept():
-            samples = [self[i] for i in indices]
-        seed = getattr(indices, "seed", None)
-        return samples if seed is None else SeededSamples(samples, seed)
-
-    def _load(self, index: int) -> Any:
-        path = self.path(index)
-        target: Any = int(self._labels[index])
-        try:
-            image = self._read(path)
-        except Exception as exc:
-            why = errors.reason(exc)
-            if self.on_error == "skip":
-                self.bad_files[path] = why
-                return Skipped(path, why)
-            raise errors.cannot_read(path, self.backend, why) from exc
-        # the user's own code runs outside the try: its bugs are not unreadable images
-        if self._split.pil is not None:
-            from PIL import Image
-
-            image = self._split.pil(Image.fromarray(image))
-        for op in self._split.after:
-            image = op(image)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return image, target
-
-    def _read(self, path: str) -> Any:
-        """Read and decode (with the fused transform): the part ``on_error`` is about."""
-        data = read_file(path)
-        array = self._backend().decode(
-            data,
-            plan=self._plan,
-            render=self._split.render,
-            max_pixels=self.max_pixels,
-            exif_orientation=self.exif_orientation,
-        )
-        if self._split.pil is not None:
-            return array  # the caller makes the PIL image for the user's transform
-        # A channels-first view of the decoder's buffer: collating copies it once, into the batch.
-        return torch.from_numpy(array).permute(2, 0, 1)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_decoder"] = None  # library handles do not pickle; rebuilt in the new process
-        return state
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}({len(self)} images, root={self.root!r}, "
-            f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
-        )
 
 
 class ImageFolder(ImageList):
@@ -337,7 +357,7 @@ class ImageFolder(ImageList):
     ) -> None:
         from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
 
-        _check_options(on_error, max_pixels)
+        check_options(on_error, max_pixels)
         root = os.fspath(root)
         classes, class_to_idx = find_classes(root)
         extensions = None if is_valid_file is not None else IMG_EXTENSIONS

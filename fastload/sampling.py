@@ -225,6 +225,10 @@ class EpochSampler:
         self.finished = True
         self._pass = 0
         self._resume: tuple[_Started, int] | None = None
+        # an elastic sampler (fastload.ShardSampler) keeps its own place: resuming passes over
+        # nothing, and the batches before this pass's start are counted from `_base`
+        self._resume_elastic = False
+        self._base = 0
 
     def __len__(self) -> int:
         return len(self.inner)  # type: ignore[arg-type]
@@ -281,12 +285,14 @@ class EpochSampler:
         generator = None if self.generator is None else self.generator.get_state()
         if self._resume is not None:  # loaded, and not started again yet: the same point
             started, batches = self._resume
+            position = self._sampler_position(0)
         elif self.in_epoch:
             assert self.current is not None
             started, batches = self.current, self.consumed
+            position = self._sampler_position(self.consumed - self._base)
         else:
             return {"epochs_started": self.started, "in_epoch": False, "generator": generator}
-        return {
+        state: dict[str, Any] = {
             "epochs_started": started.number,  # the running epoch starts again on loading
             "in_epoch": True,
             "generator": generator,
@@ -295,11 +301,32 @@ class EpochSampler:
             "sampler_state": started.state,
             "sampler_epoch": started.sampler_epoch,
         }
+        if position is not None:
+            state["sampler_position"] = position
+        return state
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the sampler keeps its own place (``fastload.ShardSampler``): it is saved
+        and loaded through its ``state_dict``, so that another world size can resume it."""
+        if not getattr(self.sampler, "elastic", False):
+            return False
+        return not self.batched or (
+            getattr(self.inner, "sampler", None) is self.sampler
+            and isinstance(getattr(self.inner, "batch_size", None), int)
+        )
+
+    def _sampler_position(self, batches: int) -> dict[str, Any] | None:
+        """An elastic sampler's state after ``batches`` more batches of this pass."""
+        if not self.elastic:
+            return None
+        samples = batches * self.inner.batch_size if self.batched else batches  # type: ignore[attr-defined]
+        return self.sampler.state_dict(consumed=samples)
 
     def load(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state`: the next pass resumes the epoch it describes, if any."""
         self.started = int(state["epochs_started"])
-        self.current, self._resume = None, None
+        self.current, self._resume, self._resume_elastic = None, None, False
         if state["generator"] is not None and self.generator is not None:
             self.generator.set_state(state["generator"])
         if not state["in_epoch"]:
@@ -316,6 +343,9 @@ class EpochSampler:
         )
         self._resume = (started, int(state["batches"]))
         self.started = number  # the resumed epoch counts when it starts again
+        if state.get("sampler_position") is not None and self.elastic:
+            self.sampler.load_state_dict(state["sampler_position"])
+            self._resume_elastic = True
 
     @property
     def resuming(self) -> bool:
@@ -336,6 +366,8 @@ class EpochSampler:
         """
         source = self.source()
         resume, self._resume = self._resume, None
+        elastic, self._resume_elastic = self._resume_elastic, False
+        self._base = 0
         if resume is None:
             state = source.get_state()
             started = _Started(
@@ -350,6 +382,10 @@ class EpochSampler:
         started, skip = resume
         self.started = started.number + 1
         self.current = started
+        if elastic:  # the sampler gives only the rest: nothing to pass over
+            self.delivered, self.dropped, self._base = skip, [], skip
+            size = self.inner.batch_size if self.batched else 1  # type: ignore[attr-defined]
+            return iter(self.inner), started, skip, skip * size
         saved = source.get_state()
         source.set_state(started.state)
         batches = iter(self.inner)

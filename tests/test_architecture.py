@@ -36,6 +36,14 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.gpu.separable",
         "fastload.gpu.deferred",
         "fastload.handover",
+        "fastload.compact",
+        "fastload.shards",
+        "fastload.shards.tar",
+        "fastload.shards.index",
+        "fastload.shards.manifest",
+        "fastload.shards.sources",
+        "fastload.shards.storage",
+        "fastload.shards.sampler",
     ),
     (  # per-sample decoding, batch ops, the prefetcher
         "fastload.gpu.transforms",
@@ -61,6 +69,8 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     (
         "fastload.datasets",
+        "fastload.shards.dataset",
+        "fastload.shards.pack",
         "fastload.accelerate",
         "fastload.autotune.*",
         "fastload.scan",

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from fastload import errors
-from fastload.backends.base import check_header, read_file
+from fastload.backends.base import check_header
 from fastload.gpu.stage import ops_seeded
 from fastload.image import ImageInfo
 from fastload.resampling import View
@@ -184,8 +184,9 @@ class Read:
 
     Attributes:
         indices: The dataset indices of the batch.
-        paths: Their file paths.
+        paths: Their names (file paths, or shard members).
         data: The bytes of each readable file.
+        targets: The target of each readable file (before ``target_transform``).
         sizes: The shown (width, height) of each readable file.
         infos: What each readable file's header says.
         good: Positions in ``indices`` of the readable files.
@@ -196,6 +197,7 @@ class Read:
     indices: list[int]
     paths: list[str]
     data: list[np.ndarray] = field(default_factory=list)
+    targets: list[Any] = field(default_factory=list)
     sizes: list[tuple[int, int]] = field(default_factory=list)
     infos: list[ImageInfo] = field(default_factory=list)
     good: list[int] = field(default_factory=list)
@@ -222,7 +224,7 @@ def read_batch(dataset: Any, indices: list[int]) -> Read:
     stored = getattr(dataset, "exif_orientation", True) is False
     for k, path in enumerate(read.paths):
         try:
-            data = read_file(path)
+            data, target = dataset.read_sample(indices[k])
             info = check_header(data, max_pixels=dataset.max_pixels)
             if stored and info.width is not None and info.height is not None:
                 info = dataclasses.replace(info, orientation=1)  # the pixels as stored
@@ -231,6 +233,7 @@ def read_batch(dataset: Any, indices: list[int]) -> Read:
             read.bad.append((path, errors.reason(exc)))
             continue
         read.data.append(np.frombuffer(data, dtype=np.uint8))
+        read.targets.append(target)
         read.sizes.append(size)
         read.infos.append(info)
         read.good.append(k)
@@ -325,10 +328,12 @@ def _read_and_plan(indices: list[int], seeds: list[int | None]) -> Read:
     return read
 
 
-def read_planned(planners: Any, indices: list[int], seeds: list[int | None]) -> Read:
+def read_planned(planners: Any, dataset: Any, indices: list[int], seeds: list[int | None]) -> Read:
     """A batch read and planned by a planner process (``planners``), with its bytes read here."""
     read = planners.submit(_read_and_plan, indices, seeds).result()
-    read.data = [np.frombuffer(read_file(read.paths[k]), dtype=np.uint8) for k in read.good]
+    read.data = [
+        np.frombuffer(dataset.read_sample(indices[k])[0], dtype=np.uint8) for k in read.good
+    ]
     return read
 
 
@@ -341,7 +346,7 @@ class Planned:
 
     Attributes:
         paths: The files of the batch.
-        labels: Their labels (int64 array).
+        targets: Their targets (before ``target_transform``).
         data: The bytes of each file.
         inputs: The engine's per-sample inputs, one list (or one array, the batch its outer
             dimension) per name (``"encoded"`` among them).
@@ -350,7 +355,7 @@ class Planned:
     """
 
     paths: list[str]
-    labels: Any
+    targets: list[Any]
     data: list[np.ndarray]
     inputs: dict[str, Any]
     error: Exception | None = None
@@ -360,7 +365,7 @@ class Planned:
         """The same batch with only the samples at ``positions``."""
         return Planned(
             [self.paths[k] for k in positions],
-            self.labels[positions],
+            [self.targets[k] for k in positions],
             [self.data[k] for k in positions],
             {name: _take(values, positions) for name, values in self.inputs.items()},
             seed=self.seed,
@@ -624,7 +629,9 @@ class _Epoch:
             indices = [int(i) for i in indices]
             planners = self._owner.planners(seeds)
             if planners is not None:  # each sample planned from its own seed, or no draws
-                future = self._reader.submit(read_planned, planners, indices, seeds)
+                future = self._reader.submit(
+                    read_planned, planners, self._owner.dataset, indices, seeds
+                )
             else:
                 future = self._reader.submit(read_batch, self._owner.dataset, indices)
             self._reads.append((future, seeds, seed))
@@ -634,7 +641,7 @@ class _Epoch:
         for path, why in read.bad:
             if dataset.on_error == "raise":
                 return Planned(
-                    [], None, [], {}, error=errors.cannot_read(path, self._owner.name, why)
+                    [], [], [], {}, error=errors.cannot_read(path, self._owner.name, why)
                 )
             dataset.bad_files[path] = why
             self._skipped += 1
@@ -656,10 +663,9 @@ class _Epoch:
                 drawn = op.make_params(len(views), views[0].height, views[0].width)
                 mirror = drawn["apply"].tolist()
                 views = [v.mirrored() if f else v for v, f in zip(views, mirror, strict=True)]
-        labels = dataset.labels[[read.indices[k] for k in read.good]]
         return Planned(
             [read.paths[k] for k in read.good],
-            labels,
+            read.targets,
             read.data,
             self._engine.inputs(read.data, views, read.sizes, read.infos),
             seed=seed,
@@ -695,13 +701,13 @@ class _Epoch:
     # ------------------------------------------------------------ delivering
 
     def _labels(self, planned: Planned) -> Any:
+        from torch.utils.data import default_collate
+
         labels: Any
         if self._target_transform is None:
-            labels = torch.from_numpy(planned.labels)
+            labels = default_collate(planned.targets)  # ints: an int64 tensor
         else:
-            from torch.utils.data import default_collate
-
-            labels = default_collate([self._target_transform(int(x)) for x in planned.labels])
+            labels = default_collate([self._target_transform(x) for x in planned.targets])
         device = self._owner.options.device
         if device.type == "cuda" and isinstance(labels, torch.Tensor):
             labels = labels.to(device, non_blocking=True)

@@ -274,6 +274,9 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
                 f"not a fastload.DataLoader state (format {STATE_FORMAT} expected, got {got!r})"
             )
         mine = self._identity()
+        if getattr(self.sampler, "elastic", False):
+            # a ShardSampler resumes under another world size: fewer or more batches per rank
+            mine.pop("batches per epoch")
         theirs = state["loader"]
         differ = [
             f"{key} {theirs.get(key)!r} in the state, {mine[key]!r} here"

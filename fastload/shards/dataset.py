@@ -1,0 +1,323 @@
+"""``ImageShards``: a map-style dataset of images stored in tar shards (the WebDataset layout).
+
+Each shard's index (DALI's v1.2 format; made by a scan when a shard has none, see
+:mod:`fastload.shards.index`) gives every member's offset, so that a sample is one positioned
+read: its image and its ``.cls`` member, with their tar headers, which are checked against the
+index. The bytes then take the decode path of every fastload dataset
+(:class:`fastload.datasets.ImageDataset`): the same file bytes give the same pixels as from a
+folder.
+
+Problems are met where they are found. At construction: a missing shard, a file that is not an
+uncompressed tar, a tar cut inside a header (what follows is lost), member names that make no
+sample or an ambiguous one. At reading: a member cut short, an index that no longer matches its
+shard, bytes that are not an image, a sample without ``.cls``. Each is one error naming the
+shard and member, or with ``on_error="skip"`` costs only the samples concerned, which are
+recorded in :attr:`ImageShards.bad_files` (at construction, with one warning; at reading, as the
+folder datasets report them).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fastload import backends
+from fastload.compact import Strings
+from fastload.datasets import ImageDataset, OnError, check_options
+from fastload.errors import UnreadableImageWarning
+from fastload.shards import index as indexes
+from fastload.shards import sources
+from fastload.shards.storage import read_range
+from fastload.shards.tar import BLOCK, Member, TarError, check_header
+
+__all__ = ["IMAGE_EXTENSIONS", "ImageShards", "ShardError"]
+
+# the members taken as the image, in this order of preference (webdataset's image extensions)
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "ppm", "pgm", "pbm", "pnm", "bmp", "tif", "tiff")
+
+
+class ShardError(ValueError):
+    """A shard, or a member of one, that cannot be read as samples; the message names it."""
+
+
+@dataclass
+class _Table:
+    """The samples of all shards, as arrays (see :mod:`fastload.compact` for why arrays)."""
+
+    shard: list[int] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    image_offset: list[int] = field(default_factory=list)
+    image_size: list[int] = field(default_factory=list)
+    image_ext: list[int] = field(default_factory=list)
+    label_offset: list[int] = field(default_factory=list)
+    label_size: list[int] = field(default_factory=list)
+    label_ext: list[int] = field(default_factory=list)
+    exts: dict[str, int] = field(default_factory=dict)
+
+    def code(self, ext: str) -> int:
+        return self.exts.setdefault(ext, len(self.exts))
+
+    def add(self, shard: int, key: str, image: indexes.Part, label: indexes.Part | None) -> None:
+        self.shard.append(shard)
+        self.keys.append(key)
+        self.image_offset.append(image.offset)
+        self.image_size.append(image.size)
+        self.image_ext.append(self.code(image.ext))
+        self.label_offset.append(label.offset if label is not None else -1)
+        self.label_size.append(label.size if label is not None else 0)
+        self.label_ext.append(self.code(label.ext) if label is not None else -1)
+
+
+def image_part(parts: Sequence[indexes.Part]) -> indexes.Part | None:
+    """The member taken as a sample's image: the first of :data:`IMAGE_EXTENSIONS` by
+    extension, or else by the last part of a longer one (``left.jpg``)."""
+    by_ext = {p.ext.lower(): p for p in parts}
+    for ext in IMAGE_EXTENSIONS:
+        if ext in by_ext:
+            return by_ext[ext]
+    for part in parts:
+        if part.ext.rsplit(".", 1)[-1].lower() in IMAGE_EXTENSIONS:
+            return part
+    return None
+
+
+class ImageShards(ImageDataset):
+    """Images (and their ``.cls`` labels) in tar shards, as a map-style dataset.
+
+    ``ds[i]`` returns ``(image, label)`` as :class:`fastload.ImageFolder` does for the same
+    bytes. Samples are numbered shard by shard, in each shard's order; each is read with one
+    positioned read (no tar scan at read time), through a few open files per thread however
+    many shards there are. Everything fastload's loader does with a dataset (samplers, resume,
+    DDP, the batch executors, ``batch_transforms``, ``device="cuda"``) works on it unchanged;
+    :class:`fastload.ShardSampler` orders an epoch so that reading stays within a few shards at
+    a time.
+
+    Args:
+        source: A folder written by :func:`fastload.pack` (or its ``manifest.json``), a folder
+            of ``.tar`` files, a brace pattern (``"shards-{0000..0099}.tar"``), one ``.tar``
+            file, or a list of shard paths.
+        transform: What to do with each image (see :class:`fastload.ImageList`).
+        target_transform: Called on each label.
+        backend: ``"auto"`` or any name in ``fastload.backends.names()``.
+        on_error: ``"raise"``: a shard or sample that cannot be read raises an error naming
+            the shard and member. ``"skip"``: its samples are left out and recorded in
+            :attr:`bad_files` (see the module's notes).
+        max_pixels: Refuse (as unreadable) images whose header claims more pixels.
+        exif_orientation: Apply each image's EXIF orientation (the default).
+
+    Raises:
+        ShardError: With ``on_error="raise"``, a shard or member that cannot be read as samples.
+        FileNotFoundError: ``source`` does not exist, or (``on_error="raise"``) a shard it
+            lists does not.
+        ValueError: A bad option, or a ``source`` that names nothing readable.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        *,
+        backend: str = "auto",
+        on_error: OnError = "raise",
+        max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+        exif_orientation: bool = True,
+    ) -> None:
+        check_options(on_error, max_pixels)
+        found = sources.resolve(source)
+        self.bad_files: dict[str, str] = {}
+        self.manifest = found.manifest
+        self.classes = list(found.classes)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self._index_files: list[str | None] = []
+        table = self._read_indexes(found, on_error)
+        self._set_table(found.shards, table)
+        self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
+
+    # ------------------------------------------------------------ construction
+
+    def _read_indexes(self, found: sources.Source, on_error: str) -> _Table:
+        table = _Table()
+        lost: list[tuple[str, str]] = []
+        for number, shard in enumerate(found.shards):
+            problems, index = self._shard_index(shard, found, number)
+            self._index_files.append(index.index if index is not None else None)
+            for key, parts in index.samples if index is not None else ():
+                image = image_part(parts)
+                if image is None:
+                    exts = ", ".join(p.ext for p in parts)
+                    problems.append((f"{shard}:{key}", f"sample has no image member ({exts})"))
+                    continue
+                label = next((p for p in parts if p.ext.lower() == "cls"), None)
+                table.add(number, key, image, label)
+            if problems and on_error == "raise":
+                where, why = problems[0]
+                more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+                error = FileNotFoundError if why.startswith("no such shard") else ShardError
+                raise error(f"cannot read {where!r}: {why}{more}")
+            lost += problems
+        if lost:
+            self.bad_files.update(lost)
+            warnings.warn(
+                f"left out what {len(lost)} problem(s) in the shards cost (missing or broken "
+                f"shards, members that make no sample); see the dataset's bad_files",
+                UnreadableImageWarning,
+                stacklevel=3,
+            )
+        return table
+
+    def _shard_index(
+        self, shard: str, found: sources.Source, number: int
+    ) -> tuple[list[tuple[str, str]], indexes.ShardIndex | None]:
+        """A shard's index, and its problems as ``(where, why)``."""
+        try:
+            index = indexes.load(shard)
+        except FileNotFoundError:
+            return [(shard, "no such shard")], None
+        except (TarError, OSError) as exc:
+            why = str(exc) if isinstance(exc, TarError) else f"{type(exc).__name__}: {exc}"
+            return [(shard, why)], None
+        problems = [(f"{shard}:{name}", why) for name, why in index.problems]
+        if found.expected is not None and index.size != found.expected[number]:
+            problems.insert(
+                0, (shard, f"it has {index.size} bytes, its manifest says {found.expected[number]}")
+            )
+            return problems, None
+        if index.lost is not None:
+            problems.insert(0, (shard, f"{index.lost}: the members after it are lost"))
+        return problems, index
+
+    def _set_table(self, shards: list[str], table: _Table) -> None:
+        self._shards = list(shards)
+        self._shard = np.asarray(table.shard, dtype=np.int32)
+        self._keys = Strings(table.keys)
+        self._image_offset = np.asarray(table.image_offset, dtype=np.int64)
+        self._image_size = np.asarray(table.image_size, dtype=np.int64)
+        self._image_ext = np.asarray(table.image_ext, dtype=np.int16)
+        self._label_offset = np.asarray(table.label_offset, dtype=np.int64)
+        self._label_size = np.asarray(table.label_size, dtype=np.int64)
+        self._label_ext = np.asarray(table.label_ext, dtype=np.int16)
+        self._exts = list(table.exts)
+        self._labels: np.ndarray | None = None
+
+    # ------------------------------------------------------------ what a sample is
+
+    def __len__(self) -> int:
+        return len(self._shard)
+
+    @property
+    def shards(self) -> list[str]:
+        """The shards' paths, in order."""
+        return list(self._shards)
+
+    @property
+    def shard_sizes(self) -> np.ndarray:
+        """How many samples each shard holds (samples are numbered shard by shard)."""
+        return np.bincount(self._shard, minlength=len(self._shards))
+
+    def shard_of(self, index: int) -> str:
+        """The path of the shard that holds sample ``index``."""
+        return self._shards[int(self._shard[index])]
+
+    def key(self, index: int) -> str:
+        """Sample ``index``'s key (its members' name up to the first dot)."""
+        return self._keys[index]
+
+    def path(self, index: int) -> str:
+        """Sample ``index``'s image member, named as ``SHARD:MEMBER``."""
+        return f"{self.shard_of(index)}:{self._member_name(index, image=True)}"
+
+    def _member_name(self, index: int, *, image: bool) -> str:
+        ext = self._image_ext[index] if image else self._label_ext[index]
+        return f"{self._keys[index]}.{self._exts[int(ext)]}"
+
+    def read_sample(self, index: int) -> tuple[bytes, int]:
+        """Sample ``index``'s image bytes and label, read with one positioned read.
+
+        Raises:
+            ValueError: It has no ``.cls`` member, the shard is cut short inside it, the
+                index no longer matches the shard, or the label is not an integer.
+            OSError: The shard cannot be read.
+        """
+        image = Member(
+            self._member_name(index, image=True),
+            int(self._image_offset[index]),
+            int(self._image_size[index]),
+        )
+        if self._label_offset[index] < 0:
+            raise ValueError(f"sample {self._keys[index]!r} has no .cls member (no label)")
+        label = Member(
+            self._member_name(index, image=False),
+            int(self._label_offset[index]),
+            int(self._label_size[index]),
+        )
+        shard = self.shard_of(index)
+        start = min(image.offset, label.offset) - BLOCK
+        end = max(image.end, label.end)
+        data = read_range(shard, start, end - start)
+        if len(data) < end - start:
+            raise ValueError(
+                f"the shard is cut short: it ends at byte {start + len(data)}, inside this "
+                f"sample (which ends at byte {end})"
+            )
+        view = memoryview(data)
+        for member in (image, label):
+            at = member.offset - start
+            why = check_header(bytes(view[at - BLOCK : at]), member)
+            if why is not None:
+                raise ValueError(f"{self._stale(index)} at member {member.name!r}: {why}")
+        text = bytes(view[label.offset - start : label.end - start])
+        return bytes(view[image.offset - start : image.end - start]), _label(text)
+
+    def _stale(self, index: int) -> str:
+        where = self._index_files[int(self._shard[index])]
+        if where is None:
+            return "the shard changed while it was being read"
+        return f"the index {where!r} no longer matches the shard (delete it to have it made again)"
+
+    # ------------------------------------------------------------ torchvision's attributes
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Every sample's label (an int64 array), read from the ``.cls`` members on first use
+        (one small read per sample).
+
+        Raises:
+            ValueError: A sample has no ``.cls`` member, or one that is not an integer.
+        """
+        if self._labels is None:
+            labels = np.empty(len(self), dtype=np.int64)
+            for i in range(len(self)):
+                if self._label_offset[i] < 0:
+                    raise ValueError(f"sample {self.path(i)!r} has no .cls member (no label)")
+                text = read_range(
+                    self.shard_of(i), int(self._label_offset[i]), int(self._label_size[i])
+                )
+                labels[i] = _label(text)
+            self._labels = labels
+        view = self._labels.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def targets(self) -> list[int]:
+        """The labels as a list of ints (see :attr:`labels`)."""
+        return self.labels.tolist()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({len(self)} images in {len(self._shards)} shards, "
+            f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
+        )
+
+
+def _label(text: bytes) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"its .cls member holds {text[:40]!r}, not an integer label") from None

@@ -1,0 +1,114 @@
+"""The manifest ``fastload pack`` writes beside its shards: what a reader needs to trust them.
+
+It lists each shard (name, index, samples, bytes, SHA-256), the class names, how the images
+were stored (bytes unchanged, or re-encoded to ``max_side`` at ``quality``) and a format
+version. It is written last, under a temporary name first, so that a manifest never lists a
+shard that is not complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["FORMAT", "MANIFEST", "VERSION", "Manifest", "ShardEntry", "read", "write"]
+
+MANIFEST = "manifest.json"  # its name inside a pack's folder
+FORMAT = "fastload-shards"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard of a pack.
+
+    Attributes:
+        name: The tar file's name, relative to the manifest's folder.
+        index: Its index file's name (DALI's v1.2 format), relative to the same folder.
+        samples: How many samples it holds.
+        bytes: Its size.
+        sha256: The SHA-256 of its bytes, in hex.
+    """
+
+    name: str
+    index: str
+    samples: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A pack's manifest (see the module's notes).
+
+    Attributes:
+        shards: The shards, in order: sample ``i`` of the pack is found by counting through them.
+        classes: The class names, indexed by label.
+        max_side: The longest side images were re-encoded to, or ``None`` (bytes unchanged).
+        quality: The JPEG quality of that re-encoding, or ``None``.
+        fastload: The fastload version that wrote it.
+        version: The manifest format's version.
+    """
+
+    shards: list[ShardEntry]
+    classes: list[str] = field(default_factory=list)
+    max_side: int | None = None
+    quality: int | None = None
+    fastload: str = ""
+    version: int = VERSION
+
+    @property
+    def samples(self) -> int:
+        return sum(s.samples for s in self.shards)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, **asdict(self), "samples": self.samples}
+
+
+def read(path: str | os.PathLike[str]) -> Manifest:
+    """Read a manifest.
+
+    Raises:
+        ValueError: The file is not a fastload shard manifest, or one of a newer format.
+        OSError: It cannot be read.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path!r} is not a fastload shard manifest: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path!r} is not a fastload shard manifest (no 'format': {FORMAT!r})")
+    if data.get("version", 0) > VERSION:
+        raise ValueError(
+            f"{path!r} is of manifest version {data['version']}, newer than this fastload reads "
+            f"({VERSION}): upgrade fastload"
+        )
+    return Manifest(
+        [ShardEntry(**entry) for entry in data["shards"]],
+        list(data.get("classes", [])),
+        data.get("max_side"),
+        data.get("quality"),
+        data.get("fastload", ""),
+        int(data.get("version", VERSION)),
+    )
+
+
+def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
+    """Write a manifest under a temporary name, then rename it into place."""
+    path = os.fspath(path)
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(manifest.to_dict(), file, indent=1)
+            file.write("\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)

@@ -1,0 +1,454 @@
+"""``fastload.pack``: a class-folder dataset written as tar shards, an index per shard and a
+manifest.
+
+Each sample becomes ``KEY.jpg`` (the file's bytes unchanged; a PNG stays ``.png``, and so on,
+named by its content), ``KEY.cls`` (the label as ASCII digits) and, by default, ``KEY.json``
+(the original path, size in bytes and pixels). Keys are the samples' positions in the packed
+order, zero-padded. Samples are shuffled across shards by default (seeded), so that neighbours
+are not one class.
+
+Writing is atomic and resumable. Each shard is written under a hidden temporary name and
+renamed once whole (its index first), then recorded in a log in the output folder; the manifest
+is written last. A run that is stopped leaves complete shards and a log; running it again with
+the same settings continues after the last complete shard, and with other settings says which
+ones differ. The samples of a shard are deterministic, also with ``max_side`` (the re-encoding
+is), so a continued run writes what the uninterrupted one would have.
+
+Files are read by threads (copying is I/O); re-encoding runs in processes. One writer appends
+to one shard at a time, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import json
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fastload.backends.base import read_file
+from fastload.image import probe, sniff
+from fastload.shards import manifest as manifests
+from fastload.shards.index import Part, write_index
+from fastload.shards.tar import BLOCK, END, header, padding
+from fastload.system import cpu_cores
+from fastload.version import __version__
+
+__all__ = ["DEFAULT_SHARD_SIZE", "pack"]
+
+DEFAULT_SHARD_SIZE = 256 * 2**20
+_PLAN = ".fastload-pack.json"  # the settings of a pack in progress
+_LOG = ".fastload-pack.log"  # one JSON line per complete shard
+_EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "tiff": "tiff"}
+_EXTENSIONS["webp"] = "webp"
+
+
+@dataclass(frozen=True)
+class _Source:
+    paths: list[str]
+    labels: list[int]
+    classes: list[str]
+    root: str
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One sample, ready to write: its members' extensions and bytes."""
+
+    members: tuple[tuple[str, bytes], ...]
+
+    @property
+    def tar_bytes(self) -> int:
+        return sum(BLOCK + len(data) + padding(len(data)) for _, data in self.members)
+
+
+def _source(source: Any) -> _Source:
+    """The samples of a class folder, a fastload ``ImageList`` / ``ImageFolder``, or a
+    torchvision ``ImageFolder``."""
+    if isinstance(source, (str, os.PathLike)):
+        from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
+
+        root = os.fspath(source)
+        if not os.path.isdir(root):
+            raise FileNotFoundError(f"{root!r} is not a folder")
+        classes, class_to_idx = find_classes(root)
+        found = make_dataset(root, class_to_idx, IMG_EXTENSIONS)
+        return _Source([p for p, _ in found], [c for _, c in found], classes, root)
+    if hasattr(source, "read_sample") and hasattr(source, "labels"):  # fastload's own
+        paths = [source.path(i) for i in range(len(source))]
+        return _Source(paths, source.labels.tolist(), list(source.classes), source.root)
+    samples = getattr(source, "samples", None)
+    if samples is not None and hasattr(source, "classes"):  # torchvision's DatasetFolder
+        root = getattr(source, "root", "")
+        return _Source([p for p, _ in samples], [c for _, c in samples], source.classes, root)
+    raise TypeError(
+        "pack takes a class folder's path, a fastload.ImageFolder / ImageList or a torchvision "
+        f"ImageFolder, got {type(source).__name__}"
+    )
+
+
+# ---------------------------------------------------------------- one sample's members
+
+
+def _metadata(path: str, root: str, data: bytes, stored: bytes | None) -> bytes:
+    info = probe(data)
+    meta: dict[str, Any] = {
+        "path": os.path.relpath(path, root) if root else path,
+        "size": len(data),
+        "width": info.width,
+        "height": info.height,
+    }
+    if stored is not None:  # re-encoded: the stored image's size too
+        small = probe(stored)
+        meta |= {"stored_size": len(stored), "stored_width": small.width}
+        meta["stored_height"] = small.height
+    return json.dumps(meta, ensure_ascii=False).encode()
+
+
+def _members(data: bytes, stored: bytes | None, label: int, meta: bytes | None) -> _Item:
+    image = data if stored is None else stored
+    ext = _EXTENSIONS.get(sniff(image), "bin")
+    members = [(ext, image), ("cls", str(label).encode())]
+    if meta is not None:
+        members.append(("json", meta))
+    return _Item(tuple(members))
+
+
+def _copy(path: str, label: int, root: str, metadata: bool) -> _Item:
+    data = read_file(path)
+    return _members(data, None, label, _metadata(path, root, data, None) if metadata else None)
+
+
+def _reencode(
+    path: str, label: int, root: str, metadata: bool, max_side: int, quality: int
+) -> _Item:
+    """The file re-encoded as a JPEG whose longest side is ``max_side`` (upright: its EXIF
+    orientation applied), when it is larger; else its bytes unchanged."""
+    from PIL import Image, ImageOps
+
+    data = read_file(path)
+    stored = None
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            upright = ImageOps.exif_transpose(image)
+            if max(upright.size) > max_side:
+                if upright.mode not in ("RGB", "L"):
+                    upright = upright.convert("RGB")
+                upright.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
+                out = io.BytesIO()
+                upright.save(out, "JPEG", quality=quality)
+                stored = out.getvalue()
+    except Exception:  # an unreadable image is packed as it is: readers report it
+        stored = None
+    meta = _metadata(path, root, data, stored) if metadata else None
+    return _members(data, stored, label, meta)
+
+
+def _items(
+    source: _Source,
+    order: np.ndarray,
+    prepare: Callable[..., _Item],
+    pool: Executor,
+    window: int,
+) -> Iterator[_Item]:
+    """The samples in ``order``, prepared by ``pool`` with at most ``window`` in flight."""
+    pending: deque[Any] = deque()
+    positions = iter(order.tolist())
+    while True:
+        while len(pending) < window:
+            k = next(positions, None)
+            if k is None:
+                break
+            pending.append(pool.submit(prepare, source.paths[k], source.labels[k]))
+        if not pending:
+            return
+        yield pending.popleft().result()
+
+
+# ---------------------------------------------------------------- writing shards
+
+
+class _ShardWriter:
+    """Appends samples to one shard at a time, rolling over at ``shard_size`` bytes."""
+
+    def __init__(self, out: Path, shard_size: int, number: int, on_done: Callable) -> None:
+        self.out, self.shard_size, self.number, self.on_done = out, shard_size, number, on_done
+        self.file: Any = None
+        self.parts: list[tuple[str, tuple[Part, ...]]] = []
+        self.written = 0
+        self.digest: Any = None
+        self.first = 0
+
+    def add(self, key: str, item: _Item, position: int) -> None:
+        size = item.tar_bytes
+        if self.file is not None and self.written + size + len(END) > self.shard_size:
+            self.close()
+        if self.file is None:
+            self._open(position)
+        parts = []
+        for ext, data in item.members:
+            name = f"{key}.{ext}"
+            self._write(header(name, len(data)))
+            parts.append(Part(ext, self.written, len(data), name))
+            self._write(data)
+            self._write(b"\0" * padding(len(data)))
+        self.parts.append((key, tuple(parts)))
+
+    def _open(self, position: int) -> None:
+        self.file = open(self.out / f".{self._name('tar')}.partial", "wb")  # noqa: SIM115
+        self.written, self.parts, self.first = 0, [], position
+        self.digest = hashlib.sha256()
+
+    def _name(self, ext: str) -> str:
+        return f"shard-{self.number:06d}.{ext}"
+
+    def _write(self, data: bytes) -> None:
+        self.file.write(data)
+        self.digest.update(data)
+        self.written += len(data)
+
+    def close(self) -> None:
+        """Finish the shard being written: end marker, index, rename, log."""
+        if self.file is None:
+            return
+        self._write(END)
+        self.file.close()
+        self.file = None
+        write_index(self.out / self._name("idx"), self.parts)
+        os.replace(self.out / f".{self._name('tar')}.partial", self.out / self._name("tar"))
+        entry = manifests.ShardEntry(
+            self._name("tar"),
+            self._name("idx"),
+            len(self.parts),
+            self.written,
+            self.digest.hexdigest(),
+        )
+        self.on_done(entry, self.first)
+        self.number += 1
+
+    def abandon(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.out / f".{self._name('tar')}.partial")
+
+
+# ---------------------------------------------------------------- starting, continuing
+
+
+def _settings(source: _Source, **options: Any) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    for path, label in zip(source.paths, source.labels, strict=True):
+        digest.update(f"{path}\0{label}\n".encode("utf-8", "surrogateescape"))
+    return {"samples": len(source.paths), "source": digest.hexdigest()[:32], **options}
+
+
+def _begin(out: Path, settings: dict[str, Any]) -> list[tuple[manifests.ShardEntry, int]]:
+    """Start a pack in ``out``, or find how far an earlier run with these settings got.
+
+    Raises:
+        FileExistsError: ``out`` holds a complete pack, or files that are not a pack.
+        ValueError: ``out`` holds a pack in progress with other settings.
+    """
+    if (out / manifests.MANIFEST).exists():
+        raise FileExistsError(
+            f"{str(out)!r} already holds a complete pack ({manifests.MANIFEST}); choose "
+            "another folder, or delete it to pack again"
+        )
+    plan = out / _PLAN
+    if plan.exists():
+        theirs = json.loads(plan.read_text())
+        differ = [
+            f"{key} {theirs.get(key)!r} there, {value!r} here"
+            for key, value in settings.items()
+            if theirs.get(key) != value
+        ]
+        if differ:
+            raise ValueError(
+                f"{str(out)!r} holds an unfinished pack with other settings ("
+                + "; ".join(differ)
+                + "): run with the same settings to continue it, or delete the folder"
+            )
+        done = _read_log(out)
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise FileExistsError(
+                f"{str(out)!r} is not empty and holds no pack in progress: choose a new or "
+                "empty folder"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        temporary = out / f"{_PLAN}.tmp"
+        temporary.write_text(json.dumps(settings))
+        os.replace(temporary, plan)
+        done = []
+    for partial in out.glob(".shard-*.partial"):  # a shard a stopped run was writing
+        partial.unlink()
+    return done
+
+
+def _read_log(out: Path) -> list[tuple[manifests.ShardEntry, int]]:
+    """The shards an earlier run completed: logged, in order, and present at their size."""
+    done: list[tuple[manifests.ShardEntry, int]] = []
+    log = out / _LOG
+    lines = log.read_text().splitlines() if log.exists() else []
+    for line in lines:
+        try:
+            record = json.loads(line)
+            entry, first = manifests.ShardEntry(**record["entry"]), int(record["first"])
+        except (ValueError, TypeError, KeyError):
+            break  # a line cut short by the stop
+        expected = sum(e.samples for e, _ in done)
+        shard, index = out / entry.name, out / entry.index
+        whole = shard.exists() and shard.stat().st_size == entry.bytes and index.exists()
+        if not whole or first != expected or entry.name != f"shard-{len(done):06d}.tar":
+            break
+        done.append((entry, first))
+    log.write_text("".join(json.dumps({"entry": asdict(e), "first": f}) + "\n" for e, f in done))
+    return done
+
+
+def _check(shard_size: int, max_side: int | None, quality: int, workers: int | None) -> None:
+    from fastload.checks import check_int
+
+    check_int("shard_size", shard_size, minimum=4 * BLOCK)
+    check_int("quality", quality, minimum=1)
+    if quality > 100:
+        raise ValueError(f"quality={quality!r} must be an int from 1 to 100 (JPEG quality)")
+    if max_side is not None:
+        check_int("max_side", max_side, minimum=1)
+    if workers is not None:
+        check_int("workers", workers, minimum=1)
+
+
+def pack(
+    source: Any,
+    out: str | os.PathLike[str],
+    *,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    shuffle_seed: int | None = 0,
+    max_side: int | None = None,
+    quality: int = 90,
+    workers: int | None = None,
+    metadata: bool = True,
+    progress: bool = True,
+) -> manifests.Manifest:
+    """Write a dataset as WebDataset tar shards, with an index per shard and a manifest.
+
+    Read the result with :class:`fastload.ImageShards` (or webdataset, or DALI's
+    ``readers.webdataset`` with the ``.idx`` files). See the module's notes for the layout and
+    for what happens when a run is stopped and started again.
+
+    Args:
+        source: A folder in the ImageFolder layout, a ``fastload.ImageFolder`` /
+            ``ImageList``, or a torchvision ``ImageFolder``.
+        out: The folder to write (new, empty, or holding this pack's unfinished run).
+        shard_size: The most bytes a shard holds (one larger sample makes a shard of its own).
+        shuffle_seed: Shuffle the samples across shards with this seed; ``None`` keeps the
+            source's order.
+        max_side: Re-encode images whose longest side is larger to this side, as JPEGs at
+            ``quality`` (stored upright); ``None`` (the default) keeps every file's bytes.
+            This changes pixels: see the README for what it costs and buys.
+        quality: The JPEG quality of the re-encoding.
+        workers: Threads that read (processes that re-encode); default: the usable cores.
+        metadata: Write ``KEY.json`` with the original path and size.
+        progress: Draw a progress bar (images/s and MB/s) when standard error is a terminal.
+
+    Returns:
+        The manifest written.
+
+    Raises:
+        FileExistsError: ``out`` holds a complete pack or other files.
+        FileNotFoundError: ``source`` is a path that is not a folder.
+        ValueError: A bad option, no images in ``source``, or ``out`` holds an unfinished pack
+            with other settings.
+    """
+    from fastload._progress import Progress
+
+    _check(shard_size, max_side, quality, workers)
+    found = _source(source)
+    if not found.paths:
+        raise ValueError(f"no images in {source!r}")
+    out = Path(out)
+    options = {"shuffle_seed": shuffle_seed, "shard_size": shard_size, "max_side": max_side}
+    options |= {"quality": quality if max_side is not None else None, "metadata": metadata}
+    done = _begin(out, _settings(found, **options))
+    order = np.arange(len(found.paths))
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(len(found.paths))
+    workers = workers or cpu_cores()
+    bar = Progress("packing", enabled=None if progress else False)
+    entries = [entry for entry, _ in done]
+    with open(out / _LOG, "a") as log:
+
+        def finished(entry: manifests.ShardEntry, first: int) -> None:
+            log.write(json.dumps({"entry": asdict(entry), "first": first}) + "\n")
+            log.flush()
+            entries.append(entry)
+
+        writer = _ShardWriter(out, shard_size, len(done), finished)
+        try:
+            _write_all(
+                found,
+                order,
+                writer,
+                sum(entry.samples for entry in entries),
+                workers=workers,
+                max_side=max_side,
+                quality=quality,
+                metadata=metadata,
+                bar=bar,
+            )
+        finally:
+            writer.abandon()
+            bar.close()
+    result = manifests.Manifest(entries, found.classes, max_side, options["quality"], __version__)
+    manifests.write(out / manifests.MANIFEST, result)
+    for name in (_PLAN, _LOG):
+        (out / name).unlink()
+    return result
+
+
+def _write_all(
+    found: _Source,
+    order: np.ndarray,
+    writer: _ShardWriter,
+    start: int,
+    *,
+    workers: int,
+    max_side: int | None,
+    quality: int,
+    metadata: bool,
+    bar: Callable[..., None],
+) -> None:
+    pool: Executor
+    if max_side is None:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="fastload-pack")
+        prepare = functools.partial(_copy, root=found.root, metadata=metadata)
+    else:
+        pool = ProcessPoolExecutor(workers)
+        prepare = functools.partial(
+            _reencode, root=found.root, metadata=metadata, max_side=max_side, quality=quality
+        )
+    width = max(6, len(str(len(order) - 1)))
+    began, written = time.monotonic(), 0
+    try:
+        items = _items(found, order[start:], prepare, pool, 4 * workers)
+        for position, item in enumerate(items, start=start):
+            writer.add(f"{position:0{width}d}", item, position)
+            written += item.tar_bytes
+            rate = written / 2**20 / max(time.monotonic() - began, 1e-9)
+            bar(position + 1, len(order), f"{rate:,.0f} MB/s")
+        writer.close()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,240 @@
+"""fastload.pack and ``fastload pack``: the layout, the shuffle, re-encoding, and a run stopped
+(by an error, and by SIGKILL in a real subprocess) that continues to the same bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+import torchvision
+from shardsets import class_folder
+
+import fastload
+from fastload.shards import index as indexes
+from fastload.shards.tar import scan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return class_folder(tmp_path_factory.mktemp("photos"), classes=4, per_class=10)
+
+
+def _digests(out: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.iterdir())
+        if p.suffix in (".tar", ".idx")
+    }
+
+
+def test_the_layout_of_a_pack(folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    manifest = fastload.pack(folder, out, shard_size=30_000, workers=2, progress=False)
+    reference = torchvision.datasets.ImageFolder(folder)
+    assert manifest.classes == reference.classes and manifest.samples == 40
+    listed = json.loads((out / "manifest.json").read_text())
+    assert listed["format"] == "fastload-shards" and listed["version"] == 1
+    assert not list(out.glob(".*"))  # no plan, log or partial file left behind
+    labels = dict(reference.samples)
+    keys = []
+    for entry in manifest.shards:
+        path = out / entry.name
+        data = path.read_bytes()
+        assert len(data) == entry.bytes <= 30_000
+        assert hashlib.sha256(data).hexdigest() == entry.sha256
+        with tarfile.open(path) as tar:
+            names = [m.name for m in tar]
+            members = {m.name: tar.extractfile(m).read() for m in tar}
+        assert len(names) == 3 * entry.samples
+        for k in range(0, len(names), 3):
+            key = names[k].split(".")[0]
+            keys.append(key)
+            assert names[k : k + 3] == [f"{key}.jpg", f"{key}.cls", f"{key}.json"]
+            meta = json.loads(members[f"{key}.json"])
+            original = folder / meta["path"]
+            assert members[f"{key}.jpg"] == original.read_bytes()  # bytes unchanged
+            assert int(members[f"{key}.cls"]) == labels[str(original)]
+            assert meta["size"] == original.stat().st_size and meta["width"] > 0
+        found, problems = indexes.group(scan(str(path)).members)
+        assert problems == [] and indexes.read_index(out / entry.index) == found
+    assert keys == [f"{k:06d}" for k in range(40)]
+
+
+def test_samples_are_shuffled_across_shards_by_seed(folder: Path, tmp_path: Path) -> None:
+    def classes(out: Path, **options) -> list[int]:
+        fastload.pack(folder, out, shard_size=10**6, workers=1, progress=False, **options)
+        return fastload.ImageShards(out).targets
+
+    shuffled = classes(tmp_path / "a")
+    assert shuffled == classes(tmp_path / "b")  # the same seed, the same order
+    assert shuffled != classes(tmp_path / "c", shuffle_seed=1)
+    assert classes(tmp_path / "d", shuffle_seed=None) == sorted(shuffled)
+    runs = sum(a != b for a, b in itertools.pairwise(shuffled))
+    assert runs > 20  # neighbours are mostly of other classes
+
+
+def test_sources_of_every_kind_pack_alike(folder: Path, tmp_path: Path) -> None:
+    fastload.pack(folder, tmp_path / "path", workers=1, progress=False)
+    expected = _digests(tmp_path / "path")
+    for name, source in (
+        ("tv", torchvision.datasets.ImageFolder(folder)),
+        ("fl", fastload.ImageFolder(folder)),
+    ):
+        fastload.pack(source, tmp_path / name, workers=2, progress=False)
+        assert _digests(tmp_path / name) == expected
+
+
+def test_max_side_reencodes_only_larger_images(tmp_path: Path) -> None:
+    from images import jpeg_bytes, photo, with_orientation
+
+    source = tmp_path / "in" / "a"
+    source.mkdir(parents=True)
+    (source / "big.jpg").write_bytes(jpeg_bytes(photo(400, 300, seed=1)))
+    (source / "turned.jpg").write_bytes(with_orientation(photo(400, 200, seed=2), 6))
+    (source / "small.jpg").write_bytes(jpeg_bytes(photo(100, 80, seed=3)))
+    manifest = fastload.pack(
+        tmp_path / "in",
+        tmp_path / "out",
+        max_side=160,
+        quality=85,
+        shuffle_seed=None,
+        progress=False,
+    )
+    assert (manifest.max_side, manifest.quality) == (160, 85)
+    shards = fastload.ImageShards(tmp_path / "out")
+    shapes = {}
+    for i in range(len(shards)):
+        meta = json.loads(_member(shards, i, "json"))
+        image, _ = shards[i]
+        shapes[meta["path"]] = tuple(image.shape[1:])
+        if meta["path"] == "a/small.jpg":
+            assert shards.read_sample(i)[0] == (source / "small.jpg").read_bytes()
+            assert "stored_width" not in meta
+        else:
+            assert max(meta["stored_width"], meta["stored_height"]) == 160
+    assert shapes == {"a/big.jpg": (120, 160), "a/turned.jpg": (160, 80), "a/small.jpg": (80, 100)}
+
+
+def _member(shards: fastload.ImageShards, i: int, ext: str) -> bytes:
+    with tarfile.open(shards.shard_of(i)) as tar:
+        return tar.extractfile(f"{shards.key(i)}.{ext}").read()
+
+
+def test_a_stopped_run_continues_to_the_same_shards(folder: Path, tmp_path: Path) -> None:
+    fastload.pack(folder, tmp_path / "whole", shard_size=20_000, workers=2, progress=False)
+    files = fastload.ImageFolder(folder)
+    paths = [files.path(i) for i in range(len(files))]
+    missing = Path(paths[25])
+    kept = missing.read_bytes()
+    missing.unlink()  # the reader stops there: the shards before it are complete
+    try:
+        with pytest.raises(FileNotFoundError):
+            fastload.pack(files, tmp_path / "out", shard_size=20_000, workers=2, progress=False)
+    finally:
+        missing.write_bytes(kept)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    done = sorted(p.name for p in (tmp_path / "out").glob("shard-*.tar"))
+    assert done and not list((tmp_path / "out").glob(".shard-*"))  # no partial left
+    fastload.pack(files, tmp_path / "out", shard_size=20_000, workers=2, progress=False)
+    assert _digests(tmp_path / "out") == _digests(tmp_path / "whole")
+
+
+def test_running_again_says_why_not(folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    fastload.pack(folder, out, workers=1, progress=False)
+    with pytest.raises(FileExistsError, match="already holds a complete pack"):
+        fastload.pack(folder, out, workers=1, progress=False)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not empty"):
+        fastload.pack(folder, tmp_path / "other", progress=False)
+    for bad, match in (({"shard_size": 10}, "shard_size=10"), ({"quality": 101}, "quality=101")):
+        with pytest.raises(ValueError, match=match):
+            fastload.pack(folder, tmp_path / "x", progress=False, **bad)
+
+
+_KILLED = """
+import sys
+import fastload
+fastload.pack(
+    sys.argv[1], sys.argv[2], shard_size=20_000, shuffle_seed=None, workers=2, progress=False
+)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_killed_run_leaves_no_manifest_and_continues(folder: Path, tmp_path: Path) -> None:
+    """A pipe in the source blocks the reader at sample 23 (in the folder's order), after
+    shards have been written; the process is killed there."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for sub in folder.iterdir():
+        os.symlink(sub, source / sub.name) if sub.name != "c02" else None
+    blocked = source / "c02"
+    blocked.mkdir()
+    for file in sorted((folder / "c02").iterdir()):
+        (blocked / file.name).write_bytes(file.read_bytes())
+    fifo_at = blocked / "003.jpg"
+    fifo_at.unlink()
+    os.mkfifo(fifo_at)
+    expected = tmp_path / "expected"
+    script = tmp_path / "pack.py"
+    script.write_text(_KILLED)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(script), str(source), str(out)], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("shard-*.tar")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "pack ended before the pipe was read"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert list(out.glob("shard-*.tar")) and not (out / "manifest.json").exists()
+    fifo_at.unlink()
+    (blocked / "003.jpg").write_bytes((folder / "c02" / "003.jpg").read_bytes())
+    options = {"shard_size": 20_000, "shuffle_seed": None, "workers": 2, "progress": False}
+    fastload.pack(source, out, **options)
+    fastload.pack(source, expected, **options)
+    assert _digests(out) == _digests(expected)
+    assert fastload.ImageShards(out).manifest.samples == 40
+
+
+def test_the_command_packs_and_explains(folder: Path, tmp_path: Path) -> None:
+    fastload_cli = [sys.executable, "-m", "fastload"]
+    shown = subprocess.run([*fastload_cli, "pack", "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "--max-side" in shown.stdout and "SOURCE" in shown.stdout
+    done = subprocess.run(
+        [*fastload_cli, "pack", str(folder), str(tmp_path / "out"), "--shard-size", "40KB"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "packed 40 images into" in done.stdout
+    assert all(
+        e["bytes"] <= 40_000
+        for e in json.loads((tmp_path / "out" / "manifest.json").read_text())["shards"]
+    )
+    again = subprocess.run(
+        [*fastload_cli, "pack", str(folder), str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert again.returncode == 1
+    assert again.stderr.startswith("fastload pack: error:") and "complete pack" in again.stderr
+    bad = subprocess.run(
+        [*fastload_cli, "pack", str(folder), str(tmp_path / "y"), "--shard-size", "lots"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "is not a size" in bad.stderr
