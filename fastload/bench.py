@@ -14,8 +14,10 @@ Pipelines: ``train`` (RandomResizedCrop 224; stock adds RandomHorizontalFlip), `
 configuration keeps its workers between rounds; rounds are interleaved and each reports the
 median of its rounds, so drifting machine load hits all configurations alike.
 
-Files whose first bytes are no image format's (empty files, another kind of file) are left out
-on every side (:func:`fastload.scan.unreadable_files`); past that, fastload's sides skip a file
+The data is a class folder or shards (``fastload.ImageShards``; the stock side then decodes the
+members with PIL, as a torchvision user would write it: :class:`StockShards`). A folder's files
+whose first bytes are no image format's (empty files, another kind of file) are left out on
+every side (:func:`fastload.scan.unreadable_files`); past that, fastload's sides skip a file
 they cannot decode and the stock side, which cannot skip, reads the next file in its place. A
 configuration that fails mid-run becomes a row with its error.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import io
 import statistics
 from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import asdict, dataclass, field
@@ -40,12 +43,15 @@ from fastload.devices import resolve_device
 from fastload.errors import one_line
 from fastload.iteration import endless, read_rate
 from fastload.loader import DataLoader
+from fastload.shards.dataset import ImageShards
+from fastload.shards.sources import is_shards
 
 __all__ = [
     "ACCELERATED",
     "PIPELINES",
     "BenchRow",
     "StockFailed",
+    "StockShards",
     "fastload_dataset",
     "format_table",
     "notes",
@@ -95,23 +101,48 @@ def _allowed(excluded: frozenset[str], path: str) -> bool:
 
 def stock_dataset(root: Path, pipeline: str, *, exclude: Collection[str] = ()) -> Any:
     """The stock torchvision dataset for a pipeline: ImageFolder, its transforms, ToTensor,
-    Normalize (float32 samples), without the files in ``exclude``."""
+    Normalize (float32 samples), without the files in ``exclude``; for shards, the same
+    transforms on the members as PIL decodes them (:class:`StockShards`)."""
     import torchvision
     import torchvision.transforms as T
 
+    transform = None
+    if pipeline != "decode":
+        ops = (
+            [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
+            if pipeline == "train"
+            else [T.Resize(256), T.CenterCrop(224)]
+        )
+        transform = T.Compose([*ops, T.ToTensor(), T.Normalize(MEAN, STD)])
+    if is_shards(root):
+        return StockShards(root, transform)
     valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
-    if pipeline == "decode":
-        return torchvision.datasets.ImageFolder(root, is_valid_file=valid)
-    ops = (
-        [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
-        if pipeline == "train"
-        else [T.Resize(256), T.CenterCrop(224)]
-    )
-    return torchvision.datasets.ImageFolder(
-        root,
-        transform=T.Compose([*ops, T.ToTensor(), T.Normalize(MEAN, STD)]),
-        is_valid_file=valid,
-    )
+    return torchvision.datasets.ImageFolder(root, transform=transform, is_valid_file=valid)
+
+
+class StockShards(torch.utils.data.Dataset[Any]):
+    """What a torchvision user writes to read shard members: PIL decodes each image's bytes
+    (found through ``ImageShards``' index, so that reading costs both sides the same) and the
+    torchvision transform runs on it.
+
+    Args:
+        source: The shards (see :class:`fastload.ImageShards`).
+        transform: torchvision's transform, or ``None`` for the PIL image.
+    """
+
+    def __init__(self, source: Any, transform: Any) -> None:
+        self.shards = ImageShards(source, on_error="skip")
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def __getitem__(self, index: int) -> Any:
+        from PIL import Image
+
+        data, label = self.shards.read_sample(index)
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        return (image if self.transform is None else self.transform(image)), label
 
 
 def fastload_dataset(
@@ -126,6 +157,8 @@ def fastload_dataset(
         "val": T.Compose([T.Resize(256), T.CenterCrop(224)]),
         "decode": None,
     }[pipeline]
+    if is_shards(root):
+        return ImageShards(root, transform, backend=backend, on_error="skip")
     valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
     return ImageFolder(
         root, transform=transform, backend=backend, on_error="skip", is_valid_file=valid
@@ -186,7 +219,8 @@ def run(
     root = Path(data)
     target = resolve_device(device) or torch.device("cpu")  # a bad device fails here, first
     if exclude is None:
-        exclude = scan.unreadable_files(root)[1]
+        # shards' broken members are met as they are read: skipped, or stood in for (stock)
+        exclude = [] if is_shards(root) else scan.unreadable_files(root)[1]
     datasets, rows = _datasets(root, pipeline, names, batch_size, exclude)
     if accelerated:
         if pipeline == "decode":

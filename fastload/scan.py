@@ -17,7 +17,15 @@ from fastload.backends.base import read_file
 from fastload.image import is_truncated_jpeg, probe, sniff
 from fastload.system import cpu_cores
 
-__all__ = ["KINDS", "Finding", "ScanReport", "scan", "scan_file", "unreadable_files"]
+__all__ = [
+    "KINDS",
+    "Finding",
+    "ScanReport",
+    "scan",
+    "scan_data",
+    "scan_file",
+    "unreadable_files",
+]
 
 KINDS = {
     "unreadable": "cannot be decoded at all (empty, corrupt, not an image)",
@@ -79,6 +87,13 @@ def scan_file(path: str, *, max_pixels: int, backend: backends.Backend) -> list[
         data = read_file(path)
     except OSError as exc:
         return [Finding(path, "unreadable", f"cannot read the file: {exc}")]
+    return scan_data(path, data, max_pixels=max_pixels, backend=backend)
+
+
+def scan_data(
+    path: str, data: bytes, *, max_pixels: int, backend: backends.Backend
+) -> list[Finding]:
+    """Every problem with one file's bytes, ``path`` naming it (a file, or a shard member)."""
     if not data:
         return [Finding(path, "unreadable", "empty file")]
     info = probe(data)
@@ -153,13 +168,36 @@ def image_files(root: str | os.PathLike[str]) -> list[str]:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(backend: str, max_pixels: int) -> None:
+def _init_worker(backend: str, max_pixels: int, shards: Any = None) -> None:
     _WORKER["backend"] = backends.create(backend)
     _WORKER["max_pixels"] = max_pixels
+    _WORKER["shards"] = shards
 
 
-def _scan_one(path: str) -> list[Finding]:
-    return scan_file(path, max_pixels=_WORKER["max_pixels"], backend=_WORKER["backend"])
+def _scan_one(item: Any) -> list[Finding]:
+    options = {"max_pixels": _WORKER["max_pixels"], "backend": _WORKER["backend"]}
+    shards = _WORKER["shards"]
+    if shards is None:
+        return scan_file(str(item), **options)
+    name = shards.path(item)
+    try:
+        data = shards.read_sample(item)[0]
+    except Exception as exc:  # a member cut short, an index that no longer fits, no label
+        return [Finding(name, "unreadable", str(exc))]
+    return scan_data(name, data, **options)
+
+
+def _shard_items(root: str | os.PathLike[str]) -> tuple[Any, list[int], list[Finding]]:
+    """The shards as a dataset, its sample numbers, and what its construction left out."""
+    import warnings
+
+    from fastload.shards.dataset import ImageShards
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what was left out is reported as findings
+        shards = ImageShards(root, on_error="skip")
+    lost = [Finding(where, "unreadable", why) for where, why in shards.bad_files.items()]
+    return shards, list(range(len(shards))), lost
 
 
 def scan(
@@ -170,10 +208,10 @@ def scan(
     max_pixels: int = backends.DEFAULT_MAX_PIXELS,
     progress: Callable[[int, int], None] | None = None,
 ) -> ScanReport:
-    """Check every image file under ``root``, in parallel.
+    """Check every image file under ``root``, or every sample's image in shards, in parallel.
 
     Args:
-        root: The dataset folder.
+        root: The dataset folder, or shards (see :class:`fastload.ImageShards`).
         workers: Processes to use (default: one per core; 0 or 1 scans in this process).
         backend: The decoder to try each file with, as training would.
         max_pixels: The limit above which a file is reported as oversized.
@@ -183,29 +221,37 @@ def scan(
         The report; findings sorted by kind (worst first), then path.
 
     Raises:
-        NotADirectoryError: ``root`` is not a folder.
+        NotADirectoryError: ``root`` is neither a folder nor shards.
     """
-    if not os.path.isdir(root):
-        raise NotADirectoryError(f"{os.fspath(root)!r} is not a folder")
-    paths = image_files(root)
+    from fastload.shards.sources import is_shards
+
+    shards: Any = None
+    lost: list[Finding] = []
+    items: list[Any]
+    if is_shards(root):  # each sample's image member, named SHARD:MEMBER
+        shards, items, lost = _shard_items(root)
+    elif os.path.isdir(root):
+        items = image_files(root)
+    else:
+        raise NotADirectoryError(f"{os.fspath(root)!r} is not a folder or shards")
     resolved = backends.resolve(backend)
     if workers is None:
         workers = cpu_cores()
     results: Iterable[list[Finding]]
-    findings: list[Finding] = []
-    if workers <= 1 or len(paths) < 64:
-        _init_worker(resolved, max_pixels)
-        results = map(_scan_one, paths)
-        findings = _collect(results, len(paths), progress)
+    findings: list[Finding] = list(lost)
+    if workers <= 1 or len(items) < 64:
+        _init_worker(resolved, max_pixels, shards)
+        results = map(_scan_one, items)
+        findings += _collect(results, len(items), progress)
     else:
         with multiprocessing.get_context("spawn" if os.name == "nt" else "fork").Pool(
-            workers, initializer=_init_worker, initargs=(resolved, max_pixels)
+            workers, initializer=_init_worker, initargs=(resolved, max_pixels, shards)
         ) as pool:
-            results = pool.imap_unordered(_scan_one, paths, chunksize=16)
-            findings = _collect(results, len(paths), progress)
+            results = pool.imap_unordered(_scan_one, items, chunksize=16)
+            findings += _collect(results, len(items), progress)
     order = list(KINDS)
     findings.sort(key=lambda f: (order.index(f.kind), f.path))
-    return ScanReport(os.fspath(root), len(paths), findings)
+    return ScanReport(os.fspath(root), len(items), findings)
 
 
 def _collect(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = [
     "CLIError",
@@ -12,6 +12,7 @@ __all__ = [
     "add_data",
     "data_argument",
     "data_folder",
+    "image_dataset",
     "positive_float",
     "positive_int",
     "workers",
@@ -66,7 +67,7 @@ def positive_int(text: str) -> int:
 
 
 def add_data(command: argparse.ArgumentParser) -> None:
-    """The image folder, positional (like scan's) or as --data."""
+    """The image folder or shards, positional (like scan's) or as --data."""
     from fastload.synthetic import DEFAULT_IMAGES, default_root
 
     where = (
@@ -74,7 +75,11 @@ def add_data(command: argparse.ArgumentParser) -> None:
         "(FASTLOAD_CACHE_DIR moves it)"
     )
     command.add_argument(
-        "dir", metavar="DIR", nargs="?", help=f"a class-folder image set ({where})"
+        "dir",
+        metavar="DIR",
+        nargs="?",
+        help="a class-folder image set, or shards (a folder of .tar files, a pack's folder, "
+        f"a brace pattern such as 'shards-{{0000..0099}}.tar') ({where})",
     )
     command.add_argument("--data", metavar="DIR", help="the same as DIR")
 
@@ -90,11 +95,39 @@ def data_folder(path: str | None, progress_label: str) -> str:
     from fastload.synthetic import default_data
 
     if path is not None:
-        if not os.path.isdir(path):
-            raise CLIError(f"{path!r} is not a folder")
+        from fastload.shards.sources import is_shards
+
+        if not os.path.isdir(path) and not is_shards(path):
+            raise CLIError(f"{path!r} is not a folder or shards")
         return path
     progress = Progress(progress_label)
     try:
         return str(default_data(progress=progress))
     finally:
         progress.close()
+
+
+def image_dataset(data: str, transform: Any, *, backend: str, on_error: str = "raise") -> Any:
+    """A fastload dataset of ``data``: ``ImageShards`` for shards, else ``ImageFolder``.
+
+    Raises:
+        CLIError: A bad backend, a missing library, or no images (the message says which).
+    """
+    from fastload.shards.sources import is_shards
+
+    try:
+        if is_shards(data):
+            from fastload.shards.dataset import ImageShards
+
+            return ImageShards(data, transform, backend=backend, on_error=on_error)  # type: ignore[arg-type]
+        from fastload.datasets import ImageFolder
+
+        return ImageFolder(data, transform, backend=backend, on_error=on_error)  # type: ignore[arg-type]
+    except (ValueError, ImportError) as exc:
+        raise CLIError(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise CLIError(
+            f"no image files found in {data!r} ({exc}): give DIR/<class>/<image> files "
+            f"(torchvision's ImageFolder layout) or shards; run 'fastload scan {data}'",
+            status=1,
+        ) from None

@@ -9,10 +9,10 @@ import warnings
 from typing import Any
 
 from fastload.commands.arguments import (
-    CLIError,
     add_data,
     data_argument,
     data_folder,
+    image_dataset,
     positive_float,
     positive_int,
 )
@@ -55,25 +55,13 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
     from fastload.autotune import autotune
-    from fastload.datasets import ImageFolder
     from fastload.loader import DataLoader
     from fastload.system import cpu_cores
     from fastload.transforms import RandomResizedCrop
 
     data = data_folder(data_argument(args), "making the default image set")
-    try:
-        # unreadable files are skipped: they would stop the measurement, not change the answer
-        dataset = ImageFolder(
-            data, transform=RandomResizedCrop(224), backend=args.backend, on_error="skip"
-        )
-    except (ValueError, ImportError) as exc:
-        raise CLIError(str(exc)) from None
-    except FileNotFoundError:
-        raise CLIError(
-            f"no image files found in {data!r}: autotune reads DIR/<class>/<image> files "
-            f"(torchvision's ImageFolder layout); run 'fastload scan {data}'",
-            status=1,
-        ) from None
+    # unreadable files are skipped: they would stop the measurement, not change the answer
+    dataset = image_dataset(data, RandomResizedCrop(224), backend=args.backend, on_error="skip")
     progress = Progress(
         "autotune",
         rate=False,

@@ -89,33 +89,12 @@ def run(args: argparse.Namespace) -> int:
         run,
         write_plot,
     )
-    from fastload.scan import unreadable_files
+    from fastload.shards.sources import is_shards
     from fastload.system import cpu_cores, load_average
 
     data = data_folder(data_argument(args), "making the default image set")
-    checking = Progress(
-        "checking files", rate=False, log="fastload bench: checking the files' first bytes"
-    )
-    try:
-        total, bad = unreadable_files(data, progress=checking)
-    except ValueError as exc:
-        raise CLIError(f"{exc}; run 'fastload scan {data}'", status=1) from None
-    finally:
-        checking.close()
-    if len(bad) == total:
-        raise CLIError(
-            f"none of the {total} image files in {data!r} is a readable image; run "
-            f"'fastload scan {data}'",
-            status=1,
-        )
-    if bad:
-        first = ", ".join(os.path.relpath(p, data) for p in bad[:3])
-        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-        print(
-            f"fastload bench: note: left out {len(bad)} of {total} files that are not images "
-            f"({first}{more}), on every side; 'fastload scan {data}' lists them all",
-            file=sys.stderr,
-        )
+    # shards' broken members are met as they are read (skipped, or stood in for)
+    bad: list[str] = [] if is_shards(data) else _checked(data)
     names = tuple(registered()) if args.backend == "all" else (args.backend,)
     load_before = load_average() or 0.0
     # the rounds are timed by the clock: a count per second would say nothing
@@ -157,3 +136,34 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"bar chart written to {args.plot}")
     return 0
+
+
+def _checked(data: str) -> list[str]:
+    """A folder's image files that are no image (left out on every side), noted."""
+    from fastload._progress import Progress
+    from fastload.scan import unreadable_files
+
+    checking = Progress(
+        "checking files", rate=False, log="fastload bench: checking the files' first bytes"
+    )
+    try:
+        total, bad = unreadable_files(data, progress=checking)
+    except ValueError as exc:
+        raise CLIError(f"{exc}; run 'fastload scan {data}'", status=1) from None
+    finally:
+        checking.close()
+    if len(bad) == total:
+        raise CLIError(
+            f"none of the {total} image files in {data!r} is a readable image; run "
+            f"'fastload scan {data}'",
+            status=1,
+        )
+    if bad:
+        first = ", ".join(os.path.relpath(p, data) for p in bad[:3])
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        print(
+            f"fastload bench: note: left out {len(bad)} of {total} files that are not images "
+            f"({first}{more}), on every side; 'fastload scan {data}' lists them all",
+            file=sys.stderr,
+        )
+    return bad

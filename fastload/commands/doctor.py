@@ -11,6 +11,7 @@ from fastload.commands.arguments import (
     add_data,
     data_argument,
     data_folder,
+    image_dataset,
     positive_int,
 )
 
@@ -52,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
     import torchvision
 
     from fastload import gpu
-    from fastload.datasets import ImageFolder
     from fastload.devices import resolve_device
     from fastload.diagnosis import doctor
     from fastload.loader import DataLoader
@@ -71,13 +71,10 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from None
     data = data_folder(data_argument(args), "making the default image set")
-    try:
-        dataset = ImageFolder(
-            data, transform=RandomResizedCrop(args.image_size), backend=args.backend
-        )
-    except (ValueError, ImportError) as exc:
-        raise CLIError(str(exc)) from None
-    model = build(weights=None, num_classes=len(dataset.classes)).to(device)
+    dataset = image_dataset(data, RandomResizedCrop(args.image_size), backend=args.backend)
+    # shards without class names: as many classes as the labels reach
+    classes = len(dataset.classes) or int(dataset.labels.max()) + 1
+    model = build(weights=None, num_classes=classes).to(device)
     if device.type == "cuda" and args.channels_last:
         model = model.to(memory_format=torch.channels_last)
     loader: DataLoader = DataLoader(

@@ -21,11 +21,12 @@ def add(sub: Any) -> None:
     scan = sub.add_parser(
         "scan",
         help=HELP,
-        description="Check every image file under DIR, in parallel: unreadable, truncated, "
+        description="Check every image file under DIR (or every sample's image in shards: a "
+        "folder of .tar files, a pack, a brace pattern), in parallel: unreadable, truncated, "
         "oversized, wrongly named, CMYK and grayscale files. Exit status: 0 when nothing was "
         "found, 1 when something was (or no image file at all), 2 for a usage error.",
     )
-    scan.add_argument("dir", metavar="DIR", help="the dataset folder")
+    scan.add_argument("dir", metavar="DIR", help="the dataset folder, or shards")
     scan.add_argument("--json", action="store_true", help="print one JSON object")
     scan.add_argument(
         "--workers", type=positive_int, default=None, help="processes (default: one per core)"
@@ -45,9 +46,11 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
     from fastload.scan import KINDS, scan
+    from fastload.shards.sources import is_shards
 
-    if not os.path.isdir(args.dir):
-        raise CLIError(f"{args.dir!r} is not a folder")
+    shards = is_shards(args.dir)
+    if not shards and not os.path.isdir(args.dir):
+        raise CLIError(f"{args.dir!r} is not a folder or shards")
     progress = Progress("scan")
     try:
         report = scan(
@@ -79,5 +82,6 @@ def run(args: argparse.Namespace) -> int:
     if report.findings:
         print()
         for f in report.findings:
-            print(f"  {f.kind:<16} {os.path.relpath(f.path, report.root)}: {f.detail}")
+            name = f.path if shards else os.path.relpath(f.path, report.root)
+            print(f"  {f.kind:<16} {name}: {f.detail}")
     return 1 if report.findings else 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fastload.shards import manifest as manifests
 
-__all__ = ["Source", "resolve"]
+__all__ = ["Source", "is_shards", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,21 @@ class Source:
     classes: list[str] = field(default_factory=list)
     manifest: manifests.Manifest | None = None
     expected: list[int] | None = None
+
+
+def is_shards(source: str | os.PathLike[str]) -> bool:
+    """Whether a path names shards rather than a folder of images: a ``.tar`` file, a brace
+    pattern, a manifest, or a folder holding a manifest or ``.tar`` files and no sub-folder."""
+    text = os.fspath(source)
+    if "{" in text or text.endswith((".tar", ".json")) or text.startswith("file://"):
+        return True
+    path = Path(text)
+    if not path.is_dir():
+        return False
+    if (path / manifests.MANIFEST).is_file():
+        return True
+    entries = list(path.iterdir())
+    return any(p.suffix == ".tar" for p in entries) and not any(p.is_dir() for p in entries)
 
 
 def _remote(text: str) -> bool:
