@@ -163,3 +163,20 @@ def test_executor_cpu_side_times_each_step(tmp_path: Path) -> None:
     names = [name for name, _ in steps]
     assert names == ["read", "header", "plan", "region", "code stream", "render plan", "all"]
     assert re.search(r"steps 1-4 in 2 process\(es\): median [\d,]+ samples/s", done.stdout)
+
+
+def test_shards_benchmark_runs_every_part(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=48, classes=3)
+    script = ROOT / "benchmarks" / "shards.py"
+    args = ["--data", str(data), "--seconds", "2", "--rounds", "1", "--batch-size", "8"]
+    args += ["--shards", "3", "--many", "12", "--max-side", "64", "--backend", "pillow"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    for row in ("stock folder", "fastload folder", "fastload shards", "webdataset"):
+        assert re.search(rf"  {row}\s+[\d,]+ images/s", done.stdout), done.stdout
+    assert re.search(r"fastload shards / webdataset: median \d+\.\d+x", done.stdout)
+    assert re.search(r"pack / tar: median \d+\.\d+x", done.stdout)
+    assert re.search(r"\s+12 shards: .* fds", done.stdout)
+    assert "window 8" in done.stdout
