@@ -15,6 +15,7 @@ Parts (``--part``, default all):
     (shard shuffle) -> ``shuffle(1000)`` -> ``decode("pil")`` -> ``to_tuple`` -> torchvision's
     transform -> ``batched`` -> ``WebLoader``;
   - ``fastload shards max_side``: the photos packed with ``max_side`` (re-encoded at q90).
+  With ``--dtype uint8`` no side normalizes (torchvision's ``PILToTensor`` for the others).
 * ``pack``: MB/s of ``fastload.pack`` (no re-encoding) against ``tar cf`` of the same folder,
   both from the page cache to the same disk, rounds interleaved; and images/s of a pack with
   ``max_side``.
@@ -31,6 +32,7 @@ Run: python benchmarks/shards.py [--data DIR] [--workers 2] [--seconds 60] [--ro
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -59,7 +61,7 @@ def folder_bytes(root: Path) -> int:
 def packed(data: Path, out: Path, shards: int, **options: Any) -> Path:
     """The photos packed into about ``shards`` shards (reused when already there)."""
     if not (out / "manifest.json").exists():
-        size = folder_bytes(data) // shards + 64 * 1024
+        size = folder_bytes(data) // shards + 4096  # a few samples a shard when shards are many
         fastload.pack(data, out, shard_size=size, progress=False, **options)
     return out
 
@@ -74,7 +76,7 @@ def fastload_loader(dataset: Any, args: argparse.Namespace, *, sampler: Any = No
         shuffle=sampler is None,
         sampler=sampler,
         num_workers=args.workers,
-        batch_transforms=gpu.Normalize(MEAN, STD),
+        batch_transforms=gpu.Normalize(MEAN, STD) if args.dtype == "float32" else None,
         persistent_workers=True,
     )
 
@@ -109,6 +111,14 @@ def webdataset_loader(shards: list[str], args: argparse.Namespace) -> Any:
     )
 
 
+def _stock_uint8(data: Path) -> Any:
+    import torchvision
+    import torchvision.transforms as TV
+
+    ops = [TV.RandomResizedCrop(224), TV.RandomHorizontalFlip(), TV.PILToTensor()]
+    return torchvision.datasets.ImageFolder(data, transform=TV.Compose(ops))
+
+
 def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     data = Path(args.data)
     plain = packed(data, work / "packed", args.shards)
@@ -118,7 +128,7 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     tars = sorted(str(p) for p in plain.glob("*.tar"))
     return {
         "stock folder": torch.utils.data.DataLoader(
-            stock_dataset(data, "train"),
+            stock_dataset(data, "train") if args.dtype == "float32" else _stock_uint8(data),
             batch_size=args.batch_size,
             shuffle=True,
             num_workers=args.workers,
@@ -152,7 +162,8 @@ def measure_read(args: argparse.Namespace, work: Path) -> None:
     print(
         f"read: {args.data}, {len(fastload.ImageFolder(args.data))} photos, {args.shards} "
         f"shards, {args.workers} workers, batch {args.batch_size}, backend {args.backend}, "
-        f"RRC 224 + flip + Normalize (float32), {args.rounds} rounds of {share:.1f} s each"
+        f"RRC 224 + flip{' + Normalize' if args.dtype == 'float32' else ''} ({args.dtype}), "
+        f"{args.rounds} rounds of {share:.1f} s each"
     )
     for name, values in rates.items():
         print(
@@ -177,37 +188,54 @@ def measure_read(args: argparse.Namespace, work: Path) -> None:
 # ---------------------------------------------------------------- packing
 
 
+def _timed_pack(
+    data: Path, out: Path, shard_size: int, args: argparse.Namespace, sync: bool
+) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    os.sync()
+    began = time.perf_counter()
+    fastload.pack(data, out, shard_size=shard_size, progress=False, workers=args.workers)
+    if sync:
+        os.sync()
+    seconds = time.perf_counter() - began
+    shutil.rmtree(out)
+    return seconds
+
+
+def _timed_tar(data: Path, target: Path, sync: bool) -> float:
+    os.sync()
+    began = time.perf_counter()
+    subprocess.run(["tar", "cf", str(target), "-C", str(data), "."], check=True)
+    if sync:
+        os.sync()
+    seconds = time.perf_counter() - began
+    target.unlink()
+    return seconds
+
+
 def measure_pack(args: argparse.Namespace, work: Path) -> None:
+    """MB/s into the page cache, and to the disk (the writes synced before the clock stops)."""
     data = Path(args.data)
-    size = folder_bytes(data)
-    shard_size = size // args.shards + 64 * 1024
-    tar_rates, pack_rates = [], []
-    for _ in range(args.rounds):
-        out = work / "pack-round"
-        shutil.rmtree(out, ignore_errors=True)
-        began = time.perf_counter()
-        fastload.pack(data, out, shard_size=shard_size, progress=False, workers=args.workers)
-        pack_rates.append(size / 2**20 / (time.perf_counter() - began))
-        shutil.rmtree(out)
-        target = work / "round.tar"
-        began = time.perf_counter()
-        subprocess.run(["tar", "cf", str(target), "-C", str(data), "."], check=True)
-        tar_rates.append(size / 2**20 / (time.perf_counter() - began))
-        target.unlink()
-    ratios = [p / t for p, t in zip(pack_rates, tar_rates, strict=True)]
-    print(f"pack: {size / 2**20:,.0f} MiB of photos, {args.shards} shards, {args.workers} threads")
+    size = folder_bytes(data) / 2**20
+    shard_size = folder_bytes(data) // args.shards + 64 * 1024
+    _timed_pack(data, work / "pack-round", shard_size, args, sync=False)  # imports, page cache
     print(
-        f"  fastload.pack  {statistics.median(pack_rates):8,.0f} MB/s  "
-        f"(rounds {min(pack_rates):,.0f}-{max(pack_rates):,.0f})"
+        f"pack: {size:,.0f} MiB of photos, {args.shards} shards, {args.workers} threads, "
+        f"{args.rounds} rounds"
     )
-    print(
-        f"  tar cf         {statistics.median(tar_rates):8,.0f} MB/s  "
-        f"(rounds {min(tar_rates):,.0f}-{max(tar_rates):,.0f})"
-    )
-    print(
-        f"  pack / tar: median {statistics.median(ratios):.2f}x "
-        f"({min(ratios):.2f}-{max(ratios):.2f} per round)"
-    )
+    for sync in (False, True):
+        packs, tars = [], []
+        for _ in range(args.rounds):
+            packs.append(size / _timed_pack(data, work / "pack-round", shard_size, args, sync))
+            tars.append(size / _timed_tar(data, work / "round.tar", sync))
+        ratios = [p / t for p, t in zip(packs, tars, strict=True)]
+        where = "to the disk (synced)" if sync else "to the page cache"
+        print(
+            f"  {where}: fastload.pack {statistics.median(packs):,.0f} MB/s "
+            f"({min(packs):,.0f}-{max(packs):,.0f}), tar cf {statistics.median(tars):,.0f} MB/s "
+            f"({min(tars):,.0f}-{max(tars):,.0f}); pack / tar: median "
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f} per round)"
+        )
     out = work / "pack-resized"
     shutil.rmtree(out, ignore_errors=True)
     began = time.perf_counter()
@@ -220,11 +248,11 @@ def measure_pack(args: argparse.Namespace, work: Path) -> None:
         workers=args.workers,
     )
     seconds = time.perf_counter() - began
-    stored = sum(s.bytes for s in manifest.shards)
+    stored = sum(s.bytes for s in manifest.shards) / 2**20
     print(
         f"  max_side {args.max_side}: {manifest.samples / seconds:,.0f} images/s re-encoding "
-        f"({args.workers} processes); {stored / 2**20:,.0f} MiB stored, "
-        f"{stored / size:.0%} of the originals"
+        f"({args.workers} processes); {stored:,.0f} MiB stored, {stored / size:.0%} of the "
+        "originals"
     )
     shutil.rmtree(out)
 
@@ -335,6 +363,12 @@ def main() -> None:
     parser.add_argument("--many", type=int, default=1000, help="shards for the memory part")
     parser.add_argument("--window", type=int, default=8)
     parser.add_argument("--max-side", type=int, default=320)
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "uint8"],
+        default="float32",
+        help="read: normalized float32 batches (every side normalizes), or uint8",
+    )
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--work", help="where the packs are kept (default: a temporary folder)")

@@ -198,10 +198,20 @@ def _scan(fd: int, path: str, size: int) -> Scan:
 
 def header(name: str, size: int, *, mtime: int = 0) -> bytes:
     """The header block(s) of a regular member (ustar; pax records only for what ustar cannot
-    hold), read-only for everyone, owned by root."""
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = size, mtime, 0o444
-    return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="surrogateescape")
+    hold), read-only for everyone, owned by root: the bytes Python's ``tarfile`` writes."""
+    raw = name.encode("ascii") if name.isascii() else b""
+    if not raw or len(raw) > 100 or size >= 8**11 or not 0 <= mtime < 8**11:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = size, mtime, 0o444
+        return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="surrogateescape")
+    # the common case built directly: tarfile takes ~45 us a header, a third of packing's time
+    block = bytearray(BLOCK)
+    block[: len(raw)] = raw
+    block[100:136] = b"0000444\0" + b"0000000\0" * 2 + b"%011o\0" % size
+    block[136:157] = b"%011o\0" % mtime + b" " * 8 + b"0"
+    block[257:265] = b"ustar\x0000"
+    block[148:155] = b"%06o\0" % sum(block)
+    return bytes(block)
 
 
 def check_header(block: bytes, member: Member) -> str | None:
