@@ -180,3 +180,4 @@ def test_shards_benchmark_runs_every_part(tmp_path: Path) -> None:
     assert len(re.findall(r"pack / tar: median \d+\.\d+x", done.stdout)) == 2
     assert len(re.findall(r"\s+\d+ shards: [\d,]+ / [\d,]+ MiB, \d+ fds", done.stdout)) == 2
     assert "window 8" in done.stdout
+    assert len(re.findall(r"max_side \d+ \(\d+% of the bytes\), .*: [\d.]+ dB", done.stdout)) == 6
