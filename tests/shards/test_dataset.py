@@ -214,3 +214,16 @@ def test_open_files_stay_bounded_however_many_shards(tmp_path: Path, folder: Pat
     for i in range(len(shards)):
         shards.read_sample(i)
     assert len(os.listdir("/proc/self/fd")) - fds <= storage.OPEN_PER_THREAD
+
+
+@pytest.mark.gpu
+def test_batches_on_a_cuda_device_equal_the_folders(folder: Path, packed: Path) -> None:
+    transform = T.Compose([T.Resize(40), T.CenterCrop(32)])
+    shards = fastload.ImageShards(packed, transform, backend="turbojpeg")
+    files = fastload.ImageFolder(folder, transform, backend="turbojpeg")
+    order = [j for _, j in _by_path(shards, folder)]
+    ops = G.Normalize([0.5] * 3, [0.25] * 3)
+    loader = fastload.DataLoader(shards, batch_size=8, device="cuda", batch_transforms=ops)
+    images = torch.cat([x.cpu() for x, _ in loader])
+    expected = (torch.stack([files[j][0] for j in order]).float() / 255 - 0.5) / 0.25
+    assert torch.allclose(images, expected, atol=1e-5)

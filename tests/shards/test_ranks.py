@@ -30,9 +30,13 @@ _RANK = textwrap.dedent(
     rank = dist.get_rank() if world > 1 else 0
     dataset = fastload.ImageShards(shards, T.CenterCrop(16))
     sampler = fastload.ShardSampler(dataset, window=2, seed=11)  # ranks from torch.distributed
+    if phase == "ddp":  # torch's own DistributedSampler on the shards
+        sampler = torch.utils.data.DistributedSampler(dataset, shuffle=True, seed=3)
     loader = fastload.DataLoader(dataset, batch_size=2, sampler=sampler, num_workers=1)
     seen = []
-    if phase == "first":
+    if phase == "ddp":
+        seen = [y for _, labels in loader for y in labels.tolist()]
+    elif phase == "first":
         for step, (_, labels) in enumerate(loader):
             seen += labels.tolist()
             if step + 1 == int(steps):
@@ -82,3 +86,14 @@ def test_another_world_size_resumes_the_rest_of_the_epoch(
     resumed = [y for r in rest for y in r["seen"]]
     assert len({len(r["seen"]) for r in rest}) == 1  # every rank the same number
     assert sorted(taken + resumed) == list(range(sum(SAMPLES)))  # each sample exactly once
+
+
+def test_distributed_sampler_splits_the_shards_as_for_any_dataset(
+    shards: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    ranks = _run(script, shards, tmp_path / "ddp", "ddp", tmp_path / "unused", world=2)
+    a, b = (r["seen"] for r in ranks)
+    assert len(a) == len(b) == sum(SAMPLES) // 2
+    assert set(a).isdisjoint(b) and sorted(a + b) == list(range(sum(SAMPLES)))
