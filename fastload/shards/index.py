@@ -212,6 +212,14 @@ def read_index(path: str | os.PathLike[str]) -> Samples:
     return samples
 
 
+def _is_index(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(INDEX_VERSION) + 1) == f"{INDEX_VERSION} ".encode()
+    except OSError:
+        return False
+
+
 def _usable_index(path: str | Path, shard: os.stat_result) -> ShardIndex | None:
     """The index at ``path`` if it is at least as new as the shard and fits it."""
     try:
@@ -258,13 +266,14 @@ def _save(shard: str, samples: Samples) -> str | None:
         Where it was written, if anywhere.
     """
     beside = index_path(shard)
-    try:
-        write_index(beside, samples)
-        return beside
-    except ValueError:
-        return None
-    except OSError:
-        pass
+    if not os.path.exists(beside) or _is_index(beside):  # never over a file of another kind
+        try:
+            write_index(beside, samples)
+            return beside
+        except ValueError:
+            return None
+        except OSError:
+            pass
     cached = cached_index_path(shard)
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -121,9 +121,8 @@ def test_an_index_that_does_not_fit_its_shard_is_made_again(tmp_path: Path) -> N
 def test_a_read_only_folder_keeps_its_index_in_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shard = (
-        tar_of(tmp_path / "ro" / "a.tar", samples(2)) if (tmp_path / "ro").mkdir() is None else None
-    )
+    (tmp_path / "ro").mkdir()
+    shard = tar_of(tmp_path / "ro" / "a.tar", samples(2))
     monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path / "cache"))
     real_write = indexes.write_index
 
@@ -146,3 +145,14 @@ def test_a_broken_shard_gets_no_index(tmp_path: Path) -> None:
     loaded = indexes.load(str(tmp_path / "a.tar"))
     assert loaded.lost is not None and loaded.index is None
     assert not (tmp_path / "a.idx").exists()
+
+
+def test_a_file_of_another_kind_beside_the_shard_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path / "cache"))
+    shard = tar_of(tmp_path / "a.tar", samples(2))
+    (tmp_path / "a.idx").write_text("someone else's index, in another format\n")
+    loaded = indexes.load(str(shard))
+    assert (tmp_path / "a.idx").read_text().startswith("someone else's")
+    assert loaded.index == str(indexes.cached_index_path(str(shard)))
