@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from fastload import transforms as ft
-from fastload.datasets import ImageList
+from fastload.datasets import ImageDataset, ImageList
 from fastload.gpu.transforms import Normalize
 from fastload.handover import HandBack, HandOn, conversion_forms
 from fastload.wrappers import delegate_of
@@ -679,13 +679,13 @@ def name_of(op: Any) -> str:
 
 def accelerate_dataset(
     dataset: Any, *, batches: bool = True, policies: bool = False
-) -> tuple[ImageList, Translated]:
+) -> tuple[ImageDataset, Translated]:
     """A fastload dataset that runs ``dataset``'s pipeline fused with decoding.
 
     Args:
         dataset: A ``torchvision.datasets.ImageFolder`` / ``DatasetFolder`` with torchvision's
-            image loader, or a ``fastload.ImageFolder`` / ``ImageList`` whose ``transform`` is
-            torchvision's.
+            image loader, or a fastload dataset (``ImageFolder``, ``ImageList``,
+            ``ImageShards``) whose ``transform`` is torchvision's.
         batches: Whether batches are collated by torch's default collate (see
             :func:`translate_transform`).
         policies: Whether torchvision's policies run on batches (see
@@ -699,7 +699,7 @@ def accelerate_dataset(
     Raises:
         NotAccelerated: The dataset or an op of its transform cannot be run fastload's way.
     """
-    if isinstance(dataset, ImageList):
+    if isinstance(dataset, ImageDataset):  # fastload's own: a folder, a list, shards
         return _accelerate_own(dataset, batches=batches, policies=policies)
     from torchvision.datasets import DatasetFolder
     from torchvision.datasets.folder import default_loader, pil_loader
@@ -732,8 +732,8 @@ def accelerate_dataset(
 
 
 def _accelerate_own(
-    dataset: ImageList, *, batches: bool, policies: bool
-) -> tuple[ImageList, Translated]:
+    dataset: ImageDataset, *, batches: bool, policies: bool
+) -> tuple[ImageDataset, Translated]:
     """:func:`accelerate_dataset` for a fastload dataset: a torchvision transform in place of
     fastload's ops, or torchvision's tensor ops after them (those move to the batch)."""
     split = dataset.transform_split
