@@ -41,6 +41,9 @@ __all__ = ["IMAGE_EXTENSIONS", "ImageShards", "ShardError"]
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "ppm", "pgm", "pbm", "pnm", "bmp", "tif", "tiff")
 
 
+_MISSING = "no such shard"
+
+
 class ShardError(ValueError):
     """A shard, or a member of one, that cannot be read as samples; the message names it."""
 
@@ -158,7 +161,7 @@ class ImageShards(ImageDataset):
             if problems and on_error == "raise":
                 where, why = problems[0]
                 more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-                error = FileNotFoundError if why.startswith("no such shard") else ShardError
+                error = FileNotFoundError if why == _MISSING else ShardError
                 raise error(f"cannot read {where!r}: {why}{more}")
             lost += problems
         if lost:
@@ -178,7 +181,7 @@ class ImageShards(ImageDataset):
         try:
             index = indexes.load(shard)
         except FileNotFoundError:
-            return [(shard, "no such shard")], None
+            return [(shard, _MISSING)], None
         except (TarError, OSError) as exc:
             why = str(exc) if isinstance(exc, TarError) else f"{type(exc).__name__}: {exc}"
             return [(shard, why)], None
