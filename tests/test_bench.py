@@ -273,7 +273,8 @@ def test_data_failures_are_one_line_and_exit_1(tmp_path: Path) -> None:
         "and autotune read DIR/<class>/<image> files (torchvision's ImageFolder layout); run "
         f"'fastload scan {empty}'",
         ("autotune", str(empty)): f"fastload autotune: error: no image files found in '{empty}': "
-        "autotune reads DIR/<class>/<image> files (torchvision's ImageFolder layout); run "
+        "autotune reads DIR/<class>/<image> files (torchvision's ImageFolder layout) or shards; "
+        "run "
         f"'fastload scan {empty}'",
         ("bench", str(two.parent), "--batch-size", "1"): "fastload bench: error: none of the 2 "
         f"image files in '{two.parent}' is a readable image; run 'fastload scan {two.parent}'",

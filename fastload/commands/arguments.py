@@ -107,7 +107,9 @@ def data_folder(path: str | None, progress_label: str) -> str:
         progress.close()
 
 
-def image_dataset(data: str, transform: Any, *, backend: str, on_error: str = "raise") -> Any:
+def image_dataset(
+    data: str, transform: Any, *, backend: str, command: str, on_error: str = "raise"
+) -> Any:
     """A fastload dataset of ``data``: ``ImageShards`` for shards, else ``ImageFolder``.
 
     Raises:
@@ -126,8 +128,10 @@ def image_dataset(data: str, transform: Any, *, backend: str, on_error: str = "r
     except (ValueError, ImportError) as exc:
         raise CLIError(str(exc)) from None
     except FileNotFoundError as exc:
+        if is_shards(data):  # a shard the source lists is missing: named in the message
+            raise CLIError(str(exc), status=1) from None
         raise CLIError(
-            f"no image files found in {data!r} ({exc}): give DIR/<class>/<image> files "
+            f"no image files found in {data!r}: {command} reads DIR/<class>/<image> files "
             f"(torchvision's ImageFolder layout) or shards; run 'fastload scan {data}'",
             status=1,
         ) from None

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
     data = data_folder(data_argument(args), "making the default image set")
     # unreadable files are skipped: they would stop the measurement, not change the answer
-    dataset = image_dataset(data, RandomResizedCrop(224), backend=args.backend, on_error="skip")
+    dataset = image_dataset(
+        data, RandomResizedCrop(224), backend=args.backend, command="autotune", on_error="skip"
+    )
     progress = Progress(
         "autotune",
         rate=False,

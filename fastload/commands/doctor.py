@@ -71,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from None
     data = data_folder(data_argument(args), "making the default image set")
-    dataset = image_dataset(data, RandomResizedCrop(args.image_size), backend=args.backend)
+    dataset = image_dataset(
+        data, RandomResizedCrop(args.image_size), backend=args.backend, command="doctor"
+    )
     # shards without class names: as many classes as the labels reach
     classes = len(dataset.classes) or int(dataset.labels.max()) + 1
     model = build(weights=None, num_classes=classes).to(device)
