@@ -37,7 +37,7 @@ import torch
 
 from fastload import backends, scan
 from fastload.autotune import autotune
-from fastload.checks import check_int
+from fastload.checks import check_int, choice_error
 from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
 from fastload.errors import one_line
@@ -252,7 +252,7 @@ def _check_run(
     pipeline: str, batch_size: int, num_workers: int | str, seconds: float, rounds: int
 ) -> None:
     if pipeline not in PIPELINES:
-        raise ValueError(f"pipeline={pipeline!r} is not valid; valid: {', '.join(PIPELINES)}")
+        raise choice_error("pipeline", pipeline, PIPELINES)
     check_int("batch_size", batch_size, minimum=1)
     check_int("rounds", rounds, minimum=1)
     if not seconds > 0:

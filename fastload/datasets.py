@@ -23,9 +23,10 @@ from torch.utils.data import Dataset
 
 from fastload import backends, errors
 from fastload.backends.base import read_file
-from fastload.checks import check_int
+from fastload.checks import check_choice, check_int
 from fastload.compact import Strings
 from fastload.errors import UnreadableImageWarning
+from fastload.options import ON_ERROR
 from fastload.sampling import SeededSamples, numpy_kept, seeded
 from fastload.skipping import Skipped
 from fastload.transforms import TransformSplit, split_transform
@@ -40,7 +41,6 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "skip"]
-_ON_ERROR = ("raise", "skip")
 
 
 def check_options(on_error: str, max_pixels: int) -> None:
@@ -50,8 +50,7 @@ def check_options(on_error: str, max_pixels: int) -> None:
         ValueError: ``on_error`` is not ``"raise"`` or ``"skip"``, or ``max_pixels`` is not a
             positive int.
     """
-    if on_error not in _ON_ERROR:
-        raise ValueError(f"on_error={on_error!r} is not valid; valid: 'raise', 'skip'")
+    check_choice("on_error", on_error, ON_ERROR)
     check_int("max_pixels", max_pixels, minimum=1)
 
 

@@ -13,13 +13,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from fastload.checks import check_int
+from fastload.checks import check_choice, check_int
 from fastload.devices import DeviceLike
 
-__all__ = ["DEPRECATED", "NAMES", "Accelerate", "LoaderOptions", "renamed"]
+__all__ = [
+    "ACCELERATE",
+    "DEPRECATED",
+    "NAMES",
+    "ON_ERROR",
+    "SEEDING",
+    "Accelerate",
+    "LoaderOptions",
+    "renamed",
+]
 
 Accelerate = bool | Literal["auto"]
-_SEEDING = ("auto", "sample", "worker")
+# The values an option that takes a name accepts, here once for every entry point (the loader,
+# the datasets, the commands); backends' names come from the registry (backends.choices()).
+SEEDING = ("auto", "sample", "worker")
+ACCELERATE = ("auto", True, False)
+ON_ERROR = ("raise", "skip")
 
 
 @dataclass(frozen=True)
@@ -32,7 +45,7 @@ class LoaderOptions:
         batch_transforms: Batch ops (``fastload.gpu``) applied to whole batches.
         channels_last: Deliver 4-D images in channels-last memory format.
         backend: Who executes the dataset's pipeline (a registered backend's name), if not the
-            dataset's own.
+            dataset's own; ``None`` and ``"auto"`` leave the choice to fastload.
         accelerate: Run an unchanged torchvision pipeline fastload's way: ``True``, ``False``,
             or ``"auto"`` (on with a CUDA ``device``).
         seeding: ``"sample"`` (each sample its own random stream), ``"worker"`` (torch's), or
@@ -54,14 +67,18 @@ class LoaderOptions:
         if not isinstance(self.channels_last, bool):
             raise ValueError(f"channels_last={self.channels_last!r} must be True or False")
         if self.backend is not None and not isinstance(self.backend, str):
-            raise ValueError(f"backend={self.backend!r} must be a backend's name or None")
-        if not (self.accelerate is True or self.accelerate is False or self.accelerate == "auto"):
             raise ValueError(
-                f"accelerate={self.accelerate!r} is not valid; valid: True, False, 'auto'"
+                f"backend={self.backend!r} must be a backend's name, 'auto' or None "
+                "(fastload.backends.choices() lists the names)"
             )
-        if self.seeding not in _SEEDING:
-            valid = ", ".join(repr(v) for v in _SEEDING)
-            raise ValueError(f"seeding={self.seeding!r} is not valid; valid: {valid}")
+        check_choice("accelerate", self.accelerate, ACCELERATE)
+        check_choice("seeding", self.seeding, SEEDING)
+
+    @property
+    def named_backend(self) -> str | None:
+        """The backend asked for by name; ``None`` when the choice is left to fastload
+        (``backend=None`` or ``"auto"``, which mean the same)."""
+        return None if self.backend in (None, "auto") else self.backend
 
 
 NAMES: tuple[str, ...] = tuple(f.name for f in fields(LoaderOptions))

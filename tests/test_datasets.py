@@ -118,7 +118,8 @@ def test_image_list_from_paths_and_labels(folder: Path) -> None:
     [
         (
             {"backend": "webgpu"},
-            f"backend='webgpu' is not known; valid: auto, {', '.join(fastload.backends.names())}",
+            "backend='webgpu' is not valid; valid: "
+            + ", ".join(repr(n) for n in fastload.backends.choices()),
         ),
         ({"on_error": "ignore"}, "on_error='ignore' is not valid; valid: 'raise', 'skip'"),
         ({"max_pixels": 0}, "max_pixels=0 must be an int >= 1"),

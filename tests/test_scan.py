@@ -124,7 +124,7 @@ def test_command_on_a_folder_without_images_says_so_and_exits_1(tmp_path: Path) 
     "args, message",
     [
         (("/no/such/folder",), "'/no/such/folder' is not a folder"),
-        (("{root}", "--backend", "jpegxl"), "backend='jpegxl' is not known; valid: auto,"),
+        (("{root}", "--backend", "jpegxl"), "invalid choice: 'jpegxl' (choose from 'auto',"),
         (("{root}", "--workers", "0"), "0 must be at least 1"),
         (("{root}", "--max-pixels", "lots"), "'lots' is not an integer"),
     ],

@@ -25,6 +25,7 @@ from fastload.backends.base import (
 from fastload.backends.registry import (
     auto_order,
     check,
+    choices,
     create,
     get,
     kind,
@@ -42,6 +43,7 @@ __all__ = [
     "auto_order",
     "check",
     "check_header",
+    "choices",
     "create",
     "decode_with_pillow",
     "get",

@@ -12,10 +12,12 @@ from typing import Any
 
 from fastload._optional import Availability, MissingDependencyError
 from fastload.backends.base import KINDS, Backend, Kind
+from fastload.checks import choice_error
 
 __all__ = [
     "auto_order",
     "check",
+    "choices",
     "create",
     "get",
     "kind",
@@ -70,8 +72,14 @@ def get(name: str) -> type[Backend]:
         ValueError: The name is not registered; the message lists the valid names.
     """
     if not isinstance(name, str) or name not in _REGISTRY:
-        raise ValueError(f"backend={name!r} is not known; valid: auto, {', '.join(names())}")
+        raise choice_error("backend", name, names())
     return _REGISTRY[name]
+
+
+def choices() -> list[str]:
+    """Every name a dataset's, the loader's or a command's ``backend`` accepts: ``"auto"``,
+    then the registered backends."""
+    return ["auto", *names()]
 
 
 def kind(name: str) -> Kind:
@@ -100,6 +108,8 @@ def resolve(name: str) -> str:
         fastload.MissingDependencyError: ``"auto"`` and no backend is usable.
     """
     if name != "auto":
+        if not isinstance(name, str) or name not in _REGISTRY:
+            raise choice_error("backend", name, choices())
         return get(name).name
     order = auto_order()
     for candidate in order:

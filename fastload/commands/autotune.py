@@ -23,6 +23,8 @@ HELP = "measure which num_workers gives the most images/s here"
 
 
 def add(sub: Any) -> None:
+    from fastload.backends import choices
+
     tune = sub.add_parser(
         "autotune",
         help=HELP,
@@ -31,7 +33,9 @@ def add(sub: Any) -> None:
         "The answer is cached; the next call for the same data returns at once.",
     )
     add_data(tune)
-    tune.add_argument("--backend", default="auto", help="decoding backend (default: auto)")
+    tune.add_argument(
+        "--backend", choices=choices(), default="auto", help="decoding backend (default: auto)"
+    )
     tune.add_argument(
         "--batch-size", type=positive_int, default=64, help="images per batch (default: 64)"
     )

@@ -25,7 +25,7 @@ HELP = "images/s of each backend against the stock torchvision pipeline"
 
 
 def add(sub: Any) -> None:
-    from fastload.backends import names as registered
+    from fastload.backends import choices
     from fastload.bench import PIPELINES
 
     bench = sub.add_parser(
@@ -38,9 +38,10 @@ def add(sub: Any) -> None:
     add_data(bench)
     bench.add_argument(
         "--backend",
-        choices=[*registered(), "all"],
+        choices=[*choices(), "all"],
         default="all",
-        help="the backend to measure beside the stock pipeline (default: all)",
+        help="the backend to measure beside the stock pipeline: auto (the one fastload "
+        "chooses here), a backend's name, or all (default: all)",
     )
     bench.add_argument(
         "--pipeline",
@@ -82,6 +83,7 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
     from fastload.backends import names as registered
+    from fastload.backends import resolve
     from fastload.bench import (
         StockFailed,
         format_table,
@@ -95,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     data = data_folder(data_argument(args), "making the default image set")
     # shards' broken members are met as they are read (skipped, or stood in for)
     bad: list[str] = [] if is_shards(data) else _checked(data)
-    names = tuple(registered()) if args.backend == "all" else (args.backend,)
+    # "auto": the backend a dataset made with backend="auto" decodes with here
+    names = tuple(registered()) if args.backend == "all" else (resolve(args.backend),)
     load_before = load_average() or 0.0
     # the rounds are timed by the clock: a count per second would say nothing
     progress = Progress("bench", rate=False)

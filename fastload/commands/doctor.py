@@ -13,6 +13,7 @@ from fastload.commands.arguments import (
     data_folder,
     image_dataset,
     positive_int,
+    workers,
 )
 
 __all__ = ["HELP", "add", "run"]
@@ -21,6 +22,8 @@ HELP = "measure a torchvision model's training step on your images: what to chan
 
 
 def add(sub: Any) -> None:
+    from fastload.backends import choices
+
     doc = sub.add_parser(
         "doctor",
         help=HELP,
@@ -30,12 +33,18 @@ def add(sub: Any) -> None:
     )
     add_data(doc)
     doc.add_argument("--model", default="resnet50", help="a torchvision model (default: resnet50)")
-    doc.add_argument("--backend", default="auto", help="decoding backend (default: auto)")
+    doc.add_argument(
+        "--backend", choices=choices(), default="auto", help="decoding backend (default: auto)"
+    )
     doc.add_argument(
         "--batch-size", type=positive_int, default=64, help="images per batch (default: 64)"
     )
     doc.add_argument(
-        "--num-workers", type=int, default=2, help="loader worker processes (default: 2)"
+        "--num-workers",
+        type=workers,
+        default=2,
+        metavar="N|auto",
+        help="loader worker processes, or auto to tune them (default: 2)",
     )
     doc.add_argument("--image-size", type=positive_int, default=224, help="(default: 224)")
     doc.add_argument(

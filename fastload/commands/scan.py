@@ -16,7 +16,7 @@ HELP = "check a dataset folder for files that will not decode, or decode oddly"
 
 
 def add(sub: Any) -> None:
-    from fastload.backends import DEFAULT_MAX_PIXELS
+    from fastload.backends import DEFAULT_MAX_PIXELS, choices
 
     scan = sub.add_parser(
         "scan",
@@ -32,7 +32,10 @@ def add(sub: Any) -> None:
         "--workers", type=positive_int, default=None, help="processes (default: one per core)"
     )
     scan.add_argument(
-        "--backend", default="auto", help="the backend to try files with (default: auto)"
+        "--backend",
+        choices=choices(),
+        default="auto",
+        help="the backend to try files with (default: auto)",
     )
     scan.add_argument(
         "--max-pixels",

@@ -82,13 +82,18 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             step; otherwise they run in the worker processes, after collating (or, with a
             batch executor, on the batches it delivers, the leading ones folded into it).
         channels_last: Deliver 4-D images in channels-last memory format.
-        backend: Who executes the dataset's pipeline: any name in
-            ``fastload.backends.names()``. ``None`` (default): the dataset itself, in torch's
-            worker processes, with the backend it was made with (an executor, if it was made
-            with one). A per-sample decoder's name (``"turbojpeg"``, ``"opencv"``,
-            ``"pillow"``, ...): the workers decode with it instead of the dataset's (they read
-            a copy of the dataset that shares its samples and ``bad_files``). A batch
-            executor's name (``"dali"``, ``"nvimgcodec"``): see "Batch executors" below.
+        backend: Who executes the dataset's pipeline: ``None`` (default), ``"auto"``, or any
+            name in ``fastload.backends.names()`` (``fastload.backends.choices()`` lists them
+            all). ``None`` and ``"auto"`` mean the same: fastload chooses. That is the dataset
+            itself, in torch's worker processes, with the backend it was made with (a fastload
+            dataset made with ``backend="auto"`` decodes with the first usable per-sample
+            decoder; an executor, if it was made with one); with a CUDA ``device``, the GPU
+            executor instead when it runs the whole pipeline with the same draws.
+            ``fastload.explain`` names the backend chosen. A per-sample decoder's name
+            (``"turbojpeg"``, ``"opencv"``, ``"pillow"``, ...): the workers decode with it
+            instead of the dataset's (they read a copy of the dataset that shares its samples
+            and ``bad_files``). A batch executor's name (``"dali"``, ``"nvimgcodec"``): see
+            "Batch executors" below.
         accelerate: Run the dataset's unchanged torchvision pipeline fastload's way
             (:mod:`fastload.accelerate`): for a ``torchvision.datasets.ImageFolder`` (or a
             fastload dataset) whose ``transform`` is made of ops fastload reproduces, the

@@ -34,6 +34,7 @@ from fastload import backends, system
 from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
 from fastload.backends.executor import translate as executor_translation
+from fastload.checks import check_choice
 from fastload.devices import resolve_device
 from fastload.gpu.deferred import Deferred, DeferredBatch
 from fastload.gpu.transforms import Compose as BatchCompose
@@ -225,14 +226,15 @@ def plan_loader(loader: Any, options: LoaderOptions) -> WorkerPlan | ExecutorPla
         ValueError: A combination the chosen path cannot honour; the message names it.
     """
     device = resolve_device(options.device)
-    if options.backend is not None:
-        backends.get(options.backend)  # an unknown name lists the valid ones
+    if options.backend is not None:  # an unknown name lists every valid one
+        check_choice("backend", options.backend, [None, *backends.choices()])
     translation = translate(loader, options, device)
     dataset = translation.dataset
-    name = options.backend if options.backend is not None else getattr(dataset, "backend", None)
+    named = options.named_backend
+    name = named if named is not None else getattr(dataset, "backend", None)
     if isinstance(name, str) and name in backends.names("executor"):
         return executor_plan(loader, options, translation, name, device)
-    if options.backend is None and device is not None and device.type == "cuda":
+    if named is None and device is not None and device.type == "cuda":
         on_gpu = gpu_executor_plan(loader, options, translation, device)
         if on_gpu is not None:
             return on_gpu
@@ -325,7 +327,7 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         ops = translated.batch_ops if ops is None else BatchCompose([translated.batch_ops, ops])
     else:
         then = None  # nothing moved to the batches: the collate function runs as it is
-    name = options.backend if options.backend is not None else fast.backend
+    name = options.named_backend if options.named_backend is not None else fast.backend
     decoding = "in the worker processes" if loader.num_workers else "in this process"
     where = f"{decoding}, after collating"
     if cuda:
@@ -491,15 +493,15 @@ def worker_plan(
         ValueError: ``backend=`` names a decoder, and the dataset is not fastload's.
     """
     dataset, decoder = translation.dataset, None
-    if options.backend is not None:
+    named = options.named_backend
+    if named is not None:
         using = getattr(dataset, "using", None)
         if using is None:
             raise ValueError(
-                f"backend={options.backend!r} decodes a fastload dataset's files: the dataset "
-                f"must be a fastload.ImageFolder or fastload.ImageList, got "
-                f"{type(dataset).__name__}"
+                f"backend={named!r} decodes a fastload dataset's files: the dataset must be a "
+                f"fastload.ImageFolder, ImageList or ImageShards, got {type(dataset).__name__}"
             )
-        dataset, decoder = using(options.backend), options.backend
+        dataset, decoder = using(named), named
     return WorkerPlan(
         dataset,
         translation.acceleration,

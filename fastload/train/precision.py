@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from fastload.checks import check_choice
+
 __all__ = ["PRECISIONS", "Precision"]
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -31,8 +33,7 @@ class Precision:
     """
 
     def __init__(self, name: str, device_type: str, *, reason: str = "asked for") -> None:
-        if name not in _DTYPES:
-            raise ValueError(f"name={name!r} is not valid; valid: {', '.join(_DTYPES)}")
+        check_choice("name", name, tuple(_DTYPES))
         self.name, self.device_type, self.reason = name, device_type, reason
         self._scaler = torch.amp.GradScaler(device_type, enabled=name == "fp16")
 
@@ -49,10 +50,7 @@ class Precision:
             ValueError: An unknown name, or fp16 on the CPU (autocast to float16 is a GPU
                 technique; the CPU's is bf16).
         """
-        if precision not in PRECISIONS:
-            raise ValueError(
-                f"precision={precision!r} is not valid; valid: {', '.join(PRECISIONS)}"
-            )
+        check_choice("precision", precision, PRECISIONS)
         device_type = torch.device(device).type
         if device_type not in ("cpu", "cuda"):
             raise ValueError(f"device={device!r}: fastload.train runs on 'cpu' or 'cuda' devices")

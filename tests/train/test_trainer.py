@@ -223,7 +223,9 @@ def test_bad_options_are_refused_with_the_reason() -> None:
     opt = train.adamw(model, 1e-3)
     with pytest.raises(ValueError, match="precision='fp16' needs a CUDA device"):
         train.Trainer(model, opt, precision="fp16")
-    with pytest.raises(ValueError, match="precision='fp8' is not valid; valid: auto, bf16"):
+    with pytest.raises(
+        ValueError, match="precision='fp8' is not valid; valid: 'auto', 'bf16', 'fp16', 'fp32'"
+    ):
         train.Trainer(model, opt, precision="fp8")
     with pytest.raises(ValueError, match=r"torch\.compile has no backend 'warp' here; valid: "):
         train.Trainer(model, opt, compile="warp")
