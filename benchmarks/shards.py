@@ -264,13 +264,10 @@ def measure_pack(args: argparse.Namespace, work: Path) -> None:
 
 
 def _memory(pid: int) -> tuple[float, float, int]:
-    """(RSS, USS) in MiB and open descriptors of a process, from /proc (Linux)."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        name, value = line.split(":", 1)
-        fields[name] = int(value.split()[0])
-    uss = (fields["Private_Clean"] + fields["Private_Dirty"]) / 1024
-    return fields["Rss"] / 1024, uss, len(list(Path(f"/proc/{pid}/fd").iterdir()))
+    """(RSS, USS) in MiB and open descriptors of a process (Linux)."""
+    from worker_memory import memory_mib  # beside this script
+
+    return (*memory_mib(pid), len(list(Path(f"/proc/{pid}/fd").iterdir())))
 
 
 def worker_memory(source: Path, args: argparse.Namespace) -> list[tuple[float, float, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["check_choice", "check_int", "choice_error"]
+__all__ = ["check_choice", "check_int", "choice_error", "differences"]
 
 
 def check_int(name: str, value: Any, *, minimum: int, what: str = "") -> int:
@@ -58,3 +58,13 @@ def check_choice(name: str, value: Any, valid: Sequence[Any]) -> Any:
     if not any(_same(value, v) for v in valid):
         raise choice_error(name, value, valid)
     return value
+
+
+def differences(given: dict[str, Any], mine: dict[str, Any], *, there: str) -> list[str]:
+    """Each key whose value in ``given`` differs from ``mine``'s, worded as
+    ``"key <given> <there>, <mine> here"`` (a saved state or settings against these)."""
+    return [
+        f"{key} {given.get(key)!r} {there}, {value!r} here"
+        for key, value in mine.items()
+        if given.get(key) != value
+    ]

@@ -28,6 +28,7 @@ import torch.utils.data
 
 from fastload.accelerate import Acceleration
 from fastload.autotune import autotune
+from fastload.checks import differences
 from fastload.devices import resolve_device
 from fastload.loader.executing import ExecutorPath
 from fastload.loader.plan import ExecutorPlan, WorkerPlan, plan_loader
@@ -283,11 +284,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             # a ShardSampler resumes under another world size: fewer or more batches per rank
             mine.pop("batches per epoch")
         theirs = state["loader"]
-        differ = [
-            f"{key} {theirs.get(key)!r} in the state, {mine[key]!r} here"
-            for key in mine
-            if theirs.get(key) != mine[key]
-        ]
+        differ = differences(theirs, mine, there="in the state")
         if differ:
             raise ValueError(
                 "this state is of a different loader, so it cannot resume this one: "

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from fastload.backends.base import read_file
+from fastload.checks import check_int, differences
 from fastload.image import probe, sniff
 from fastload.shards import manifest as manifests
 from fastload.shards.index import Part, write_index
@@ -49,8 +50,15 @@ __all__ = ["DEFAULT_SHARD_SIZE", "pack"]
 DEFAULT_SHARD_SIZE = 256 * 2**20
 _PLAN = ".fastload-pack.json"  # the settings of a pack in progress
 _LOG = ".fastload-pack.log"  # one JSON line per complete shard
-_EXTENSIONS = {"jpeg": "jpg", "png": "png", "gif": "gif", "bmp": "bmp", "tiff": "tiff"}
-_EXTENSIONS["webp"] = "webp"
+# a member's extension, by its content's format
+_EXTENSIONS = {
+    "jpeg": "jpg",
+    "png": "png",
+    "gif": "gif",
+    "bmp": "bmp",
+    "tiff": "tiff",
+    "webp": "webp",
+}
 
 
 @dataclass(frozen=True)
@@ -308,11 +316,7 @@ def _begin(out: Path, settings: dict[str, Any]) -> list[tuple[manifests.ShardEnt
     plan = out / _PLAN
     if plan.exists():
         theirs = json.loads(plan.read_text())
-        differ = [
-            f"{key} {theirs.get(key)!r} there, {value!r} here"
-            for key, value in settings.items()
-            if theirs.get(key) != value
-        ]
+        differ = differences(theirs, settings, there="there")
         if differ:
             raise ValueError(
                 f"{str(out)!r} holds an unfinished pack with other settings ("
@@ -358,7 +362,6 @@ def _read_log(out: Path) -> list[tuple[manifests.ShardEntry, int]]:
 
 
 def _check(shard_size: int, max_side: int | None, quality: int, workers: int | None) -> None:
-    from fastload.checks import check_int
 
     check_int("shard_size", shard_size, minimum=4 * BLOCK)
     check_int("quality", quality, minimum=1)

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from fastload.checks import differences
+
 __all__ = ["ShardSampler", "epoch_order"]
 
 
@@ -253,11 +255,7 @@ class ShardSampler(Sampler[int]):
         """
         mine = {"seed": self.seed, "window": self.window, "shuffle": self.shuffle}
         mine |= {"samples": self.total, "shards": len(self.sizes)}
-        differ = [
-            f"{k} {state.get(k)!r} in the state, {v!r} here"
-            for k, v in mine.items()
-            if state.get(k) != v
-        ]
+        differ = differences(state, mine, there="in the state")
         if differ:
             raise ValueError(
                 "this ShardSampler state is of another order, so it cannot resume this one: "
