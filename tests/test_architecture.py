@@ -43,7 +43,11 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.shards.manifest",
         "fastload.shards.sources",
         "fastload.shards.storage",
+        "fastload.shards.remote",
+        "fastload.shards.cache",
+        "fastload.shards.readahead",
         "fastload.shards.sampler",
+        "fastload.loopback",
     ),
     (  # per-sample decoding, batch ops, the prefetcher
         "fastload.gpu.transforms",
@@ -70,6 +74,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "fastload.datasets",
         "fastload.shards.dataset",
+        "fastload.shards.upload",
         "fastload.shards.pack",
         "fastload.accelerate",
         "fastload.autotune.*",

@@ -115,6 +115,7 @@ def image_dataset(
     Raises:
         CLIError: A bad backend, a missing library, or no images (the message says which).
     """
+    from fastload.shards.remote import RemoteError
     from fastload.shards.sources import is_shards
 
     try:
@@ -127,6 +128,8 @@ def image_dataset(
         return ImageFolder(data, transform, backend=backend, on_error=on_error)  # type: ignore[arg-type]
     except (ValueError, ImportError) as exc:
         raise CLIError(str(exc)) from None
+    except RemoteError as exc:  # remote shards, read with the environment's credentials
+        raise CLIError(str(exc), status=1) from None
     except FileNotFoundError as exc:
         if is_shards(data):  # a shard the source lists is missing: named in the message
             raise CLIError(str(exc), status=1) from None

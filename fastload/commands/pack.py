@@ -40,7 +40,20 @@ def add(sub: Any) -> None:
         "settings.",
     )
     pack.add_argument("source", metavar="SOURCE", help="the class-folder dataset")
-    pack.add_argument("out", metavar="OUT", help="the folder to write (new or empty)")
+    pack.add_argument(
+        "out",
+        metavar="OUT",
+        help="the folder to write (new or empty), or a remote prefix such as s3://bucket/pack",
+    )
+    pack.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        type=json.loads,
+        default=None,
+        help="for a remote OUT: fsspec's storage options as JSON, e.g. "
+        '\'{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}\' (credentials and '
+        "endpoints are also read from the usual environment variables)",
+    )
     pack.add_argument(
         "--shard-size",
         type=byte_size,
@@ -82,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from fastload.shards.pack import pack
+    from fastload.shards.remote import RemoteError
 
     if not os.path.isdir(args.source):
         raise CLIError(f"{args.source!r} is not a folder")
@@ -98,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
             quality=args.quality,
             workers=args.workers,
             metadata=not args.no_json,
+            storage_options=args.storage_options,
         )
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+    except (FileExistsError, FileNotFoundError, ValueError, RemoteError) as exc:
         raise CLIError(str(exc), status=1) from None
     seconds = time.monotonic() - began
     if args.json:

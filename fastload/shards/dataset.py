@@ -14,6 +14,15 @@ shard, bytes that are not an image, a sample without ``.cls``. Each is one error
 shard and member, or with ``on_error="skip"`` costs only the samples concerned, which are
 recorded in :attr:`ImageShards.bad_files` (at construction, with one warning; at reading, as the
 folder datasets report them).
+
+Remote shards (``s3://``, ``https://``, any fsspec URL) are read through a local cache of whole
+shards (:mod:`fastload.shards.cache`). When the cache can hold them all (``cache_limit=None``,
+the default, or a limit above their size), a worker that needs a shard not yet cached downloads
+it whole, and every later read is local. When it cannot, only the read-ahead of
+:class:`fastload.ShardSampler` downloads whole shards, within the limit, ahead of its order; a
+sample of a shard that is neither cached nor being downloaded (a random order, which is not
+shard-aware) is read with one ranged request, and caches nothing. :meth:`ImageShards.reading`
+says which way a dataset reads under a sampler.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +42,12 @@ from fastload.datasets import ImageDataset, OnError, check_options
 from fastload.errors import UnreadableImageWarning
 from fastload.shards import index as indexes
 from fastload.shards import sources
+from fastload.shards.cache import ShardCache
+from fastload.shards.readahead import ReadAhead
+from fastload.shards.remote import DEFAULT_TIMEOUT, Remote
 from fastload.shards.storage import read_range
 from fastload.shards.tar import BLOCK, Member, TarError, check_header
+from fastload.system import cache_dir as fastload_cache
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageShards", "ShardError"]
 
@@ -103,7 +117,8 @@ class ImageShards(ImageDataset):
     Args:
         source: A folder written by :func:`fastload.pack` (or its ``manifest.json``), a folder
             of ``.tar`` files, a brace pattern (``"shards-{0000..0099}.tar"``), one ``.tar``
-            file, or a list of shard paths.
+            file, or a list of shard paths; or any of these as URLs of remote storage
+            (``"s3://bucket/pack"``, ``"https://host/shards-{0000..0099}.tar"``).
         transform: What to do with each image (see :class:`fastload.ImageList`).
         target_transform: Called on each label.
         backend: ``"auto"`` or any name in ``fastload.backends.names()``.
@@ -112,6 +127,16 @@ class ImageShards(ImageDataset):
             :attr:`bad_files` (see the module's notes).
         max_pixels: Refuse (as unreadable) images whose header claims more pixels.
         exif_orientation: Apply each image's EXIF orientation (the default).
+        storage_options: For remote shards: passed to ``fsspec.filesystem`` (credentials,
+            ``client_kwargs={"endpoint_url": ...}``); by default the library's environment
+            variables and config files apply.
+        cache_dir: For remote shards: the folder of the local shard cache, shared by every
+            process of the machine that names it (default: ``shards`` in fastload's cache
+            folder, see ``fastload.system.cache_dir``).
+        cache_limit: For remote shards: the most bytes the cache's shards may take (default:
+            no bound); see the module's notes for what a limit below the dataset's size does.
+        timeout: For remote shards: seconds one request may take before it is cancelled and
+            retried.
 
     Raises:
         ShardError: With ``on_error="raise"``, a shard or member that cannot be read as samples.
@@ -130,9 +155,15 @@ class ImageShards(ImageDataset):
         on_error: OnError = "raise",
         max_pixels: int = backends.DEFAULT_MAX_PIXELS,
         exif_orientation: bool = True,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         check_options(on_error, max_pixels)
-        found = sources.resolve(source)
+        self._cache = _cache(source, storage_options, cache_dir, cache_limit, timeout)
+        found = sources.resolve(source, self._cache.remote if self._cache else None)
+        self._sizes, self._sha256 = found.sizes, found.sha256
         self.bad_files: dict[str, str] = {}
         self.manifest = found.manifest
         self.classes = list(found.classes)
@@ -140,6 +171,11 @@ class ImageShards(ImageDataset):
         self._index_files: list[str | None] = []
         table = self._read_indexes(found, on_error)
         self._set_table(found.shards, table)
+        used = np.unique(self._shard).tolist()
+        # the size of the remote shards that hold samples (0 for local shards)
+        self.remote_bytes = sum(self._sizes[number] or 0 for number in used) if self._sizes else 0
+        limit = self._cache.limit if self._cache is not None else None
+        self._whole = limit is None or limit >= self.remote_bytes
         self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
 
     # ------------------------------------------------------------ construction
@@ -147,8 +183,8 @@ class ImageShards(ImageDataset):
     def _read_indexes(self, found: sources.Source, on_error: str) -> _Table:
         table = _Table()
         lost: list[tuple[str, str]] = []
-        for number, shard in enumerate(found.shards):
-            problems, index = self._shard_index(shard, found, number)
+        for number, (problems, index) in enumerate(self._shard_indexes(found)):
+            shard = found.shards[number]
             self._index_files.append(index.index if index is not None else None)
             for key, parts in index.samples if index is not None else ():
                 image = image_part(parts)
@@ -174,12 +210,29 @@ class ImageShards(ImageDataset):
             )
         return table
 
+    def _shard_indexes(
+        self, found: sources.Source
+    ) -> list[tuple[list[tuple[str, str]], indexes.ShardIndex | None]]:
+        numbers = range(len(found.shards))
+        if self._cache is None:
+            return [self._shard_index(found, number) for number in numbers]
+        with ThreadPoolExecutor(sources.LOOKUPS, thread_name_prefix="fastload-index") as pool:
+            return list(pool.map(lambda number: self._shard_index(found, number), numbers))
+
     def _shard_index(
-        self, shard: str, found: sources.Source, number: int
+        self, found: sources.Source, number: int
     ) -> tuple[list[tuple[str, str]], indexes.ShardIndex | None]:
         """A shard's index, and its problems as ``(where, why)``."""
+        shard = found.shards[number]
         try:
-            index = indexes.load(shard)
+            size = found.sizes[number] if found.sizes else None
+            if self._cache is None:
+                index = indexes.load(shard)
+            elif size is None:
+                raise FileNotFoundError(shard)
+            else:
+                where = found.indexes[number] if found.indexes else indexes.index_path(shard)
+                index = self._cache.index(shard, size, where)
         except FileNotFoundError:
             return [(shard, _MISSING)], None
         except (TarError, OSError) as exc:
@@ -259,10 +312,9 @@ class ImageShards(ImageDataset):
             int(self._label_offset[index]),
             int(self._label_size[index]),
         )
-        shard = self.shard_of(index)
         start = min(image.offset, label.offset) - BLOCK
         end = max(image.end, label.end)
-        data = read_range(shard, start, end - start)
+        data = self._read(int(self._shard[index]), start, end - start)
         if len(data) < end - start:
             raise ValueError(
                 f"the shard is cut short: it ends at byte {start + len(data)}, inside this "
@@ -276,6 +328,70 @@ class ImageShards(ImageDataset):
                 raise ValueError(f"{self._stale(index)} at member {member.name!r}: {why}")
         text = bytes(view[label.offset - start : label.end - start])
         return bytes(view[image.offset - start : image.end - start]), _label(text)
+
+    def _read(self, shard: int, offset: int, size: int) -> bytes:
+        if self._cache is None:
+            return read_range(self._shards[shard], offset, size)
+        shard_size = self._sizes[shard]
+        assert shard_size is not None  # a shard without a size has no samples
+        return self._cache.read(
+            self._shards[shard],
+            offset,
+            size,
+            shard_size=shard_size,
+            sha256=self._sha256[shard] if self._sha256 else None,
+            whole=self._whole,
+        )
+
+    # ------------------------------------------------------------ remote shards
+
+    @property
+    def cache(self) -> ShardCache | None:
+        """The local cache of remote shards (``None`` for local shards)."""
+        return self._cache
+
+    def read_ahead(
+        self, indices: Sequence[int] | np.ndarray, position: Callable[[], int]
+    ) -> ReadAhead | None:
+        """Start downloading the remote shards of ``indices``, in their order, into the cache
+        (``None`` for local shards). :class:`fastload.ShardSampler` calls this each epoch.
+
+        Args:
+            indices: The samples a rank will read, in order.
+            position: How many of them have been handed out so far.
+        """
+        if self._cache is None or not len(indices):
+            return None
+        wanted = [
+            (url, size or 0, self._sha256[number] if self._sha256 else None)
+            for number, (url, size) in enumerate(zip(self._shards, self._sizes, strict=True))
+        ]
+        sequence = self._shard[np.asarray(indices, dtype=np.int64)]
+        lag = max(256, 2 * int(np.median(self.shard_sizes)))
+        return ReadAhead(self._cache, wanted, sequence, position, lag=lag)
+
+    def reading(self, sampler: Any = None) -> str:
+        """How the samples are read under ``sampler`` (one line, for ``explain``)."""
+        if self._cache is None:
+            return f"reads {len(self._shards)} local shards with positioned reads"
+        cache = self._cache
+        limit = "no limit" if cache.limit is None else f"limit {cache.limit / 2**30:.2f} GiB"
+        where = f"{len(self._shards)} remote shards ({self.remote_bytes / 2**30:.2f} GiB)"
+        head = f"reads {where} through the cache {str(cache.folder)!r} ({limit}): "
+        shard_aware = callable(getattr(sampler, "order", None)) and hasattr(sampler, "window")
+        if self._whole:
+            if shard_aware:
+                return head + "whole shards downloaded ahead of ShardSampler's order"
+            return head + (
+                "whole shards downloaded when first needed (a ShardSampler would download them "
+                "ahead of its order)"
+            )
+        if shard_aware:
+            return head + "whole shards downloaded ahead of ShardSampler's order, within the limit"
+        return head + (
+            f"the cache holds less than the dataset and {type(sampler).__name__}'s order is not "
+            "shard-aware, so each sample not cached is one ranged request (use ShardSampler)"
+        )
 
     def _stale(self, index: int) -> str:
         where = self._index_files[int(self._shard[index])]
@@ -298,8 +414,8 @@ class ImageShards(ImageDataset):
             for i in range(len(self)):
                 if self._label_offset[i] < 0:
                     raise ValueError(f"sample {self.path(i)!r} has no .cls member (no label)")
-                text = read_range(
-                    self.shard_of(i), int(self._label_offset[i]), int(self._label_size[i])
+                text = self._read(
+                    int(self._shard[i]), int(self._label_offset[i]), int(self._label_size[i])
                 )
                 labels[i] = _label(text)
             self._labels = labels
@@ -324,3 +440,28 @@ def _label(text: bytes) -> int:
         return int(text.strip())
     except ValueError:
         raise ValueError(f"its .cls member holds {text[:40]!r}, not an integer label") from None
+
+
+def _cache(
+    source: Any,
+    storage_options: dict[str, Any] | None,
+    cache_dir: str | os.PathLike[str] | None,
+    cache_limit: int | None,
+    timeout: float,
+) -> ShardCache | None:
+    """The cache that reads remote shards, or ``None`` for local ones (which take none of the
+    remote options)."""
+    protocol = sources.remote_protocol(source)
+    if protocol is None:
+        given: dict[str, object] = {"storage_options": storage_options, "cache_dir": cache_dir}
+        given |= {"cache_limit": cache_limit, "timeout": timeout != DEFAULT_TIMEOUT or None}
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise ValueError(f"{', '.join(named)} apply to remote shards; {source!r} is local")
+        return None
+    if cache_limit is not None and (not isinstance(cache_limit, int) or cache_limit < 1):
+        raise ValueError(f"cache_limit={cache_limit!r} must be a number of bytes, at least 1")
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"timeout={timeout!r} must be a number of seconds above 0")
+    folder = cache_dir if cache_dir is not None else fastload_cache() / "shards"
+    return ShardCache(folder, cache_limit, Remote(protocol, storage_options, float(timeout)))

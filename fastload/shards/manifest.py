@@ -14,7 +14,17 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FORMAT", "MANIFEST", "VERSION", "Manifest", "ShardEntry", "read", "write"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "VERSION",
+    "Manifest",
+    "ShardEntry",
+    "encode",
+    "parse",
+    "read",
+    "write",
+]
 
 MANIFEST = "manifest.json"  # its name inside a pack's folder
 FORMAT = "fastload-shards"
@@ -75,17 +85,25 @@ def read(path: str | os.PathLike[str]) -> Manifest:
         ValueError: The file is not a fastload shard manifest, or one of a newer format.
         OSError: It cannot be read.
     """
-    path = os.fspath(path)
+    with open(path, "rb") as file:
+        return parse(file.read(), os.fspath(path))
+
+
+def parse(text: bytes, where: str) -> Manifest:
+    """A manifest from its bytes; ``where`` names it in errors.
+
+    Raises:
+        ValueError: It is not a fastload shard manifest, or one of a newer format.
+    """
     try:
-        with open(path, encoding="utf-8") as file:
-            data = json.load(file)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path!r} is not a fastload shard manifest: {exc}") from None
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where!r} is not a fastload shard manifest: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path!r} is not a fastload shard manifest (no 'format': {FORMAT!r})")
+        raise ValueError(f"{where!r} is not a fastload shard manifest (no 'format': {FORMAT!r})")
     if data.get("version", 0) > VERSION:
         raise ValueError(
-            f"{path!r} is of manifest version {data['version']}, newer than this fastload reads "
+            f"{where!r} is of manifest version {data['version']}, newer than this fastload reads "
             f"({VERSION}): upgrade fastload"
         )
     return Manifest(
@@ -98,14 +116,18 @@ def read(path: str | os.PathLike[str]) -> Manifest:
     )
 
 
+def encode(manifest: Manifest) -> bytes:
+    """The manifest's bytes, as :func:`write` writes them."""
+    return (json.dumps(manifest.to_dict(), indent=1) + "\n").encode()
+
+
 def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
     """Write a manifest under a temporary name, then rename it into place."""
     path = os.fspath(path)
     temporary = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(temporary, "w", encoding="utf-8") as file:
-            json.dump(manifest.to_dict(), file, indent=1)
-            file.write("\n")
+        with open(temporary, "wb") as file:
+            file.write(encode(manifest))
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)

@@ -40,7 +40,9 @@ from fastload.backends.base import read_file
 from fastload.checks import check_int, differences
 from fastload.image import probe, sniff
 from fastload.shards import manifest as manifests
+from fastload.shards import upload
 from fastload.shards.index import Part, write_index
+from fastload.shards.remote import is_remote
 from fastload.shards.tar import BLOCK, END, header, padding
 from fastload.system import cpu_cores
 from fastload.version import __version__
@@ -384,6 +386,7 @@ def pack(
     workers: int | None = None,
     metadata: bool = True,
     progress: bool = True,
+    storage_options: dict[str, Any] | None = None,
 ) -> manifests.Manifest:
     """Write a dataset as WebDataset tar shards, with an index per shard and a manifest.
 
@@ -394,7 +397,9 @@ def pack(
     Args:
         source: A folder in the ImageFolder layout, a ``fastload.ImageFolder`` /
             ``ImageList``, or a torchvision ``ImageFolder``.
-        out: The folder to write (new, empty, or holding this pack's unfinished run).
+        out: The folder to write (new, empty, or holding this pack's unfinished run); or the
+            URL of a prefix on remote storage (``"s3://bucket/pack"``), where the pack is
+            uploaded once written (see :mod:`fastload.shards.upload`).
         shard_size: The most bytes a shard holds (one larger sample makes a shard of its own).
         shuffle_seed: Shuffle the samples across shards with this seed; ``None`` keeps the
             source's order.
@@ -405,6 +410,7 @@ def pack(
         workers: Threads that read (processes that re-encode); default: the usable cores.
         metadata: Write ``KEY.json`` with the original path and size.
         progress: Draw a progress bar (images/s and MB/s) when standard error is a terminal.
+        storage_options: For a remote ``out``: passed to ``fsspec.filesystem``.
 
     Returns:
         The manifest written.
@@ -421,6 +427,13 @@ def pack(
     found = _source(source)
     if not found.paths:
         raise ValueError(f"no images in {source!r}")
+    destination = os.fspath(out)
+    remote = None
+    if is_remote(destination):
+        remote = upload.check_destination(destination, storage_options)
+        out = upload.staging_folder(destination)
+    elif storage_options is not None:
+        raise ValueError(f"storage_options apply to a remote destination; {destination!r} is local")
     out = Path(out)
     options = {"shuffle_seed": shuffle_seed, "shard_size": shard_size, "max_side": max_side}
     options |= {"quality": quality if max_side is not None else None, "metadata": metadata}
@@ -455,6 +468,13 @@ def pack(
             writer.abandon()
             bar.close()
     result = manifests.Manifest(entries, found.classes, max_side, options["quality"], __version__)
+    if remote is not None:
+        bar = Progress("uploading", enabled=None if progress else False)
+        try:
+            upload.upload(out, destination, remote, result, bar)
+        finally:
+            bar.close()
+        return result
     manifests.write(out / manifests.MANIFEST, result)
     for name in (_PLAN, _LOG):
         (out / name).unlink()

@@ -166,6 +166,8 @@ class ShardSampler(Sampler[int]):
         if not isinstance(self.rank, int) or not 0 <= self.rank < self.num_replicas:
             raise ValueError(f"rank={self.rank!r} must be in [0, {self.num_replicas - 1}]")
         self.sizes = np.asarray(sizes, dtype=np.int64)
+        self._dataset = dataset
+        self._ahead: Any = None  # the dataset's read-ahead of remote shards, this epoch
         self.shuffle, self.seed, self.window, self.drop_last = shuffle, seed, window, drop_last
         self.epoch = 0
         self._pending: tuple[int, int] | None = None  # (consumed, partitions) loaded
@@ -215,8 +217,15 @@ class ShardSampler(Sampler[int]):
         if length > len(order) - start:  # padded with the order's first samples, as torch does
             order = np.resize(order, start + length)
         mine = order[start : start + length][self.rank :: self.num_replicas]
-        self._counted = _Counted(mine.tolist())
-        return self._counted
+        counted = self._counted = _Counted(mine.tolist())
+        if self._ahead is not None:
+            self._ahead.close()
+        read_ahead = getattr(self._dataset, "read_ahead", None)
+        self._ahead = read_ahead(mine, lambda: counted.count) if read_ahead else None
+        return counted
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_ahead": None}  # threads stay in the process that runs them
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Where the epoch stands: the samples consumed by all ranks together.
