@@ -829,4 +829,7 @@ def explain(loader: Any) -> str:
         f"device={str(device) if device is not None else 'as torch yields'}, "
         f"backend={plan.backend or 'n/a'}"
     )
+    reading = getattr(loader.dataset, "reading", None)  # shards: local, or remote and how
+    if callable(reading):
+        head += f"\n{type(loader.dataset).__name__} {reading(loader.sampler)}"
     return f"{head}\n{plan.acceleration}"

@@ -14,6 +14,7 @@ and stops with its ``with`` block.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import http.server
 import os
@@ -159,6 +160,11 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        while data := source.read(64 * 1024):
+            outputfile.write(data)
+            self.server.count(self.path, len(data))  # type: ignore[attr-defined]
+
     def send_head(self) -> Any:
         match = _RANGE.match(self.headers.get("Range", "").strip())
         path = self.translate_path(self.path)
@@ -209,7 +215,7 @@ class HTTPServer(_Server):
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: _CountingServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -217,9 +223,14 @@ class HTTPServer(_Server):
         assert self._server is not None, "start the server first"
         return f"http://{HOST}:{self._server.server_address[1]}"
 
+    @property
+    def served(self) -> dict[str, int]:
+        """Bytes of file content sent so far, by request path."""
+        assert self._server is not None, "start the server first"
+        return dict(self._server.served)
+
     def start(self) -> None:
-        handler = _handler_for(self.folder)
-        self._server = http.server.ThreadingHTTPServer((HOST, 0), handler)
+        self._server = _CountingServer((HOST, 0), _handler_for(self.folder))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -229,6 +240,17 @@ class HTTPServer(_Server):
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class _CountingServer(http.server.ThreadingHTTPServer):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.served: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def count(self, path: str, size: int) -> None:
+        with self._lock:
+            self.served[path] += size
 
 
 def _handler_for(folder: Path) -> type[_RangeHandler]:

@@ -132,9 +132,7 @@ def test_a_value_one_entry_point_takes_the_others_take_unless_documented(
     }
     everywhere = [v for v in candidates if any(v in values for values in accepted.values())]
     for where, values in accepted.items():
-        missing = [
-            v for v in everywhere if v not in values and (option, v) not in DOCUMENTED
-        ]
+        missing = [v for v in everywhere if v not in values and (option, v) not in DOCUMENTED]
         assert missing == [], f"{option}: {where} refuses {missing}, which others accept"
     capsys.readouterr()
 

@@ -237,6 +237,8 @@ class ShardCache:
         try:
             if self.cached(url, shard_size):
                 return True
+            for left in self.folder.glob(f"{self.name(url)}.part-*"):  # a killed download's
+                left.unlink(missing_ok=True)
             reserved = self._reserve(url, shard_size, ahead=ahead)
             if reserved is None:
                 return False
@@ -281,10 +283,9 @@ class ShardCache:
         :meth:`fetch`); ``None`` when reading ahead and it has none."""
         folder_lock = held_lock(self.folder / ".lock")
         try:
-            if self.limit is not None:
-                used = self._make_room(size)
-                if used + size > self.limit and ahead:
-                    return None
+            used = self._make_room(size)
+            if self.limit is not None and used + size > self.limit and ahead:
+                return None
             part = str(self.folder / f"{self.name(url)}.part-{os.getpid()}-{threading.get_ident()}")
             fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
@@ -323,7 +324,8 @@ class ShardCache:
         return found
 
     def _make_room(self, size: int) -> int:
-        """Evict what it takes (and can) to fit ``size`` more bytes; the bytes then used."""
+        """Delete the parts of downloads that no longer run, and evict what it takes (and can)
+        to fit ``size`` more bytes within the limit; the bytes then used."""
         entries = self._entries(parts=True)
         used = 0
         for _, path, bytes_ in entries:
@@ -332,7 +334,8 @@ class ShardCache:
                     os.unlink(path)
                 continue
             used += bytes_
-        assert self.limit is not None
+        if self.limit is None:
+            return used
         for _, path, bytes_ in sorted(e for e in entries if e[1].endswith(".tar")):
             if used + size <= self.limit:
                 break
