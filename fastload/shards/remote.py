@@ -10,6 +10,10 @@ HTTP 5xx, 408 or 429, S3's throttling) is retried after :data:`RETRY_DELAYS`, an
 that takes longer than ``timeout`` seconds (a stalled transfer) is cancelled and retried: on the
 asynchronous filesystems (S3, GCS, Azure, HTTP) fsspec cancels it; a synchronous one (SFTP, ...)
 relies on its own timeouts. After the last retry, :class:`RemoteError` names the URL.
+
+So that one policy applies, and every retry is counted, the S3 filesystem fastload makes (an
+instance of its own, not fsspec's shared one) has s3fs's and botocore's own retries turned off,
+unless ``storage_options`` sets ``config_kwargs`` itself.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ class Counters:
     Attributes:
         requests: Requests that succeeded.
         retries: Requests tried again after a transient failure.
-        failures: Requests that failed for good.
+        failures: Requests that failed for good (not counting objects not found).
         bytes: Bytes read.
     """
 
@@ -130,13 +134,19 @@ class Remote:
         """This process's fsspec filesystem."""
         if self._fs is None or self._pid != os.getpid():
             fsspec = require(REQUIREMENT, backend=f"{self.protocol}://")
+            options = self.storage_options
+            s3 = self.protocol in ("s3", "s3a")
+            if s3 and "config_kwargs" not in options:
+                options = {**options, "config_kwargs": {"retries": {"max_attempts": 1}}}
             try:
-                self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+                self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=s3, **options)
             except ImportError as exc:  # fsspec names the package the protocol needs
                 raise ImportError(
                     f"reading {self.protocol}:// needs a library that is not installed ({exc}); "
                     f'install it with: pip install "fastload[remote]"'
                 ) from exc
+            if s3 and "config_kwargs" not in self.storage_options:
+                self._fs.retries = 1  # s3fs's attempts per request
             self._pid = os.getpid()
             self.counters = Counters()
         return self._fs
@@ -155,9 +165,9 @@ class Remote:
                 result = request(*args, **kwargs)
             except Exception as exc:
                 if not transient(exc) or attempt == len(RETRY_DELAYS):
-                    self.counters.add(failures=1)
                     if isinstance(exc, FileNotFoundError):
                         raise FileNotFoundError(f"no such object: {url!r}") from exc
+                    self.counters.add(failures=1)
                     tries = f" after {attempt + 1} tries" if attempt else ""
                     raise RemoteError(
                         f"cannot {what} {url!r}{tries}: {type(exc).__name__}: {exc}"
