@@ -285,6 +285,7 @@ class FaultProxy(_Server):
         self.upstream = upstream
         self.rate, self.latency = rate, latency
         self.connections = 0
+        self.forwarded = 0  # bytes sent from the server to the clients
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -368,6 +369,9 @@ class FaultProxy(_Server):
                 elif not request and self.rate:
                     self._throttle(len(data))
                 sink.sendall(data)
+                if not request:
+                    with self._lock:
+                        self.forwarded += len(data)
         except OSError:
             pass
         finally:
