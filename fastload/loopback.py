@@ -74,6 +74,11 @@ class S3Server(_Server):
     def endpoint(self) -> str:
         return f"http://{HOST}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process, when it runs in one of its own."""
+        return self._server.pid if isinstance(self._server, subprocess.Popen) else None
+
     def storage_options(self, endpoint: str | None = None) -> dict[str, Any]:
         """s3fs's options for this server (or for ``endpoint``, a proxy in front of it)."""
         return {
@@ -268,6 +273,8 @@ class FaultProxy(_Server):
         upstream: The server's ``http://host:port`` (or ``(host, port)``).
         rate: The link's bytes per second, shared by every connection (``None``: no bound).
         latency: Seconds each chunk sent to the server waits (a request's added delay).
+        process: Run it in a process of its own (benchmarks: its threads then take no GIL
+            from the loader's process); its faults cannot be changed then.
     """
 
     CHUNK = 64 * 1024
@@ -278,7 +285,11 @@ class FaultProxy(_Server):
         *,
         rate: float | None = None,
         latency: float = 0.0,
+        process: bool = False,
     ) -> None:
+        self.process: subprocess.Popen[str] | None = None
+        self._in_process = process
+        self._url = ""
         if isinstance(upstream, str):
             host, _, port = upstream.split("://", 1)[-1].partition(":")
             upstream = (host, int(port.rstrip("/")))
@@ -296,14 +307,35 @@ class FaultProxy(_Server):
 
     @property
     def url(self) -> str:
+        if self.process is not None:
+            return self._url
         assert self._listener is not None, "start the proxy first"
         return f"http://{HOST}:{self._listener.getsockname()[1]}"
 
     def start(self) -> None:
+        if self._in_process:
+            code = (
+                "import sys; from fastload.loopback import FaultProxy;"
+                f"p = FaultProxy({self.upstream!r}, rate={self.rate!r}, latency={self.latency!r});"
+                "p.start(); print(p.url, flush=True); sys.stdin.read()"
+            )
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert self.process.stdout is not None
+            self._url = self.process.stdout.readline().strip()
+            return
         self._listener = socket.create_server((HOST, 0))
         threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
 
     def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None

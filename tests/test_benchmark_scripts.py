@@ -181,3 +181,22 @@ def test_shards_benchmark_runs_every_part(tmp_path: Path) -> None:
     assert len(re.findall(r"\s+\d+ shards: [\d,]+ / [\d,]+ MiB, \d+ fds", done.stdout)) == 2
     assert "window 8" in done.stdout
     assert len(re.findall(r"max_side \d+ \(\d+% of the bytes\), .*: [\d.]+ dB", done.stdout)) == 6
+
+
+def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=48, classes=3)
+    args = ["--data", str(data), "--rounds", "1", "--batch-size", "8", "--shards", "6"]
+    args += ["--repeat", "1", "--rate", "5e6", "--latency", "0.005"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "remote.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    for row in ("local", "s3 first", "s3 cached", "s3 throttled"):
+        assert re.search(rf"  {row}\s+\d+ \(\d+-\d+\)", done.stdout), done.stdout
+    assert len(re.findall(r"\d+\.\d+ \(\d+\.\d+-\d+\.\d+\)x local", done.stdout)) == 2
+    assert re.search(r"x what the link allows \(5 MB/s, 5 ms: \d+ images/s\)", done.stdout)
+    assert re.search(r"largest sampled: .* \((within|ABOVE)\)", done.stdout)
+    assert re.search(r"plain ranged GETs [\d.]+ \(.*\), fsspec's client [\d.]+ ", done.stdout)

@@ -45,6 +45,7 @@ from fastload.shards import sources
 from fastload.shards.cache import ShardCache
 from fastload.shards.readahead import ReadAhead
 from fastload.shards.remote import DEFAULT_TIMEOUT, Remote
+from fastload.shards.sampler import ShardSampler
 from fastload.shards.storage import read_range
 from fastload.shards.tar import BLOCK, Member, TarError, check_header
 from fastload.system import cache_dir as fastload_cache
@@ -351,7 +352,7 @@ class ImageShards(ImageDataset):
         return self._cache
 
     def read_ahead(
-        self, indices: Sequence[int] | np.ndarray, position: Callable[[], int]
+        self, indices: Sequence[int] | np.ndarray, position: Callable[[], int], *, window: int = 1
     ) -> ReadAhead | None:
         """Start downloading the remote shards of ``indices``, in their order, into the cache
         (``None`` for local shards). :class:`fastload.ShardSampler` calls this each epoch.
@@ -359,6 +360,7 @@ class ImageShards(ImageDataset):
         Args:
             indices: The samples a rank will read, in order.
             position: How many of them have been handed out so far.
+            window: Shards the order reads together (its sampler's ``window``).
         """
         if self._cache is None or not len(indices):
             return None
@@ -368,7 +370,7 @@ class ImageShards(ImageDataset):
         ]
         sequence = self._shard[np.asarray(indices, dtype=np.int64)]
         lag = max(256, 2 * int(np.median(self.shard_sizes)))
-        return ReadAhead(self._cache, wanted, sequence, position, lag=lag)
+        return ReadAhead(self._cache, wanted, sequence, position, lag=lag, window=window)
 
     def reading(self, sampler: Any = None) -> str:
         """How the samples are read under ``sampler`` (one line, for ``explain``)."""
@@ -378,7 +380,7 @@ class ImageShards(ImageDataset):
         limit = "no limit" if cache.limit is None else f"limit {cache.limit / 2**30:.2f} GiB"
         where = f"{len(self._shards)} remote shards ({self.remote_bytes / 2**30:.2f} GiB)"
         head = f"reads {where} through the cache {str(cache.folder)!r} ({limit}): "
-        shard_aware = callable(getattr(sampler, "order", None)) and hasattr(sampler, "window")
+        shard_aware = isinstance(sampler, ShardSampler)
         if self._whole:
             if shard_aware:
                 return head + "whole shards downloaded ahead of ShardSampler's order"

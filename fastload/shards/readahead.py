@@ -7,12 +7,18 @@ are downloaded into the cache in the order of their first sample, :data:`PARALLE
 ahead as the cache's limit allows, so that the workers find them there. Each shard downloaded
 is held (not evictable) until the sampler has handed out its last sample and ``lag`` more; a
 shard the cache has no room for yet waits until held shards are let go.
+
+A window of shards is read together, and let go together, so the cache needs room for two
+windows (the one being read, and the next, fetched meanwhile); with less, the first shards of
+each window are read by ranged requests while they download, and a warning says so.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -41,6 +47,7 @@ class ReadAhead:
         position: How many of those samples the sampler has handed out so far.
         lag: Samples after a shard's last one before it is let go (the loader reads behind
             the sampler).
+        window: The sampler's window (for the warning above).
     """
 
     def __init__(
@@ -51,12 +58,22 @@ class ReadAhead:
         position: Callable[[], int],
         *,
         lag: int,
+        window: int,
     ) -> None:
         self.cache, self.shards, self.position, self.lag = cache, list(shards), position, lag
+        needed = 2 * window * max((size for _, size, _ in self.shards), default=0)
+        if cache.limit is not None and cache.limit < needed:
+            warnings.warn(
+                f"cache_limit={cache.limit} holds fewer than two windows of shards (2 x window "
+                f"{window} x the largest shard = {needed} bytes): the next window cannot be "
+                "downloaded while one is read, and reading will wait on the network",
+                stacklevel=4,
+            )
         order, first = np.unique(sequence, return_index=True)
         self.order = [int(s) for s in order[np.argsort(first)]]
         ends = len(sequence) - 1 - np.unique(sequence[::-1], return_index=True)[1]
         self.last = dict(zip(order.tolist(), ends.tolist(), strict=True))
+        self.total = len(sequence)
         self.fetched = 0
         self._held: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -66,6 +83,11 @@ class ReadAhead:
 
     def _passed(self, shard: int) -> bool:
         return self.last[shard] + self.lag < self.position()
+
+    def _handed_out(self) -> bool:
+        """Whether the sampler has handed out every sample: what is not fetched by then is
+        read by the workers themselves."""
+        return self.position() >= self.total
 
     def _let_go(self) -> None:
         with self._lock:
@@ -78,7 +100,8 @@ class ReadAhead:
             while self._held and not self._stop.wait(_POLL):
                 self._let_go()
         except Exception as exc:  # the readers fetch what is missing themselves, and report
-            _LOG.warning("reading ahead stopped: %s: %s", type(exc).__name__, exc)
+            if not sys.is_finalizing():
+                _LOG.warning("reading ahead stopped: %s: %s", type(exc).__name__, exc)
 
     def _fetch_all(self) -> None:
         pending = deque(self.order)
@@ -86,6 +109,8 @@ class ReadAhead:
         with ThreadPoolExecutor(PARALLEL, thread_name_prefix="fastload-fetch") as pool:
             while (pending or running) and not self._stop.is_set():
                 self._let_go()
+                if self._handed_out():
+                    pending.clear()
                 while pending and len(running) < PARALLEL:
                     shard = pending.popleft()
                     if not self._passed(shard):

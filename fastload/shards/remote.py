@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fastload._optional import Requirement, require
+from fastload.shards.ranged import Refused, get_into
 
 __all__ = [
     "CONNECTIONS",
@@ -76,7 +77,7 @@ def transient(exc: BaseException) -> bool:
         # s3fs turns S3's error codes into OSErrors; the ones that will not pass carry these
         return exc.errno not in (errno.EINVAL, errno.ENAMETOOLONG, errno.EACCES, errno.ENOENT)
     module = type(exc).__module__.split(".")[0]
-    return module in ("aiohttp", "botocore", "aiobotocore", "urllib3", "requests")
+    return module in ("aiohttp", "botocore", "aiobotocore", "urllib3", "requests", "http")
 
 
 @dataclass
@@ -111,10 +112,17 @@ class Remote:
         protocol: The URL scheme (``"s3"``, ``"https"``, ...).
         storage_options: Passed to ``fsspec.filesystem``.
         timeout: Seconds one request may take before it is cancelled and retried.
+        plain_gets: Download whole objects with plain ranged GETs where the URL allows it
+            (see :mod:`fastload.shards.ranged`); ``False``: always through fsspec.
     """
 
     def __init__(
-        self, protocol: str, storage_options: dict[str, Any] | None, timeout: float
+        self,
+        protocol: str,
+        storage_options: dict[str, Any] | None,
+        timeout: float,
+        *,
+        plain_gets: bool = True,
     ) -> None:
         self.protocol = protocol
         self.storage_options = dict(storage_options or {})
@@ -122,12 +130,23 @@ class Remote:
         self.counters = Counters()
         self._fs: Any = None
         self._pid = -1
+        # plain GETs for downloads (see fastload.shards.ranged): where a URL allows them
+        self.plain_gets = plain_gets
+        self._plain = protocol in ("http", "https") and not storage_options
+        self._plain = plain_gets and (self._plain or protocol in ("s3", "s3a"))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"protocol": self.protocol, "options": self.storage_options, "timeout": self.timeout}
+        return {
+            "protocol": self.protocol,
+            "options": self.storage_options,
+            "timeout": self.timeout,
+            "plain_gets": self.plain_gets,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["protocol"], state["options"], state["timeout"])  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["protocol"], state["options"], state["timeout"], plain_gets=state["plain_gets"]
+        )
 
     @property
     def fs(self) -> Any:
@@ -158,11 +177,13 @@ class Remote:
         self, what: str, url: str, request: Callable[..., _T], *args: Any, **kwargs: Any
     ) -> _T:
         """``request(*args, **kwargs)`` with retries; ``what`` says what it is in errors."""
-        if self._asynchronous():
+        if getattr(request, "__self__", None) is self._fs and self._asynchronous():
             kwargs["timeout"] = self.timeout
         for attempt in range(len(RETRY_DELAYS) + 1):
             try:
                 result = request(*args, **kwargs)
+            except Refused:
+                raise
             except Exception as exc:
                 if not transient(exc) or attempt == len(RETRY_DELAYS):
                     if isinstance(exc, FileNotFoundError):
@@ -226,16 +247,30 @@ class Remote:
             OSError: The file cannot be written (a full disk: ``ENOSPC``).
         """
 
+        plain = self._plain_url(url)
+
         def part(start: int) -> None:
             end = min(start + PART, size)
-            data = self.read(url, start, end)
-            if len(data) < end - start:
+            got = -1
+            if plain is not None:
+                try:
+                    got = self.call(
+                        "read", url, get_into, plain, start, end, fd, timeout=self.timeout
+                    )
+                except Refused:
+                    self._plain = False  # this store wants fsspec's client: from now on
+                else:
+                    self.counters.add(bytes=got)
+            if got < 0:
+                data = self.read(url, start, end)
+                view = memoryview(data)
+                while view:
+                    view = view[os.pwrite(fd, view, start + len(data) - len(view)) :]
+                got = len(data)
+            if got < end - start:
                 raise RemoteError(
-                    f"{url!r} ends at byte {start + len(data)}, before the {size} bytes expected"
+                    f"{url!r} ends at byte {start + got}, before the {size} bytes expected"
                 )
-            view = memoryview(data)
-            while view:
-                view = view[os.pwrite(fd, view, start + len(data) - len(view)) :]
 
         starts = range(0, size, PART)
         if len(starts) <= 1:
@@ -245,6 +280,17 @@ class Remote:
         with ThreadPoolExecutor(min(CONNECTIONS, len(starts))) as pool:
             for done in [pool.submit(part, start) for start in starts]:
                 done.result()
+
+    def _plain_url(self, url: str) -> str | None:
+        """A URL a plain GET can fetch the object at ``url`` from, if there is one."""
+        if not self._plain:
+            return None
+        if self.protocol in ("http", "https"):
+            return url
+        try:  # signed here, from the credentials s3fs found; no request is made
+            return str(self.fs.url(url.split("://", 1)[1], expires=3600))
+        except Exception:
+            return None
 
     def listing(self, url: str) -> list[tuple[str, int]]:
         """The objects directly under ``url``, as ``(url, size)``, sorted."""

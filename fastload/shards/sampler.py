@@ -114,7 +114,8 @@ class ShardSampler(Sampler[int]):
     is; every rank gets the same number of samples. :meth:`state_dict` after ``k`` samples
     per rank (ranks step together, as in DDP) and :meth:`load_state_dict` in a new job give the
     rest of that epoch to the new job's ranks, whatever their number. ``fastload.DataLoader``
-    carries this state in its own ``state_dict``.
+    carries this state in its own ``state_dict``. Over remote shards, each iteration starts the
+    dataset's read-ahead of this rank's shards, in this order (``ImageShards.read_ahead``).
 
     Args:
         dataset: A :class:`fastload.ImageShards` (anything with ``shard_sizes``).
@@ -220,8 +221,10 @@ class ShardSampler(Sampler[int]):
         counted = self._counted = _Counted(mine.tolist())
         if self._ahead is not None:
             self._ahead.close()
+            self._ahead = None
         read_ahead = getattr(self._dataset, "read_ahead", None)
-        self._ahead = read_ahead(mine, lambda: counted.count) if read_ahead else None
+        if read_ahead is not None:
+            self._ahead = read_ahead(mine, lambda: counted.count, window=self.window)
         return counted
 
     def __getstate__(self) -> dict[str, Any]:

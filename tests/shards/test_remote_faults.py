@@ -163,3 +163,35 @@ def test_bytes_that_are_not_the_manifests_are_refused(s3: S3Server, tmp_path: Pa
     with pytest.raises(RemoteError, match="SHA-256"):  # remembered: no second download
         dataset.read_sample(int(first) + 1)
     assert not dataset.cache.cached(f"{url}/shard-000001.tar", len(data))
+
+
+def test_which_failures_are_retried() -> None:
+    import http.client
+
+    import aiohttp
+
+    from fastload.shards.ranged import RangeStatusError
+
+    def response_error(status: int) -> aiohttp.ClientResponseError:
+        return aiohttp.ClientResponseError(None, (), status=status)  # type: ignore[arg-type]
+
+    passing = [
+        ConnectionResetError(),
+        TimeoutError(),
+        http.client.IncompleteRead(b""),
+        response_error(503),
+        response_error(429),
+        RangeStatusError(500, "x"),
+        OSError(5, "S3 said InternalError"),
+    ]
+    lasting = [
+        FileNotFoundError(),
+        PermissionError(),
+        response_error(404),
+        response_error(403),
+        RangeStatusError(416, "x"),
+        RemoteError("x"),
+        ValueError(),
+    ]
+    assert [remotes.transient(e) for e in passing] == [True] * len(passing)
+    assert [remotes.transient(e) for e in lasting] == [False] * len(lasting)
