@@ -133,14 +133,6 @@ class S3Server(_Server):
         )
         client.create_bucket(Bucket=name)
 
-    def reset(self) -> None:
-        """Forget every bucket (moto's ``/moto-api/reset``)."""
-        import urllib.request
-
-        urllib.request.urlopen(
-            urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"), timeout=30
-        ).close()
-
 
 def _wait_for_port(port: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout

@@ -38,6 +38,7 @@ __all__ = ["CacheFullError", "ShardCache", "free_lock", "held_lock", "release"]
 
 _HASH_CHUNK = 4 * 2**20
 _TOUCH_EVERY = 1.0  # seconds between two updates of a shard's last-read time by a process
+_FAILED_FOR = 60.0  # seconds a process answers for a shard with its last failure, at once
 
 _OURS: set[int] = set()  # lock descriptors this process opened: a forked child closes its copies
 
@@ -113,7 +114,7 @@ class ShardCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._pid = os.getpid()
         self._touched: dict[str, float] = {}
-        self._failed: dict[str, BaseException] = {}
+        self._failed: dict[str, tuple[BaseException, float]] = {}
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -151,9 +152,7 @@ class ShardCache:
             CacheFullError: The cache's disk is full.
         """
         self._mine()
-        failed = self._failed.get(url)
-        if failed is not None:
-            raise type(failed)(*failed.args)
+        self._raise_if_failed(url)
         path = self.path(url)
         for _ in range(3):  # a shard evicted between its download and its read is fetched again
             data = self._read_cached(path, offset, size)
@@ -201,8 +200,15 @@ class ShardCache:
             return request()
         except (RemoteError, FileNotFoundError) as exc:
             with self._lock:
-                self._failed[url] = exc
+                self._failed[url] = exc, time.monotonic()
             raise
+
+    def _raise_if_failed(self, url: str) -> None:
+        """A shard that failed for good (retries spent) fails again at once for a while,
+        instead of costing each of its samples the retries again."""
+        failed = self._failed.get(url)
+        if failed is not None and time.monotonic() - failed[1] < _FAILED_FOR:
+            raise type(failed[0])(*failed[0].args)
 
     # ------------------------------------------------------------ downloading
 
@@ -230,9 +236,7 @@ class ShardCache:
             CacheFullError: The disk is full.
         """
         self._mine()
-        failed = self._failed.get(url)
-        if failed is not None:
-            raise type(failed)(*failed.args)
+        self._raise_if_failed(url)
         lock = held_lock(self.folder / f"{self.name(url)}.lock")
         try:
             if self.cached(url, shard_size):
@@ -248,7 +252,7 @@ class ShardCache:
                 os.replace(part, self.path(url))
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
-                    raise self._full(url, exc) from exc
+                    raise self._full(url) from exc
                 raise
             finally:
                 os.close(fd)
@@ -271,7 +275,7 @@ class ShardCache:
                 "(the shard changed since it was packed, or the transfer corrupted it)"
             )
 
-    def _full(self, url: str, exc: OSError) -> CacheFullError:
+    def _full(self, url: str) -> CacheFullError:
         return CacheFullError(
             errno.ENOSPC,
             f"the disk of the shard cache {str(self.folder)!r} is full (downloading {url!r}): "
@@ -295,7 +299,7 @@ class ShardCache:
                 os.close(fd)
                 os.unlink(part)
                 if exc.errno == errno.ENOSPC:
-                    raise self._full(url, exc) from exc
+                    raise self._full(url) from exc
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise
                 fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

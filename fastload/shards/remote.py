@@ -28,23 +28,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from fastload._optional import Requirement, require
+from fastload._optional import MissingDependencyError
 from fastload.shards.ranged import Refused, get_into
 
 __all__ = [
     "CONNECTIONS",
     "DEFAULT_TIMEOUT",
+    "INSTALL",
     "PART",
-    "REQUIREMENT",
     "RETRY_DELAYS",
     "Counters",
     "Remote",
     "RemoteError",
     "is_remote",
+    "protocol_of",
     "transient",
 ]
 
-REQUIREMENT = Requirement("fsspec", "fsspec", 'pip install "fastload[remote]"')
+INSTALL = 'pip install "fastload[remote]"'
 RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # seconds before each retry: ~16 s of outage
 DEFAULT_TIMEOUT = 60.0
 PART = 8 * 2**20  # bytes per ranged GET when a shard is downloaded
@@ -152,7 +153,13 @@ class Remote:
     def fs(self) -> Any:
         """This process's fsspec filesystem."""
         if self._fs is None or self._pid != os.getpid():
-            fsspec = require(REQUIREMENT, backend=f"{self.protocol}://")
+            try:
+                import fsspec
+            except ImportError as exc:
+                raise MissingDependencyError(
+                    f"reading {self.protocol}:// shards needs fsspec ({exc}); install it with: "
+                    f"{INSTALL}"
+                ) from exc
             options = self.storage_options
             s3 = self.protocol in ("s3", "s3a")
             if s3 and "config_kwargs" not in options:
@@ -160,9 +167,9 @@ class Remote:
             try:
                 self._fs = fsspec.filesystem(self.protocol, skip_instance_cache=s3, **options)
             except ImportError as exc:  # fsspec names the package the protocol needs
-                raise ImportError(
-                    f"reading {self.protocol}:// needs a library that is not installed ({exc}); "
-                    f'install it with: pip install "fastload[remote]"'
+                raise MissingDependencyError(
+                    f"reading {self.protocol}:// shards needs a library that is not installed "
+                    f"({exc}); install it with: {INSTALL}, or the one named"
                 ) from exc
             if s3 and "config_kwargs" not in self.storage_options:
                 self._fs.retries = 1  # s3fs's attempts per request

@@ -282,3 +282,19 @@ def test_fastload_pack_uploads_from_the_command_line(
         url, storage_options=s3.storage_options(), cache_dir=tmp_path / "c"
     )
     assert np.array_equal(remote.labels, fastload.ImageShards(pack).labels)
+
+
+def test_a_missing_remote_library_names_the_install_command(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['fsspec'] = None\n"  # as if it were not installed
+        "import fastload\n"
+        "try:\n"
+        "    fastload.ImageShards('s3://bucket/pack', cache_dir=sys.argv[1])\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert 'install it with: pip install "fastload[remote]"' in done.stdout, done.stderr
+    assert "s3://" in done.stdout
