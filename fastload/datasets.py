@@ -70,6 +70,7 @@ class ImageDataset(Dataset):
     """
 
     sample_keys = True  # honours SampleKey seeds: fastload.DataLoader sends them
+    has_targets = True  # False: a sample is its image alone (ImageShards(target=None))
     root = ""
 
     def _setup(
@@ -192,6 +193,8 @@ class ImageDataset(Dataset):
             image = self._split.pil(Image.fromarray(image))
         for op in self._split.after:
             image = op(image)
+        if not self.has_targets:
+            return image
         if self.target_transform is not None:
             target = self.target_transform(target)
         return image, target

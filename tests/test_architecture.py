@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.shards.manifest",
         "fastload.shards.sources",
         "fastload.shards.storage",
+        "fastload.shards.members",
         "fastload.shards.ranged",
         "fastload.shards.remote",
         "fastload.shards.cache",

@@ -609,7 +609,7 @@ class _Epoch:
                 continue
             self._delivered += 1
             planned = self._queued.popleft()
-            batch = images, self._labels(planned)
+            batch = (images, self._labels(planned)) if self._owner.dataset.has_targets else images
             if self._stage is None:
                 return batch
             # the flips folded into the plan drew from the batch's seed: the rest, from another

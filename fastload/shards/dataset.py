@@ -41,7 +41,7 @@ from fastload.compact import Strings
 from fastload.datasets import ImageDataset, OnError, check_options
 from fastload.errors import UnreadableImageWarning
 from fastload.shards import index as indexes
-from fastload.shards import sources
+from fastload.shards import members, sources
 from fastload.shards.cache import ShardCache
 from fastload.shards.readahead import ReadAhead
 from fastload.shards.remote import DEFAULT_TIMEOUT, Remote
@@ -64,6 +64,15 @@ class ShardError(ValueError):
 
 
 @dataclass
+class _Slot:
+    """Where one target member of each sample is (``-1``: the sample lacks it)."""
+
+    offset: list[int] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+    ext: list[int] = field(default_factory=list)
+
+
+@dataclass
 class _Table:
     """The samples of all shards, as arrays (see :mod:`fastload.compact` for why arrays)."""
 
@@ -72,28 +81,34 @@ class _Table:
     image_offset: list[int] = field(default_factory=list)
     image_size: list[int] = field(default_factory=list)
     image_ext: list[int] = field(default_factory=list)
-    label_offset: list[int] = field(default_factory=list)
-    label_size: list[int] = field(default_factory=list)
-    label_ext: list[int] = field(default_factory=list)
+    slots: list[_Slot] = field(default_factory=list)
     exts: dict[str, int] = field(default_factory=dict)
 
     def code(self, ext: str) -> int:
         return self.exts.setdefault(ext, len(self.exts))
 
-    def add(self, shard: int, key: str, image: indexes.Part, label: indexes.Part | None) -> None:
+    def add(
+        self, shard: int, key: str, image: indexes.Part, targets: Sequence[indexes.Part | None]
+    ) -> None:
         self.shard.append(shard)
         self.keys.append(key)
         self.image_offset.append(image.offset)
         self.image_size.append(image.size)
         self.image_ext.append(self.code(image.ext))
-        self.label_offset.append(label.offset if label is not None else -1)
-        self.label_size.append(label.size if label is not None else 0)
-        self.label_ext.append(self.code(label.ext) if label is not None else -1)
+        for slot, part in zip(self.slots, targets, strict=True):
+            slot.offset.append(part.offset if part is not None else -1)
+            slot.size.append(part.size if part is not None else 0)
+            slot.ext.append(self.code(part.ext) if part is not None else -1)
 
 
-def image_part(parts: Sequence[indexes.Part]) -> indexes.Part | None:
-    """The member taken as a sample's image: the first of :data:`IMAGE_EXTENSIONS` by
-    extension, or else by the last part of a longer one (``left.jpg``)."""
+def image_part(
+    parts: Sequence[indexes.Part], names: Sequence[str] | None = None
+) -> indexes.Part | None:
+    """The member taken as a sample's image: the first of ``names`` it has; by default the
+    first of :data:`IMAGE_EXTENSIONS` by extension, or else by the last part of a longer one
+    (``left.jpg``)."""
+    if names is not None:
+        return members.choose(parts, names)
     by_ext = {p.ext.lower(): p for p in parts}
     for ext in IMAGE_EXTENSIONS:
         if ext in by_ext:
@@ -105,15 +120,16 @@ def image_part(parts: Sequence[indexes.Part]) -> indexes.Part | None:
 
 
 class ImageShards(ImageDataset):
-    """Images (and their ``.cls`` labels) in tar shards, as a map-style dataset.
+    """Images and their targets (``.cls`` labels, ``.txt`` captions, any member) in tar
+    shards, as a map-style dataset.
 
-    ``ds[i]`` returns ``(image, label)`` as :class:`fastload.ImageFolder` does for the same
-    bytes. Samples are numbered shard by shard, in each shard's order; each is read with one
-    positioned read (no tar scan at read time), through a few open files per thread however
-    many shards there are. Everything fastload's loader does with a dataset (samplers, resume,
-    DDP, the batch executors, ``batch_transforms``, ``device="cuda"``) works on it unchanged;
-    :class:`fastload.ShardSampler` orders an epoch so that reading stays within a few shards at
-    a time.
+    ``ds[i]`` returns ``(image, target)``, the image as :class:`fastload.ImageFolder` gives it
+    for the same bytes (just the image with ``target=None``). Samples are numbered shard by
+    shard, in each shard's order; each is read with one positioned read (no tar scan at read
+    time), through a few open files per thread however many shards there are. Everything
+    fastload's loader does with a dataset (samplers, resume, DDP, the batch executors,
+    ``batch_transforms``, ``device="cuda"``) works on it unchanged; :class:`fastload.ShardSampler`
+    orders an epoch so that reading stays within a few shards at a time.
 
     Args:
         source: A folder written by :func:`fastload.pack` (or its ``manifest.json``), a folder
@@ -121,11 +137,20 @@ class ImageShards(ImageDataset):
             file, or a list of shard paths; or any of these as URLs of remote storage
             (``"s3://bucket/pack"``, ``"https://host/shards-{0000..0099}.tar"``).
         transform: What to do with each image (see :class:`fastload.ImageList`).
-        target_transform: Called on each label.
+        target_transform: Called on each target (a tokenizer on captions), where the image is
+            decoded.
         backend: ``"auto"`` or any name in ``fastload.backends.names()``.
         on_error: ``"raise"``: a shard or sample that cannot be read raises an error naming
             the shard and member. ``"skip"``: its samples are left out and recorded in
-            :attr:`bad_files` (see the module's notes).
+            :attr:`bad_files` (see the module's notes). A sample without the image or target
+            member asked for is such a sample.
+        image: The image member's extension, with alternatives in webdataset's syntax
+            (``"jpg;png;jpeg;webp"``: the first present wins); by default any image
+            extension (:data:`IMAGE_EXTENSIONS`, in that order).
+        target: The target member: ``"cls"`` (an ``int``), ``"txt"`` (a ``str``), ``"json"``
+            (the parsed object), another extension (its bytes), alternatives
+            (``"txt;caption"``), a tuple of these (a tuple of values), or ``None`` (samples
+            are images alone).
         max_pixels: Refuse (as unreadable) images whose header claims more pixels.
         exif_orientation: Apply each image's EXIF orientation (the default).
         storage_options: For remote shards: passed to ``fsspec.filesystem`` (credentials,
@@ -156,12 +181,18 @@ class ImageShards(ImageDataset):
         on_error: OnError = "raise",
         max_pixels: int = backends.DEFAULT_MAX_PIXELS,
         exif_orientation: bool = True,
+        image: str | None = None,
+        target: members.Target = "cls",
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         check_options(on_error, max_pixels)
+        self._image = members.alternatives(image) if image is not None else None
+        self._slots = members.target_slots(target)
+        self.target = target
+        self.has_targets = target is not None
         self._cache = _cache(source, storage_options, cache_dir, cache_limit, timeout)
         found = sources.resolve(source, self._cache.remote if self._cache else None)
         self._sizes, self._sha256 = found.sizes, found.sha256
@@ -182,19 +213,18 @@ class ImageShards(ImageDataset):
     # ------------------------------------------------------------ construction
 
     def _read_indexes(self, found: sources.Source, on_error: str) -> _Table:
-        table = _Table()
+        table = _Table(slots=[_Slot() for _ in self._slots])
         lost: list[tuple[str, str]] = []
         for number, (problems, index) in enumerate(self._shard_indexes(found)):
             shard = found.shards[number]
             self._index_files.append(index.index if index is not None else None)
             for key, parts in index.samples if index is not None else ():
-                image = image_part(parts)
+                image = image_part(parts, self._image)
                 if image is None:
                     exts = ", ".join(p.ext for p in parts)
                     problems.append((f"{shard}:{key}", f"sample has no image member ({exts})"))
                     continue
-                label = next((p for p in parts if p.ext.lower() == "cls"), None)
-                table.add(number, key, image, label)
+                table.add(number, key, image, [members.choose(parts, s) for s in self._slots])
             if problems and on_error == "raise":
                 where, why = problems[0]
                 more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
@@ -256,9 +286,9 @@ class ImageShards(ImageDataset):
         self._image_offset = np.asarray(table.image_offset, dtype=np.int64)
         self._image_size = np.asarray(table.image_size, dtype=np.int64)
         self._image_ext = np.asarray(table.image_ext, dtype=np.int16)
-        self._label_offset = np.asarray(table.label_offset, dtype=np.int64)
-        self._label_size = np.asarray(table.label_size, dtype=np.int64)
-        self._label_ext = np.asarray(table.label_ext, dtype=np.int16)
+        self._target_offset = [np.asarray(s.offset, dtype=np.int64) for s in table.slots]
+        self._target_size = [np.asarray(s.size, dtype=np.int64) for s in table.slots]
+        self._target_ext = [np.asarray(s.ext, dtype=np.int16) for s in table.slots]
         self._exts = list(table.exts)
         self._labels: np.ndarray | None = None
 
@@ -287,34 +317,42 @@ class ImageShards(ImageDataset):
 
     def path(self, index: int) -> str:
         """Sample ``index``'s image member, named as ``SHARD:MEMBER``."""
-        return f"{self.shard_of(index)}:{self._member_name(index, image=True)}"
+        return f"{self.shard_of(index)}:{self._member(index, None).name}"
 
-    def _member_name(self, index: int, *, image: bool) -> str:
-        ext = self._image_ext[index] if image else self._label_ext[index]
-        return f"{self._keys[index]}.{self._exts[int(ext)]}"
-
-    def read_sample(self, index: int) -> tuple[bytes, int]:
-        """Sample ``index``'s image bytes and label, read with one positioned read.
+    def _member(self, index: int, slot: int | None) -> Member:
+        """The image member (``slot=None``) or target ``slot``'s member of sample ``index``.
 
         Raises:
-            ValueError: It has no ``.cls`` member, the shard is cut short inside it, the
-                index no longer matches the shard, or the label is not an integer.
+            ValueError: The sample lacks that target member.
+        """
+        if slot is None:
+            offsets, sizes, ext = self._image_offset, self._image_size, self._image_ext[index]
+        else:
+            offsets, sizes, ext = (
+                self._target_offset[slot],
+                self._target_size[slot],
+                self._target_ext[slot][index],
+            )
+            if offsets[index] < 0:
+                wanted = ";".join(self._slots[slot])
+                raise ValueError(f"sample {self._keys[index]!r} has no .{wanted} member")
+        name = f"{self._keys[index]}.{self._exts[int(ext)]}"
+        return Member(name, int(offsets[index]), int(sizes[index]))
+
+    def read_sample(self, index: int) -> tuple[bytes, Any]:
+        """Sample ``index``'s image bytes and target (see ``target``), read with one positioned
+        read (a sample's members are next to each other in its shard).
+
+        Raises:
+            ValueError: It lacks the target member, the shard is cut short inside it, the
+                index no longer matches the shard, or a target member cannot be read as its
+                extension says (see :func:`fastload.shards.members.value`).
             OSError: The shard cannot be read.
         """
-        image = Member(
-            self._member_name(index, image=True),
-            int(self._image_offset[index]),
-            int(self._image_size[index]),
-        )
-        if self._label_offset[index] < 0:
-            raise ValueError(f"sample {self._keys[index]!r} has no .cls member (no label)")
-        label = Member(
-            self._member_name(index, image=False),
-            int(self._label_offset[index]),
-            int(self._label_size[index]),
-        )
-        start = min(image.offset, label.offset) - BLOCK
-        end = max(image.end, label.end)
+        parts = [self._member(index, None)]
+        parts += [self._member(index, slot) for slot in range(len(self._slots))]
+        start = min(p.offset for p in parts) - BLOCK
+        end = max(p.end for p in parts)
         data = self._read(int(self._shard[index]), start, end - start)
         if len(data) < end - start:
             raise ValueError(
@@ -322,13 +360,17 @@ class ImageShards(ImageDataset):
                 f"sample (which ends at byte {end})"
             )
         view = memoryview(data)
-        for member in (image, label):
+        for member in parts:
             at = member.offset - start
             why = check_header(bytes(view[at - BLOCK : at]), member)
             if why is not None:
                 raise ValueError(f"{self._stale(index)} at member {member.name!r}: {why}")
-        text = bytes(view[label.offset - start : label.end - start])
-        return bytes(view[image.offset - start : image.end - start]), _label(text)
+        image, *targets = (bytes(view[p.offset - start : p.end - start]) for p in parts)
+        exts = [self._exts[int(codes[index])] for codes in self._target_ext]
+        values = [members.value(ext, t) for ext, t in zip(exts, targets, strict=True)]
+        if not isinstance(self.target, tuple):
+            return image, values[0] if values else None
+        return image, tuple(values)
 
     def _read(self, shard: int, offset: int, size: int) -> bytes:
         if self._cache is None:
@@ -409,17 +451,19 @@ class ImageShards(ImageDataset):
         (one small read per sample).
 
         Raises:
-            ValueError: A sample has no ``.cls`` member, or one that is not an integer.
+            ValueError: The target is not ``"cls"``, or a sample has no ``.cls`` member, or one
+                that is not an integer.
         """
+        if self._slots != [("cls",)]:
+            raise ValueError(
+                f"labels are the .cls members; this dataset's target is {self.target!r}"
+            )
         if self._labels is None:
             labels = np.empty(len(self), dtype=np.int64)
             for i in range(len(self)):
-                if self._label_offset[i] < 0:
-                    raise ValueError(f"sample {self.path(i)!r} has no .cls member (no label)")
-                text = self._read(
-                    int(self._shard[i]), int(self._label_offset[i]), int(self._label_size[i])
-                )
-                labels[i] = _label(text)
+                member = self._member(i, 0)
+                text = self._read(int(self._shard[i]), member.offset, member.size)
+                labels[i] = members.value("cls", text)
             self._labels = labels
         view = self._labels.view()
         view.flags.writeable = False
@@ -435,13 +479,6 @@ class ImageShards(ImageDataset):
             f"{type(self).__name__}({len(self)} images in {len(self._shards)} shards, "
             f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
         )
-
-
-def _label(text: bytes) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ValueError(f"its .cls member holds {text[:40]!r}, not an integer label") from None
 
 
 def _cache(
