@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.shards.sources",
         "fastload.shards.storage",
         "fastload.shards.members",
+        "fastload.shards.tables",
         "fastload.shards.ranged",
         "fastload.shards.remote",
         "fastload.shards.cache",

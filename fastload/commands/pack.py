@@ -39,7 +39,11 @@ def add(sub: Any) -> None:
         "fastload.ImageShards(OUT). A stopped run continues when started again with the same "
         "settings.",
     )
-    pack.add_argument("source", metavar="SOURCE", help="the class-folder dataset")
+    pack.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="the class-folder dataset, or an image-text table (.csv, .tsv, .parquet)",
+    )
     pack.add_argument(
         "out",
         metavar="OUT",
@@ -86,6 +90,21 @@ def add(sub: Any) -> None:
         default=None,
         help="reading threads or re-encoding processes (default: one per core)",
     )
+    pack.add_argument(
+        "--image-key",
+        default="filepath",
+        help="a table's column of image paths (OpenCLIP's --csv-img-key; default: filepath)",
+    )
+    pack.add_argument(
+        "--caption-key",
+        default="title",
+        help="a table's column of captions (OpenCLIP's --csv-caption-key; default: title)",
+    )
+    pack.add_argument(
+        "--separator",
+        default=None,
+        help="a CSV table's field separator (default: tab for .tsv, else comma)",
+    )
     pack.add_argument("--no-json", action="store_true", help="leave out KEY.json")
     pack.add_argument("--json", action="store_true", help="print the manifest as JSON")
     pack.set_defaults(run=run)
@@ -96,9 +115,10 @@ def run(args: argparse.Namespace) -> int:
 
     from fastload.shards.pack import pack
     from fastload.shards.remote import RemoteError
+    from fastload.shards.tables import is_table
 
-    if not os.path.isdir(args.source):
-        raise CLIError(f"{args.source!r} is not a folder")
+    if not os.path.isdir(args.source) and not is_table(args.source):
+        raise CLIError(f"{args.source!r} is neither a folder nor a .csv, .tsv or .parquet table")
     if args.quality > 100:
         raise CLIError(f"--quality {args.quality} must be from 1 to 100")
     began = time.monotonic()
@@ -113,8 +133,11 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers,
             metadata=not args.no_json,
             storage_options=args.storage_options,
+            image_key=args.image_key,
+            caption_key=args.caption_key,
+            separator=args.separator,
         )
-    except (FileExistsError, FileNotFoundError, ValueError, RemoteError) as exc:
+    except (FileExistsError, FileNotFoundError, ValueError, RemoteError, ImportError) as exc:
         raise CLIError(str(exc), status=1) from None
     seconds = time.monotonic() - began
     if args.json:

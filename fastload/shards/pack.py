@@ -1,5 +1,5 @@
-"""``fastload.pack``: a class-folder dataset written as tar shards, an index per shard and a
-manifest.
+"""``fastload.pack``: a class-folder dataset, or an image-text table, written as tar shards,
+an index per shard and a manifest.
 
 Each sample becomes ``KEY.jpg`` (the file's bytes unchanged; a PNG stays ``.png``, and so on,
 named by its content), ``KEY.cls`` (the label as ASCII digits) and, by default, ``KEY.json``
@@ -40,7 +40,7 @@ from fastload.backends.base import read_file
 from fastload.checks import check_int, differences
 from fastload.image import probe, sniff
 from fastload.shards import manifest as manifests
-from fastload.shards import upload
+from fastload.shards import tables, upload
 from fastload.shards.index import Part, write_index
 from fastload.shards.remote import is_remote
 from fastload.shards.tar import BLOCK, END, header, padding
@@ -66,7 +66,7 @@ _EXTENSIONS = {
 @dataclass(frozen=True)
 class _Source:
     paths: list[str]
-    labels: list[int]
+    labels: list[Any]  # an int label each, or a tables.Row (a caption and other columns)
     classes: list[str]
     root: str
 
@@ -92,9 +92,17 @@ def _item(key: str, members: list[tuple[str, bytes]]) -> _Item:
     return _Item(key, b"".join(pieces), tuple(where))
 
 
-def _source(source: Any) -> _Source:
-    """The samples of a class folder, a fastload ``ImageList`` / ``ImageFolder``, or a
-    torchvision ``ImageFolder``."""
+def _source(source: Any, keys: tuple[str, str, str | None]) -> _Source:
+    """The samples of a class folder, an image-text table (``keys``: its image and caption
+    columns and separator), a fastload ``ImageList`` / ``ImageFolder``, or a torchvision
+    ``ImageFolder``."""
+    if tables.is_table(source):
+        image_key, caption_key, separator = keys
+        table = tables.read_table(
+            source, image_key=image_key, caption_key=caption_key, separator=separator
+        )
+        root = os.path.dirname(os.path.abspath(os.fspath(source)))
+        return _Source(table.paths, list(table.rows), [], root)
     if isinstance(source, (str, os.PathLike)):
         from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
 
@@ -128,7 +136,7 @@ def _relative(path: str, root: str) -> str:
     return os.path.relpath(path, root) if root else path
 
 
-def _metadata(path: str, root: str, data: bytes, stored: bytes | None) -> bytes:
+def _metadata(path: str, root: str, data: bytes, stored: bytes | None) -> dict[str, Any]:
     info = probe(data)
     meta: dict[str, Any] = {
         "path": _relative(path, root),
@@ -140,26 +148,35 @@ def _metadata(path: str, root: str, data: bytes, stored: bytes | None) -> bytes:
         small = probe(stored)
         meta |= {"stored_size": len(stored), "stored_width": small.width}
         meta["stored_height"] = small.height
-    return json.dumps(meta, ensure_ascii=False).encode()
+    return meta
 
 
-def _members(key: str, data: bytes, stored: bytes | None, label: int, meta: bytes | None) -> _Item:
+def _members(
+    key: str, data: bytes, stored: bytes | None, target: Any, meta: dict[str, Any] | None
+) -> _Item:
+    """``KEY.<image>`` and ``KEY.cls`` (an int target) or ``KEY.txt`` (a table's row, whose
+    other columns join ``KEY.json``)."""
     image = data if stored is None else stored
     ext = _EXTENSIONS.get(sniff(image), "bin")
-    members = [(ext, image), ("cls", str(label).encode())]
+    if isinstance(target, tables.Row):
+        members = [(ext, image), ("txt", target.caption.encode())]
+        if target.extra:
+            meta = {**(meta or {}), **dict(target.extra)}
+    else:
+        members = [(ext, image), ("cls", str(target).encode())]
     if meta is not None:
-        members.append(("json", meta))
+        members.append(("json", json.dumps(meta, ensure_ascii=False, default=str).encode()))
     return _item(key, members)
 
 
-def _copy(key: str, path: str, label: int, root: str, metadata: bool) -> _Item:
+def _copy(key: str, path: str, label: Any, root: str, metadata: bool) -> _Item:
     data = read_file(path)
     meta = _metadata(path, root, data, None) if metadata else None
     return _members(key, data, None, label, meta)
 
 
 def _reencode(
-    key: str, path: str, label: int, root: str, metadata: bool, max_side: int, quality: int
+    key: str, path: str, label: Any, root: str, metadata: bool, max_side: int, quality: int
 ) -> _Item:
     """The file re-encoded as a JPEG whose longest side is ``max_side`` (upright: its EXIF
     orientation applied), when it is larger; else its bytes unchanged."""
@@ -186,7 +203,7 @@ def _reencode(
 _CHUNK = 16  # samples a task: a future per file cost as much as reading the file
 
 
-def _prepare_chunk(prepare: Callable[..., _Item], work: list[tuple[str, str, int]]) -> list[_Item]:
+def _prepare_chunk(prepare: Callable[..., _Item], work: list[tuple[str, str, Any]]) -> list[_Item]:
     return [prepare(key, path, label) for key, path, label in work]
 
 
@@ -387,6 +404,9 @@ def pack(
     metadata: bool = True,
     progress: bool = True,
     storage_options: dict[str, Any] | None = None,
+    image_key: str = "filepath",
+    caption_key: str = "title",
+    separator: str | None = None,
 ) -> manifests.Manifest:
     """Write a dataset as WebDataset tar shards, with an index per shard and a manifest.
 
@@ -396,7 +416,9 @@ def pack(
 
     Args:
         source: A folder in the ImageFolder layout, a ``fastload.ImageFolder`` /
-            ``ImageList``, or a torchvision ``ImageFolder``.
+            ``ImageList``, a torchvision ``ImageFolder``, or an image-text table (a ``.csv``,
+            ``.tsv`` or ``.parquet`` file, see :mod:`fastload.shards.tables`), whose samples
+            are ``KEY.jpg`` + ``KEY.txt`` (the caption) + ``KEY.json`` (the other columns).
         out: The folder to write (new, empty, or holding this pack's unfinished run); or the
             URL of a prefix on remote storage (``"s3://bucket/pack"``), where the pack is
             uploaded once written (see :mod:`fastload.shards.upload`).
@@ -411,6 +433,10 @@ def pack(
         metadata: Write ``KEY.json`` with the original path and size.
         progress: Draw a progress bar (images/s and MB/s) when standard error is a terminal.
         storage_options: For a remote ``out``: passed to ``fsspec.filesystem``.
+        image_key: For a table: the column of image paths (OpenCLIP's ``--csv-img-key``).
+        caption_key: For a table: the column of captions (OpenCLIP's ``--csv-caption-key``).
+        separator: For a CSV table: the field separator (default: tab for ``.tsv``, else
+            comma).
 
     Returns:
         The manifest written.
@@ -424,7 +450,7 @@ def pack(
     from fastload._progress import Progress
 
     _check(shard_size, max_side, quality, workers)
-    found = _source(source)
+    found = _source(source, (image_key, caption_key, separator))
     if not found.paths:
         raise ValueError(f"no images in {source!r}")
     destination = os.fspath(out)
