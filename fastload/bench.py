@@ -131,7 +131,7 @@ class StockShards(torch.utils.data.Dataset[Any]):
     """
 
     def __init__(self, source: Any, transform: Any) -> None:
-        self.shards = ImageShards(source, on_error="skip")
+        self.shards = ImageShards(source, on_error="skip", target=None)  # images, whatever else
         self.transform = transform
 
     def __len__(self) -> int:
@@ -140,9 +140,9 @@ class StockShards(torch.utils.data.Dataset[Any]):
     def __getitem__(self, index: int) -> Any:
         from PIL import Image
 
-        data, label = self.shards.read_sample(index)
+        data, _ = self.shards.read_sample(index)
         image = Image.open(io.BytesIO(data)).convert("RGB")
-        return (image if self.transform is None else self.transform(image)), label
+        return image if self.transform is None else self.transform(image)
 
 
 def fastload_dataset(
@@ -158,7 +158,7 @@ def fastload_dataset(
         "decode": None,
     }[pipeline]
     if is_shards(root):
-        return ImageShards(root, transform, backend=backend, on_error="skip")
+        return ImageShards(root, transform, backend=backend, on_error="skip", target=None)
     valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
     return ImageFolder(
         root, transform=transform, backend=backend, on_error="skip", is_valid_file=valid

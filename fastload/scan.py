@@ -195,7 +195,7 @@ def _shard_items(root: str | os.PathLike[str]) -> tuple[Any, list[int], list[Fin
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what was left out is reported as findings
-        shards = ImageShards(root, on_error="skip")
+        shards = ImageShards(root, on_error="skip", target=None)  # the images are checked
     lost = [Finding(where, "unreadable", why) for where, why in shards.bad_files.items()]
     return shards, list(range(len(shards))), lost
 

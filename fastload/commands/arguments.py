@@ -122,7 +122,9 @@ def image_dataset(
         if is_shards(data):
             from fastload.shards.dataset import ImageShards
 
-            return ImageShards(data, transform, backend=backend, on_error=on_error)  # type: ignore[arg-type]
+            # only doctor runs the user's step on labels; the others measure the images
+            target = "cls" if command == "doctor" else None
+            return ImageShards(data, transform, backend=backend, on_error=on_error, target=target)  # type: ignore[arg-type]
         from fastload.datasets import ImageFolder
 
         return ImageFolder(data, transform, backend=backend, on_error=on_error)  # type: ignore[arg-type]

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +141,15 @@ def test_labels_are_for_cls_targets_only(shards: list[str]) -> None:
         fastload.ImageShards(shards, target="txt;")
     with pytest.raises(ValueError, match="must be a member's extension"):
         fastload.ImageShards(shards, target=3)  # type: ignore[arg-type]
+
+
+def test_scan_checks_the_images_of_image_text_shards(shards: list[str]) -> None:
+    folder = str(Path(shards[0]).parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "fastload", "scan", folder],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"unreadable\s+0\s", done.stdout), done.stdout  # no '.cls' asked of them
