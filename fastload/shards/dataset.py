@@ -143,7 +143,8 @@ class ImageShards(ImageDataset):
         on_error: ``"raise"``: a shard or sample that cannot be read raises an error naming
             the shard and member. ``"skip"``: its samples are left out and recorded in
             :attr:`bad_files` (see the module's notes). A sample without the image or target
-            member asked for is such a sample.
+            member asked for is such a sample (with ``"skip"``, left out at construction, so
+            that the length counts only whole samples; with ``"raise"``, named when read).
         image: The image member's extension, with alternatives in webdataset's syntax
             (``"jpg;png;jpeg;webp"``: the first present wins); by default any image
             extension (:data:`IMAGE_EXTENSIONS`, in that order).
@@ -224,7 +225,12 @@ class ImageShards(ImageDataset):
                     exts = ", ".join(p.ext for p in parts)
                     problems.append((f"{shard}:{key}", f"sample has no image member ({exts})"))
                     continue
-                table.add(number, key, image, [members.choose(parts, s) for s in self._slots])
+                targets = [members.choose(parts, names) for names in self._slots]
+                if on_error == "skip" and None in targets:  # left out now: whole batches
+                    wanted = ";".join(self._slots[targets.index(None)])
+                    problems.append((f"{shard}:{image.name}", f"sample has no .{wanted} member"))
+                    continue
+                table.add(number, key, image, targets)
             if problems and on_error == "raise":
                 where, why = problems[0]
                 more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""

@@ -153,7 +153,9 @@ def test_duplicate_keys(tmp_path: Path) -> None:
         fastload.ImageShards(shard)
     with pytest.warns(UnreadableImageWarning):
         skipping = fastload.ImageShards(shard, CROP, on_error="skip")
-    assert [skipping.key(i) for i in range(len(skipping))] == ["s0002", "s0001", "s0003"]
+    # s0001 lost its .cls to the repeated s0000: without its label, it is left out too
+    assert [skipping.key(i) for i in range(len(skipping))] == ["s0002", "s0003"]
+    assert skipping.bad_files[f"{shard}:s0001.jpg"] == "sample has no .cls member"
 
 
 def test_a_member_without_an_extension(tmp_path: Path) -> None:
@@ -177,9 +179,11 @@ def test_a_sample_without_cls(tmp_path: Path) -> None:
         dataset[1]
     with pytest.raises(ValueError, match=r"no \.cls member"):
         dataset.targets  # noqa: B018
-    skipping = fastload.ImageShards(shard, CROP, on_error="skip")
+    with pytest.warns(UnreadableImageWarning, match="left out"):  # at construction
+        skipping = fastload.ImageShards(shard, CROP, on_error="skip")
     labels, warned = _delivered(skipping)
-    assert labels == [0, 2] and len(warned) == 1
+    assert labels == [0, 2] and warned == []
+    assert skipping.bad_files == {f"{shard}:s0001.jpg": "sample has no .cls member"}
 
 
 def test_shards_without_any_label_never_make_one_up(tmp_path: Path) -> None:
@@ -190,7 +194,6 @@ def test_shards_without_any_label_never_make_one_up(tmp_path: Path) -> None:
     dataset = fastload.ImageShards(shard, CROP)
     with pytest.raises(ImageDecodeError, match=r"bare\.tar:0_0\.jpg.*no \.cls member"):
         next(iter(fastload.DataLoader(dataset, batch_size=2)))
-    skipping = fastload.ImageShards(shard, CROP, on_error="skip")
-    assert isinstance(skipping[0], fastload.Skipped)
-    labels, warned = _delivered(skipping)
-    assert labels == [] and len(warned) == 1 and len(skipping.bad_files) == 3
+    with pytest.warns(UnreadableImageWarning, match="left out"):
+        skipping = fastload.ImageShards(shard, CROP, on_error="skip")
+    assert len(skipping) == 0 and len(skipping.bad_files) == 3

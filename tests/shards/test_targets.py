@@ -57,7 +57,7 @@ def _oracle(shards: list[str]) -> list[dict]:
 
 
 def test_captions_are_webdatasets_strings_key_by_key(shards: list[str]) -> None:
-    dataset = fastload.ImageShards(shards, target="txt", on_error="skip")
+    dataset = fastload.ImageShards(shards, target="txt")
     truth = _oracle(shards)
     assert [dataset.key(i) for i in range(len(dataset))] == [s["__key__"] for s in truth]
     for i, sample in enumerate(truth):
@@ -72,18 +72,19 @@ def test_a_sample_without_its_caption_is_named_or_skipped(shards: list[str]) -> 
     raising = fastload.ImageShards(shards, T.CenterCrop(32), target="txt")
     with pytest.raises(ImageDecodeError, match=r"pairs-01\.tar:00007\.jpg.*no \.txt member"):
         raising[7]
-    skipping = fastload.ImageShards(shards, T.CenterCrop(32), target="txt", on_error="skip")
+    with pytest.warns(UnreadableImageWarning, match="left out"):  # at construction
+        skipping = fastload.ImageShards(shards, T.CenterCrop(32), target="txt", on_error="skip")
+    assert len(skipping) == 16  # whole samples only: the loader's batches are whole
     loader = fastload.DataLoader(skipping, batch_size=4, num_workers=2)
-    with pytest.warns(UnreadableImageWarning):
-        captions = [c for _, batch in loader for c in batch]
+    captions = [c for _, batch in loader for c in batch]
     expected = [CAPTIONS[k % len(CAPTIONS)] for k in range(18) if k not in MISSING]
     assert captions == expected  # strings collate to lists of str, as torch's default collate
-    assert sorted(skipping.bad_files) == [skipping.path(7), skipping.path(12)]
+    assert sorted(skipping.bad_files) == [f"{shards[1]}:00007.jpg", f"{shards[2]}:00012.jpg"]
 
 
 def test_json_tuples_and_bytes(shards: list[str]) -> None:
     truth = _oracle(shards)
-    both = fastload.ImageShards(shards, target=("txt", "json"), on_error="skip")
+    both = fastload.ImageShards(shards, target=("txt", "json"))
     _, (caption, meta) = both.read_sample(0)
     assert caption == CAPTIONS[0] and meta == json.loads(truth[0]["json"])
     raw = fastload.ImageShards(shards, target="json;txt")
@@ -108,12 +109,11 @@ def test_a_tokenizer_runs_as_target_transform_in_the_workers(shards: list[str]) 
         codes = list(text.encode("utf-8"))[:8]
         return torch.tensor(codes + [0] * (8 - len(codes)))
 
-    dataset = fastload.ImageShards(
-        shards, T.CenterCrop(32), tokenize, target="txt", on_error="skip"
-    )
-    loader = fastload.DataLoader(dataset, batch_size=4, num_workers=2)
     with pytest.warns(UnreadableImageWarning):
-        batches = list(loader)
+        dataset = fastload.ImageShards(
+            shards, T.CenterCrop(32), tokenize, target="txt", on_error="skip"
+        )
+    batches = list(fastload.DataLoader(dataset, batch_size=4, num_workers=2))
     tokens = torch.cat([t for _, t in batches])
     assert tokens.shape == (16, 8) and tokens.dtype == torch.int64
     assert bytes(tokens[0][tokens[0] > 0].tolist()).decode() == CAPTIONS[0][:8]
@@ -134,7 +134,7 @@ def test_image_only_samples_batch_as_tensors_on_every_backend(
 
 
 def test_labels_are_for_cls_targets_only(shards: list[str]) -> None:
-    captions = fastload.ImageShards(shards, target="txt", on_error="skip")
+    captions = fastload.ImageShards(shards, target="txt")
     with pytest.raises(ValueError, match=r"labels are the \.cls members; .* target is 'txt'"):
         _ = captions.labels
     with pytest.raises(ValueError, match="names no member extension"):

@@ -1,0 +1,185 @@
+"""OpenCLIP's own training entry point, with fastload reading and decoding its shards.
+
+    python -m fastload.integrations.open_clip <OpenCLIP's arguments>
+
+runs ``open_clip_train.main`` unchanged after one swap: its webdataset loader
+(``--dataset-type webdataset``, or ``auto`` with ``.tar`` shards) becomes
+:func:`get_wds_dataset`, which serves the same contract (a ``DataInfo`` whose ``dataloader``
+has ``num_batches`` and ``num_samples``, and whose ``set_epoch`` moves the order) with:
+
+- :class:`fastload.ImageShards` over ``--train-data`` (brace patterns, ``::`` between
+  sources), image ``jpg;png;jpeg;webp`` and target ``txt``, as OpenCLIP renames them;
+- OpenCLIP's preprocess as the dataset's transform, and its tokenizer as ``target_transform``,
+  both in the workers (``--workers``);
+- :class:`fastload.ShardSampler` with ``--seed``, split across ``--world-size`` ranks.
+
+What differs from OpenCLIP's own loader, by design:
+
+- every sample once per epoch, in whole global batches: an epoch is ``--train-num-samples``
+  (or all the samples) rounded down to ``--batch-size x --world-size``, and never more than the
+  shards hold, where webdataset repeats samples to fill its count; every rank gets the same
+  number of batches;
+- a sample without a caption or an image is skipped (OpenCLIP's
+  ``filter_no_caption_or_no_image``) and reported once per epoch.
+
+On CPU with several ranks, ``open_clip_train.main`` wraps the model in
+``DistributedDataParallel(model, device_ids=[device])``, which torch refuses for a CPU module;
+this entry point drops ``device_ids`` there (and only there), as torch asks.
+
+Validation data (``--val-data``) and ``--dataset-type csv`` keep OpenCLIP's own loaders.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from fastload.loader import DataLoader
+from fastload.shards.dataset import ImageShards
+from fastload.shards.sampler import ShardSampler
+
+__all__ = ["Batches", "get_wds_dataset", "install", "main"]
+
+IMAGE = "jpg;png;jpeg;webp"  # OpenCLIP's rename(image=...)
+
+
+class Batches:
+    """An epoch of a loader cut to ``num_batches``, with OpenCLIP's attributes.
+
+    Attributes:
+        loader: The ``fastload.DataLoader``.
+        num_batches: Batches per epoch (per rank).
+        num_samples: Samples per epoch, all ranks together.
+    """
+
+    def __init__(self, loader: DataLoader, num_batches: int, num_samples: int) -> None:
+        self.loader, self.num_batches, self.num_samples = loader, num_batches, num_samples
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def __iter__(self) -> Iterator[Any]:
+        for count, batch in enumerate(self.loader):
+            if count == self.num_batches:
+                return
+            yield batch
+
+
+def _first_row(tokenizer: Any, text: str) -> torch.Tensor:
+    """OpenCLIP's ``lambda text: tokenizer(text)[0]``, picklable."""
+    return tokenizer(text)[0]
+
+
+def _urls(train_data: str) -> list[str]:
+    from braceexpand import braceexpand
+
+    return [url for source in train_data.split("::") for url in braceexpand(source)]
+
+
+def get_wds_dataset(
+    args: Any,
+    preprocess_img: Any,
+    is_train: bool,
+    epoch: int = 0,
+    floor: bool = False,
+    tokenizer: Any = None,
+) -> Any:
+    """OpenCLIP's ``get_wds_dataset`` served by fastload (see the module's notes); the
+    validation set keeps OpenCLIP's own loader."""
+    if not is_train:
+        return _ORIGINAL["get_wds_dataset"](args, preprocess_img, is_train, epoch, floor, tokenizer)
+    dataset = ImageShards(
+        _urls(args.train_data),
+        preprocess_img,
+        functools.partial(_first_row, tokenizer),
+        image=IMAGE,
+        target="txt",
+        on_error="skip",
+    )
+    sampler = ShardSampler(
+        dataset, seed=args.seed, num_replicas=args.world_size, rank=args.rank, drop_last=True
+    )
+    sampler.set_epoch(epoch)
+    loader: DataLoader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.workers,
+        drop_last=True,
+        persistent_workers=args.workers > 0,
+    )
+    available = len(sampler) // args.batch_size
+    wanted = args.train_num_samples or len(dataset)
+    num_batches = min(available, math.floor(wanted / (args.batch_size * args.world_size)))
+    if num_batches < 1:
+        raise ValueError(
+            f"{len(dataset)} samples in the shards make no whole global batch of "
+            f"{args.batch_size} x {args.world_size} ranks"
+        )
+    batches = Batches(loader, num_batches, num_batches * args.batch_size * args.world_size)
+    return _data_info()(dataloader=batches, sampler=sampler)
+
+
+def _data_info() -> type:
+    """OpenCLIP's ``DataInfo``, extended (made on first use: OpenCLIP is optional)."""
+    from open_clip_train.data import DataInfo
+
+    class ShardDataInfo(DataInfo):
+        """OpenCLIP's ``DataInfo`` whose ``set_epoch`` reaches the ``ShardSampler``."""
+
+        def set_epoch(self, epoch: int) -> None:
+            self.sampler.set_epoch(epoch)
+
+    return ShardDataInfo
+
+
+_ORIGINAL: dict[str, Any] = {}
+
+
+def install() -> None:
+    """Point ``open_clip_train.data``'s webdataset loader at :func:`get_wds_dataset` (its
+    ``get_data`` looks the function up when it runs)."""
+    from open_clip_train import data
+
+    _ORIGINAL.setdefault("get_wds_dataset", data.get_wds_dataset)
+    data.get_wds_dataset = get_wds_dataset
+
+
+def _cpu_ddp() -> None:
+    """Let ``DistributedDataParallel(cpu_model, device_ids=[cpu])`` through, as torch wants it
+    (without ``device_ids``)."""
+    original = torch.nn.parallel.DistributedDataParallel
+
+    class DistributedDataParallel(original):  # type: ignore[misc, valid-type]
+        def __init__(self, module: Any, *args: Any, device_ids: Any = None, **kwargs: Any) -> None:
+            on_cpu = all(p.device.type == "cpu" for p in module.parameters())
+            super().__init__(module, *args, device_ids=None if on_cpu else device_ids, **kwargs)
+
+    torch.nn.parallel.DistributedDataParallel = DistributedDataParallel  # type: ignore[misc]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run OpenCLIP's ``main`` with fastload's loader (see the module's notes).
+
+    Args:
+        argv: OpenCLIP's arguments (default: the command line's).
+    """
+    try:
+        from open_clip_train import main as open_clip_main
+    except ImportError as exc:
+        raise SystemExit(
+            f"fastload.integrations.open_clip runs OpenCLIP's trainer, which is not installed "
+            f"({exc}): pip install open_clip_torch pandas"
+        ) from None
+    install()
+    _cpu_ddp()
+    open_clip_main.main(list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    main()
