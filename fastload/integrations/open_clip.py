@@ -9,8 +9,11 @@ has ``num_batches`` and ``num_samples``, and whose ``set_epoch`` moves the order
 
 - :class:`fastload.ImageShards` over ``--train-data`` (brace patterns, ``::`` between
   sources), image ``jpg;png;jpeg;webp`` and target ``txt``, as OpenCLIP renames them;
-- OpenCLIP's preprocess as the dataset's transform, and its tokenizer as ``target_transform``,
-  both in the workers (``--workers``);
+- OpenCLIP's preprocess as the dataset's transform, read by ``accelerate=True``: its
+  ``RandomResizedCrop`` (bicubic) is fused with decoding, and the ops fastload cannot prove the
+  same (OpenCLIP's ``MaybeConvertMode``, ``MaybeToTensor``, then ``Normalize``) run as written,
+  given what torchvision would give them (``fastload.explain`` on the loader lists each op's
+  place); its tokenizer as ``target_transform``; both in the workers (``--workers``);
 - :class:`fastload.ShardSampler` with ``--seed``, split across ``--world-size`` ranks.
 
 What differs from OpenCLIP's own loader, by design:
@@ -112,6 +115,7 @@ def get_wds_dataset(
         num_workers=args.workers,
         drop_last=True,
         persistent_workers=args.workers > 0,
+        accelerate=True,  # the preprocess's leading geometry fused with decoding (see explain)
     )
     available = len(sampler) // args.batch_size
     wanted = args.train_num_samples or len(dataset)
