@@ -35,6 +35,7 @@ Validation data (``--val-data``) and ``--dataset-type csv`` keep OpenCLIP's own 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import sys
 from collections.abc import Iterator, Sequence
@@ -67,10 +68,7 @@ class Batches:
         return self.num_batches
 
     def __iter__(self) -> Iterator[Any]:
-        for count, batch in enumerate(self.loader):
-            if count == self.num_batches:
-                return
-            yield batch
+        return itertools.islice(self.loader, self.num_batches)  # asks for no batch beyond
 
 
 def _first_row(tokenizer: Any, text: str) -> torch.Tensor:
@@ -95,7 +93,10 @@ def get_wds_dataset(
     """OpenCLIP's ``get_wds_dataset`` served by fastload (see the module's notes); the
     validation set keeps OpenCLIP's own loader."""
     if not is_train:
-        return _ORIGINAL["get_wds_dataset"](args, preprocess_img, is_train, epoch, floor, tokenizer)
+        from open_clip_train import data
+
+        original = _ORIGINAL.get("get_wds_dataset", data.get_wds_dataset)
+        return original(args, preprocess_img, is_train, epoch, floor, tokenizer)
     dataset = ImageShards(
         _urls(args.train_data),
         preprocess_img,
