@@ -27,3 +27,10 @@ def upload(folder: Path, url: str, options: dict[str, Any]) -> None:
     for file in sorted(folder.iterdir()):
         if file.is_file():
             fs.put_file(str(file), f"{path}/{file.name}")
+
+
+def uploaded(s3: S3Server, folder: Path) -> str:
+    """``folder``'s files under a prefix of a new bucket; the prefix's URL."""
+    url = f"s3://{new_bucket(s3)}/n"
+    upload(folder, url, s3.storage_options())
+    return url

@@ -33,6 +33,7 @@ from typing import Any
 
 from fastload.shards import index as indexes
 from fastload.shards.remote import Remote, RemoteError
+from fastload.shards.storage import pread_all
 
 __all__ = ["CacheFullError", "ShardCache", "free_lock", "held_lock", "release"]
 
@@ -171,12 +172,7 @@ class ShardCache:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)  # not evicted while it is read
-            data = os.pread(fd, size, offset)
-            while len(data) < size:
-                more = os.pread(fd, size - len(data), offset + len(data))
-                if not more:
-                    break
-                data += more
+            data = pread_all(fd, size, offset)
             now = time.monotonic()
             if now - self._touched.get(path, -_TOUCH_EVERY) >= _TOUCH_EVERY:
                 self._touched[path] = now
@@ -401,11 +397,7 @@ def _read_index(path: Path, size: int) -> indexes.Samples | None:
         samples = indexes.read_index(path)
     except (OSError, ValueError):
         return None
-    if any(p.end > size for _, parts in samples for p in parts):
-        return None
-    if len({key for key, _ in samples}) < len(samples):
-        return None
-    return samples
+    return samples if indexes.fits(samples, size) else None
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "Samples",
     "ShardIndex",
     "cached_index_path",
+    "fits",
     "group",
     "index_path",
     "load",
@@ -228,11 +229,18 @@ def _usable_index(path: str | Path, shard: os.stat_result) -> ShardIndex | None:
         samples = read_index(path)
     except (OSError, ValueError):
         return None
-    if any(p.end > shard.st_size for _, parts in samples for p in parts):
+    if not fits(samples, shard.st_size):
         return None
-    if len({key for key, _ in samples}) < len(samples):
-        return None  # scanned again: the scan names the members and leaves their samples out
     return ShardIndex(samples, size=shard.st_size, index=os.fspath(path))
+
+
+def fits(samples: Samples, size: int) -> bool:
+    """Whether an index read from a file can be trusted for a shard of ``size`` bytes: every
+    member inside it, no key twice (a shard with repeated keys is scanned again instead: the
+    scan names the members and leaves their samples out)."""
+    if any(p.end > size for _, parts in samples for p in parts):
+        return False
+    return len({key for key, _ in samples}) == len(samples)
 
 
 def load(shard: str) -> ShardIndex:

@@ -15,7 +15,7 @@ import http.client
 import os
 import urllib.parse
 
-__all__ = ["CHUNK", "RangeStatusError", "Refused", "get_into"]
+__all__ = ["CHUNK", "RangeStatusError", "Refused", "get_into", "write_all"]
 
 CHUNK = 2**20
 
@@ -69,10 +69,16 @@ def get_into(url: str, start: int, end: int, fd: int, *, timeout: float) -> int:
             got = response.readinto(view[: min(CHUNK, end - at)])
             if not got:
                 break
-            written = 0
-            while written < got:
-                written += os.pwrite(fd, view[written:got], at + written)
+            write_all(fd, view[:got], at)
             at += got
         return at - start
     finally:
         connection.close()
+
+
+def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of the open file ``fd``, however many writes it
+    takes."""
+    view = memoryview(data)
+    while view:
+        view = view[os.pwrite(fd, view, offset + len(data) - len(view)) :]

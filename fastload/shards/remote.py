@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fastload._optional import MissingDependencyError
-from fastload.shards.ranged import Refused, get_into
+from fastload.shards.ranged import Refused, get_into, write_all
 
 __all__ = [
     "CONNECTIONS",
@@ -270,9 +270,7 @@ class Remote:
                     self.counters.add(bytes=got)
             if got < 0:
                 data = self.read(url, start, end)
-                view = memoryview(data)
-                while view:
-                    view = view[os.pwrite(fd, view, start + len(data) - len(view)) :]
+                write_all(fd, data, start)
                 got = len(data)
             if got < end - start:
                 raise RemoteError(

@@ -13,7 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 
-__all__ = ["OPEN_PER_THREAD", "read_range"]
+__all__ = ["OPEN_PER_THREAD", "pread_all", "read_range"]
 
 OPEN_PER_THREAD = 8
 
@@ -60,8 +60,12 @@ def read_range(path: str, offset: int, size: int) -> bytes:
     Raises:
         OSError: The file cannot be opened or read.
     """
-    files = _files()
-    fd = files.descriptor(path)
+    return pread_all(_files().descriptor(path), size, offset)
+
+
+def pread_all(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes of the open file ``fd`` from ``offset`` (fewer where the file ends
+    first), however many reads it takes."""
     data = os.pread(fd, size, offset)
     while len(data) < size:  # a short read that is not the end of the file
         more = os.pread(fd, size - len(data), offset + len(data))

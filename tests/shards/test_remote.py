@@ -14,7 +14,7 @@ import fsspec
 import numpy as np
 import pytest
 import torch
-from remotes import new_bucket, upload
+from remotes import new_bucket, upload, uploaded
 from shardsets import class_folder
 from test_sampler import numbered_shards
 
@@ -23,12 +23,6 @@ from fastload import transforms as T
 from fastload.loopback import FaultProxy, HTTPServer, S3Server
 from fastload.shards.cache import ShardCache
 from fastload.shards.remote import Remote
-
-
-@pytest.fixture(scope="module")
-def s3() -> Any:
-    with S3Server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +110,10 @@ def _epoch(loader: fastload.DataLoader) -> list[int]:
 def test_later_epochs_read_from_the_cache_with_the_server_gone(
     s3: S3Server, numbered: Path, tmp_path: Path
 ) -> None:
-    bucket = new_bucket(s3)
-    upload(numbered, f"s3://{bucket}/n", s3.storage_options())
+    url = uploaded(s3, numbered)
     with FaultProxy(s3.endpoint) as proxy:
         dataset = fastload.ImageShards(
-            f"s3://{bucket}/n",
+            url,
             T.CenterCrop(16),
             storage_options=s3.storage_options(proxy.url),
             cache_dir=tmp_path / "cache",
@@ -145,12 +138,11 @@ def _usage_during(loader: fastload.DataLoader, cache: ShardCache) -> tuple[list[
 def test_the_cache_stays_within_its_limit_plus_one_shard(
     s3: S3Server, numbered: Path, tmp_path: Path
 ) -> None:
-    bucket = new_bucket(s3)
-    upload(numbered, f"s3://{bucket}/n", s3.storage_options())
+    url = uploaded(s3, numbered)
     sizes = [p.stat().st_size for p in sorted(numbered.glob("*.tar"))]
     limit = int(2.5 * max(sizes))
     dataset = fastload.ImageShards(
-        f"s3://{bucket}/n",
+        url,
         T.CenterCrop(16),
         storage_options=s3.storage_options(),
         cache_dir=tmp_path / "cache",

@@ -12,7 +12,7 @@ from typing import Any
 
 import fsspec
 import pytest
-from remotes import new_bucket, upload
+from remotes import new_bucket, uploaded
 from test_sampler import numbered_shards
 
 import fastload
@@ -21,12 +21,6 @@ from fastload.errors import ImageDecodeError, UnreadableImageWarning
 from fastload.loopback import FaultProxy, HTTPServer, S3Server
 from fastload.shards import remote as remotes
 from fastload.shards.remote import RemoteError
-
-
-@pytest.fixture(scope="module")
-def s3() -> Any:
-    with S3Server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +53,10 @@ def _labels(dataset: fastload.ImageShards) -> list[int]:
 def test_a_server_gone_for_a_while_costs_nothing_once_it_is_back(
     s3: S3Server, numbered: Path, tmp_path: Path
 ) -> None:
-    bucket = new_bucket(s3)
-    upload(numbered, f"s3://{bucket}/n", s3.storage_options())
+    url = uploaded(s3, numbered)
     with FaultProxy(s3.endpoint) as proxy:
         dataset = fastload.ImageShards(
-            f"s3://{bucket}/n",
+            url,
             T.CenterCrop(16),
             storage_options=s3.storage_options(proxy.url),
             cache_dir=tmp_path / "cache",
@@ -93,36 +86,29 @@ def test_a_shard_that_stays_unreadable_is_one_error_naming_it(
     s3: S3Server, numbered: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(remotes, "RETRY_DELAYS", (0.01, 0.01))
-    bucket = new_bucket(s3)
-    upload(numbered, f"s3://{bucket}/n", s3.storage_options())
-    options = s3.storage_options()
+    url = uploaded(s3, numbered)
     with FaultProxy(s3.endpoint) as proxy:
         dataset = fastload.ImageShards(
-            f"s3://{bucket}/n",
+            url,
             storage_options=s3.storage_options(proxy.url),
             cache_dir=tmp_path / "cache",
         )
         proxy.refuse(3600)
-        with pytest.raises(
-            RemoteError, match=rf"cannot read 's3://{bucket}/n/n00.\.tar' after 3 tries"
-        ):
+        with pytest.raises(RemoteError, match=rf"cannot read '{url}/n00.\.tar' after 3 tries"):
             dataset.read_sample(0)
         with pytest.raises(RemoteError, match="after 3 tries"):  # remembered: fails at once
             dataset.read_sample(1)
         assert dataset.cache is not None and dataset.cache.remote.counters.failures == 1
-    del options
 
 
 def test_a_shard_deleted_after_the_listing_is_named_or_skipped(
     s3: S3Server, numbered: Path, tmp_path: Path
 ) -> None:
     options = s3.storage_options()
-    bucket = new_bucket(s3)
-    upload(numbered, f"s3://{bucket}/n", options)
-    url = f"s3://{bucket}/n/n{{000..005}}.tar"
+    prefix = uploaded(s3, numbered)
     made = {
         on_error: fastload.ImageShards(
-            url,
+            f"{prefix}/n{{000..005}}.tar",
             T.CenterCrop(16),
             storage_options=options,
             cache_dir=tmp_path / on_error,
@@ -130,8 +116,8 @@ def test_a_shard_deleted_after_the_listing_is_named_or_skipped(
         )
         for on_error in ("raise", "skip")
     }
-    fsspec.filesystem("s3", **options).rm(f"{bucket}/n/n002.tar")  # samples 16 to 21
-    with pytest.raises(ImageDecodeError, match=rf"no such object: 's3://{bucket}/n/n002\.tar'"):
+    fsspec.filesystem("s3", **options).rm(f"{prefix}/n002.tar")  # samples 16 to 21
+    with pytest.raises(ImageDecodeError, match=rf"no such object: '{prefix}/n002\.tar'"):
         made["raise"][16]
     with pytest.warns(UnreadableImageWarning):
         seen = _labels(made["skip"])
