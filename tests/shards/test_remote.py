@@ -26,6 +26,12 @@ from fastload.shards.remote import Remote
 
 
 @pytest.fixture(scope="module")
+def s3() -> Any:
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("remote")
     source = class_folder(root / "photos", classes=3, per_class=10, size=96)

@@ -24,6 +24,12 @@ from fastload.shards.remote import RemoteError
 
 
 @pytest.fixture(scope="module")
+def s3() -> Any:
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def numbered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("numbered")
     numbered_shards(folder, [7, 9, 6, 8, 5, 7])  # 42 samples, label = position
