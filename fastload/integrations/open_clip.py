@@ -184,6 +184,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     install()
     _cpu_ddp()
     open_clip_main.main(list(sys.argv[1:] if argv is None else argv))
+    _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """Leave the process group OpenCLIP's ``main`` joined and left open: a rank that exits with
+    one still open can abort in the interpreter's teardown (pytorch/pytorch#190489)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

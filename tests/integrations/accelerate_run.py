@@ -16,6 +16,7 @@ CONFIG is the loader: plain, batch_ops, accelerate, nvimgcodec or dali.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 
@@ -101,3 +102,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # only the interpreter's teardown is left, where torch's gloo and autograd threads can still
+    # abort a rank whose work is done (pytorch/pytorch#190489): skip it
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(0)

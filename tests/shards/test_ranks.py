@@ -52,6 +52,10 @@ _RANK = textwrap.dedent(
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+    # only the interpreter's teardown is left, where torch's gloo and autograd threads can
+    # still abort a rank whose work is done (pytorch/pytorch#190489): skip it
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(0)
     """
 )
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _SCRIPT = textwrap.dedent(
     """
-    import json, sys
+    import json, os, sys
     import torch
     from torch.utils.data import Dataset
     import fastload
@@ -69,6 +69,10 @@ _SCRIPT = textwrap.dedent(
     with open(sys.argv[1] + f".{world.rank}.json", "w") as f:
         json.dump(out, f)
     distributed.cleanup()
+    # only the interpreter's teardown is left, where torch's gloo and autograd threads can
+    # still abort a rank whose work is done (pytorch/pytorch#190489): skip it
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(0)
     """
 )
 

@@ -175,6 +175,10 @@ DDP_SCRIPT = textwrap.dedent(
     trainer.fit(loader, epochs=2, checkpoint=ckpt_path)
     torch.save(model.state_dict(), f"{out_path}.{world.rank}")
     distributed.cleanup()
+    # only the interpreter's teardown is left, where torch's gloo and autograd threads can
+    # still abort a rank whose work is done (pytorch/pytorch#190489): skip it
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(0)
     """
 )
 
