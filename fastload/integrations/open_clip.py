@@ -29,7 +29,13 @@ On CPU with several ranks, ``open_clip_train.main`` wraps the model in
 ``DistributedDataParallel(model, device_ids=[device])``, which torch refuses for a CPU module;
 this entry point drops ``device_ids`` there (and only there), as torch asks.
 
-Validation data (``--val-data``) and ``--dataset-type csv`` keep OpenCLIP's own loaders.
+``--dataset-type csv`` (or ``auto`` with a ``.csv``/``.tsv`` table), for training and
+validation, reads the table with OpenCLIP's own ``CsvDataset`` (the same columns, separator
+and paths) and serves its rows as a :class:`fastload.ImageList`, with OpenCLIP's sampler,
+shuffling, ``drop_last`` and ``pin_memory``. ``--imagenet-val`` (a torchvision ``ImageFolder``
+with the validation preprocess) gets ``fastload.DataLoader(accelerate=True)``, in OpenCLIP's
+order. Webdataset validation data (``--val-data`` with ``.tar`` shards), ``--imagenet-train``
+and ``--imagenet-v2`` keep OpenCLIP's own loaders.
 """
 
 from __future__ import annotations
@@ -43,11 +49,13 @@ from typing import Any
 
 import torch
 
+from fastload.compact import Strings
+from fastload.datasets import ImageList
 from fastload.loader import DataLoader
 from fastload.shards.dataset import ImageShards
 from fastload.shards.sampler import ShardSampler
 
-__all__ = ["Batches", "get_wds_dataset", "install", "main"]
+__all__ = ["Batches", "get_csv_dataset", "get_imagenet", "get_wds_dataset", "install", "main"]
 
 IMAGE = "jpg;png;jpeg;webp"  # OpenCLIP's rename(image=...)
 
@@ -130,6 +138,66 @@ def get_wds_dataset(
     return _data_info()(dataloader=batches, sampler=sampler)
 
 
+class _Caption:
+    """A row's caption, tokenized as OpenCLIP's ``CsvDataset`` does (``ImageList``'s target is
+    the row's number; this is its ``target_transform``)."""
+
+    def __init__(self, captions: list[Any], tokenizer: Any) -> None:
+        self.captions, self.tokenizer = Strings([str(c) for c in captions]), tokenizer
+
+    def __call__(self, row: int) -> Any:
+        return self.tokenizer([self.captions[row]])[0]
+
+
+def get_csv_dataset(
+    args: Any, preprocess_fn: Any, is_train: bool, epoch: int = 0, tokenizer: Any = None
+) -> Any:
+    """OpenCLIP's ``get_csv_dataset`` served by fastload: OpenCLIP's ``CsvDataset`` reads the
+    table; its rows become a ``fastload.ImageList`` read by ``fastload.DataLoader``."""
+    from open_clip_train.data import CsvDataset, DataInfo
+
+    table = CsvDataset(
+        args.train_data if is_train else args.val_data,
+        None,
+        img_key=args.csv_img_key,
+        caption_key=args.csv_caption_key,
+        sep=args.csv_separator,
+    )
+    rows = range(len(table.images))
+    dataset = ImageList(table.images, rows, preprocess_fn, _Caption(table.captions, tokenizer))
+    sampler: Any = None
+    if args.distributed and is_train:
+        sampler = torch.utils.data.DistributedSampler(dataset)
+    loader: Any = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=is_train and sampler is None,
+        num_workers=args.workers,
+        pin_memory=True,
+        sampler=sampler,
+        drop_last=is_train,
+        accelerate=True,
+    )
+    loader.num_samples, loader.num_batches = len(dataset), len(loader)
+    return DataInfo(loader, sampler)
+
+
+def get_imagenet(args: Any, preprocess_fns: Any, split: str) -> Any:
+    """OpenCLIP's ``get_imagenet``: ``"val"`` (its torchvision ``ImageFolder``) is read by
+    ``fastload.DataLoader(accelerate=True)``; the other splits keep OpenCLIP's loader."""
+    from open_clip_train import data
+
+    if split != "val":
+        return _ORIGINAL.get("get_imagenet", data.get_imagenet)(args, preprocess_fns, split)
+    import torchvision
+
+    dataset = torchvision.datasets.ImageFolder(args.imagenet_val, transform=preprocess_fns[1])
+    loader: DataLoader = DataLoader(
+        dataset, batch_size=args.batch_size, num_workers=args.workers, accelerate=True
+    )
+    return data.DataInfo(dataloader=loader, sampler=None)
+
+
 def _data_info() -> type:
     """OpenCLIP's ``DataInfo``, extended (made on first use: OpenCLIP is optional)."""
     from open_clip_train.data import DataInfo
@@ -147,12 +215,18 @@ _ORIGINAL: dict[str, Any] = {}
 
 
 def install() -> None:
-    """Point ``open_clip_train.data``'s webdataset loader at :func:`get_wds_dataset` (its
-    ``get_data`` looks the function up when it runs)."""
+    """Point ``open_clip_train.data``'s loaders at :func:`get_wds_dataset`,
+    :func:`get_csv_dataset` and :func:`get_imagenet` (its ``get_data`` looks them up when it
+    runs)."""
     from open_clip_train import data
 
-    _ORIGINAL.setdefault("get_wds_dataset", data.get_wds_dataset)
-    data.get_wds_dataset = get_wds_dataset
+    for name, ours in (
+        ("get_wds_dataset", get_wds_dataset),
+        ("get_csv_dataset", get_csv_dataset),
+        ("get_imagenet", get_imagenet),
+    ):
+        _ORIGINAL.setdefault(name, getattr(data, name))
+        setattr(data, name, ours)
 
 
 def _cpu_ddp() -> None:

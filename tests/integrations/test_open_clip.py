@@ -19,6 +19,7 @@ import webdataset as wds
 from PIL import Image
 from ranks import run_ranks
 
+import fastload
 from fastload.integrations import open_clip as swap
 
 SHARDS, PER_SHARD = 4, 24
@@ -123,3 +124,94 @@ def test_the_data_info_contract_and_two_ranks_split(shards: str) -> None:
     ]
     a, b = (_keys(r) for r in ranks)
     assert len(a) == len(b) == ranks[0].dataloader.num_batches * 8 and set(a).isdisjoint(b)
+
+
+# ------------------------------------------------------- --dataset-type csv, --imagenet-val
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A TSV table as OpenCLIP's ``CsvDataset`` reads it (its default separator): 40 photos,
+    captions with non-ASCII text, and a column OpenCLIP does not read."""
+    folder = tmp_path_factory.mktemp("table")
+    rng = np.random.default_rng(1)
+    lines = ["filepath\ttitle\tsource"]
+    for k in range(40):
+        path = folder / f"p{k:02d}.jpg"
+        Image.fromarray(rng.integers(0, 255, (60, 80, 3), dtype=np.uint8)).save(path, "JPEG")
+        lines.append(f"{path}\tphoto {k} über café\tweb")
+    (folder / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder / "pairs.tsv"
+
+
+def _csv_args(table: Path, **changes: object) -> SimpleNamespace:
+    fields = {"train_data": str(table), "val_data": str(table), "batch_size": 8, "workers": 0}
+    fields |= {"csv_img_key": "filepath", "csv_caption_key": "title", "csv_separator": "\t"}
+    return SimpleNamespace(**{**fields, "distributed": False, **changes})
+
+
+def _val_preprocess() -> object:
+    import open_clip
+
+    return open_clip.image_transform(32, is_train=False)
+
+
+def test_csv_rows_reach_openclips_loop_as_its_own_loader_serves_them(table: Path) -> None:
+    from open_clip import get_tokenizer
+    from open_clip_train import data
+
+    tokenizer = get_tokenizer("ViT-S-32-alt")
+    preprocess = _val_preprocess()
+    ours = swap.get_csv_dataset(_csv_args(table), preprocess, False, tokenizer=tokenizer)
+    theirs = data.get_csv_dataset(_csv_args(table), preprocess, False, tokenizer=tokenizer)
+    assert isinstance(ours.dataloader, fastload.DataLoader)
+    assert (ours.dataloader.num_samples, ours.dataloader.num_batches) == (40, 5)
+    assert (theirs.dataloader.num_samples, theirs.dataloader.num_batches) == (40, 5)
+    for (a, ta), (b, tb) in zip(ours.dataloader, theirs.dataloader, strict=True):
+        assert torch.equal(ta, tb)  # the same rows in the same order, tokenized the same
+        assert a.shape == b.shape == (8, 3, 32, 32)
+        assert (a - b).abs().mean() < 0.05  # decoders and resampling differ, not the pixels
+
+    train = swap.get_csv_dataset(
+        _csv_args(table, batch_size=16), preprocess, True, tokenizer=tokenizer
+    )
+    assert (train.dataloader.num_samples, train.dataloader.num_batches) == (40, 2)  # drop_last
+    epoch = [tokens for _, tokens in train.dataloader]
+    assert [len(t) for t in epoch] == [16, 16] and train.sampler is None  # shuffled, no sampler
+
+
+def test_open_clips_main_trains_on_a_csv_table_through_fastload(
+    table: Path, tmp_path: Path
+) -> None:
+    command = [sys.executable, "-m", "fastload.integrations.open_clip", "--train-data", str(table)]
+    command += ["--csv-img-key", "filepath", "--csv-caption-key", "title"]
+    command += ["--logs", str(tmp_path / "logs"), *ARGS]
+    command[command.index("webdataset")] = "csv"
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    assert "Train Epoch: 0 [32/40 (100%)]" in log  # as OpenCLIP counts its csv: 2 batches of 16
+    assert all(np.isfinite(_losses(log)))
+
+
+def test_imagenet_val_is_read_by_fastload_in_openclips_order(tmp_path: Path) -> None:
+    import torchvision
+    from open_clip_train import data
+
+    rng = np.random.default_rng(2)
+    for c in range(3):
+        (tmp_path / f"n{c:08d}").mkdir()
+        for k in range(5):
+            image = rng.integers(0, 255, (50, 70, 3), dtype=np.uint8)
+            Image.fromarray(image).save(tmp_path / f"n{c:08d}" / f"{k}.JPEG", "JPEG")
+    args = SimpleNamespace(imagenet_val=str(tmp_path), batch_size=4, workers=0)
+    preprocess = _val_preprocess()
+    ours = swap.get_imagenet(args, (None, preprocess), "val")
+    theirs = data.get_imagenet(args, (None, preprocess), "val")
+    assert isinstance(ours.dataloader, fastload.DataLoader) and ours.sampler is None
+    assert isinstance(ours.dataloader.dataset, torchvision.datasets.ImageFolder)
+    for (a, la), (b, lb) in zip(ours.dataloader, theirs.dataloader, strict=True):
+        assert torch.equal(la, lb)
+        assert a.shape == b.shape and (a - b).abs().mean() < 0.05
+    plan = fastload.explain(ours.dataloader)
+    assert "fused with decoding" in plan and "CenterCrop" in plan, plan
