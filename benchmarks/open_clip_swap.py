@@ -15,7 +15,8 @@ first one (the workers' start, and webdataset's shuffle buffer filling).
 * ``open_clip``: OpenCLIP's own ``open_clip_train.data.get_wds_dataset`` on the image-text
   shards, with webdataset 0.2.86 taken from ``--baseline-path``. OpenCLIP's ``training`` extra
   pins ``webdataset<=0.2.86`` (newer ones break its loader), so the pin lives in a folder of
-  its own: ``pip install --no-deps --target DIR "webdataset==0.2.86"``.
+  its own, which ``scripts/install.sh`` makes with the ``dev`` extras
+  (``pip install --no-deps --target DIR "webdataset==0.2.86"``).
 * ``fastload``: ``fastload.integrations.open_clip.get_wds_dataset`` with the same arguments,
   on the same shards: what ``python -m fastload.integrations.open_clip`` trains with.
 * ``fastload text`` and ``fastload cls``: the same loader's options without the tokenizer, over
@@ -29,7 +30,7 @@ webdataset 0.2.86) and ``python -m fastload.integrations.open_clip``, interleave
 wall seconds as OpenCLIP logs them (its ``batch_time`` summed; model building left out) and
 the samples per epoch it reports.
 
-Run: python benchmarks/open_clip_swap.py --baseline-path DIR [--data DIR] [--rounds 3] [--main]
+Run: python benchmarks/open_clip_swap.py [--baseline-path DIR] [--data DIR] [--rounds 3] [--main]
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from typing import Any
 import fastload
 from fastload.synthetic import default_data
 
+BASELINE = Path(__file__).resolve().parents[1] / ".venv" / "baselines" / "webdataset-0.2.86"
 ROWS = ("open_clip", "fastload", "fastload text", "fastload cls")
 MAIN_ARGS = (
     "--model ViT-S-32-alt --force-image-size 64 --batch-size 16 --epochs 1 --workers 2 "
@@ -128,13 +130,13 @@ def run_row(row: str, args: argparse.Namespace) -> None:
     _, _, samples = make_packs(Path(args.data), Path(args.work), args.shards)
     loader = _loader(row, args, samples)
     batches = iter(loader)
-    images, texts = next(batches)
+    images, _ = next(batches)
     start, seen = time.perf_counter(), 0
     for _ in range(args.batches - 1):
-        images, texts = next(batches)
+        images, _ = next(batches)
         seen += len(images)
     rate = seen / (time.perf_counter() - start)
-    print(json.dumps({"rate": rate, "shape": list(images.shape), "targets": str(texts.dtype)}))
+    print(json.dumps({"rate": rate, "shape": list(images.shape)}))
 
 
 def _env(row: str, args: argparse.Namespace) -> dict[str, str]:
@@ -219,7 +221,11 @@ def measure_main(args: argparse.Namespace, work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline-path", required=True, help="webdataset 0.2.86's folder")
+    parser.add_argument(
+        "--baseline-path",
+        default=str(BASELINE),
+        help="webdataset 0.2.86's folder (default: where scripts/install.sh puts it)",
+    )
     parser.add_argument("--data", default=None, help="a class folder of photos")
     parser.add_argument("--work", default=None, help="where the packs go (kept between runs)")
     parser.add_argument("--shards", type=int, default=16)

@@ -119,4 +119,14 @@ fi
 # folder named fastload in the current directory (this clone, run from its parent) cannot
 # shadow the package; a module added later needs this command again
 .venv/bin/python -m pip install --config-settings editable_mode=strict --editable ".[$extras]"
+case ",$extras," in
+*,dev,*)
+    # OpenCLIP's own webdataset loader, the baseline of benchmarks/open_clip_swap.py, breaks on
+    # webdataset >= 0.2.96; its pin lives in a folder of its own, kept off the path, so the
+    # current webdataset stays the tests' oracle
+    baseline=.venv/baselines/webdataset-0.2.86
+    [ -d "$baseline/webdataset" ] ||
+        .venv/bin/python -m pip install --quiet --no-deps --target "$baseline" "webdataset==0.2.86"
+    ;;
+esac
 say "done: .venv/bin/fastload and .venv/bin/python are ready"

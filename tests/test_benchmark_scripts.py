@@ -200,3 +200,29 @@ def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
     assert re.search(r"x what the link allows \(5 MB/s, 5 ms: \d+ images/s\)", done.stdout)
     assert re.search(r"largest sampled: .* \((within|ABOVE)\)", done.stdout)
     assert re.search(r"plain ranged GETs [\d.]+ \(.*\), fsspec's client [\d.]+ ", done.stdout)
+
+
+def test_open_clip_swap_runs_openclips_loader_and_main_beside_fastloads(tmp_path: Path) -> None:
+    """With OpenCLIP's pinned webdataset from the folder scripts/install.sh makes (dev)."""
+    data = make_image_folder(tmp_path / "set", images=96, classes=3)
+    script = ROOT / "benchmarks" / "open_clip_swap.py"
+    args = ["--data", str(data), "--work", str(tmp_path / "work"), "--rounds", "1"]
+    args += ["--shards", "4", "--batch-size", "16", "--batches", "3", "--main"]
+    args += ["--main-samples", "32"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for row in ("open_clip", "fastload", "fastload text", "fastload cls"):
+        assert re.search(rf"round 1 {row} +[\d.]+ images/s \[16, 3, 224, 224\]", done.stdout)
+    ratios = re.findall(r"(fastload[a-z ]*) / ([a-z_ ]+): median ([\d.]+)x", done.stdout)
+    assert [(a, b) for a, b, _ in ratios] == [
+        ("fastload", "open_clip"),
+        ("fastload text", "fastload cls"),
+        ("fastload", "fastload text"),
+        ("fastload", "open_clip"),
+    ]
+    assert all(float(r) > 0 for *_, r in ratios)
+    # OpenCLIP's main counts the same samples per epoch with either loader
+    assert re.search(r"round 1 open_clip +epoch +[\d.]+ s, 32/32 samples", done.stdout)
+    assert re.search(r"round 1 fastload +epoch +[\d.]+ s, 32/32 samples", done.stdout)
