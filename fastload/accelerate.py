@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import types
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -518,6 +519,17 @@ def _maybe_to_tensor(walk: _Walk, op: Any, *, dtype: torch.dtype | None) -> None
     _to_tensor(walk, op, dtype=dtype)
 
 
+def _maybe_convert_mode(walk: _Walk, op: Any) -> None:
+    """OpenCLIP's ``MaybeConvertMode``: ``convert(mode)`` on a PIL image, a tensor passed on.
+    fastload decodes to RGB, so ``"RGB"`` has nothing left to do."""
+    if op.mode != "RGB":
+        raise NotAccelerated(repr(op), f"a conversion to mode {op.mode!r} (fastload decodes RGB)")
+    if walk.tensor:
+        walk.batch_from.append(f"{op!r} (a tensor already: passed on)")
+    else:
+        walk.fused_from.append(f"{op!r} (decoded as RGB: nothing to do)")
+
+
 def _policy(walk: _Walk, op: Any, *, ours: Any) -> None:
     """torchvision's policies (v1): drawn per sample, applied on the uint8 batch by a CUDA
     device; on the CPU they stay as written."""
@@ -606,6 +618,18 @@ def _timm_translators() -> dict[type, Callable[[_Walk, Any], None]]:
     }
 
 
+def _open_clip_translators() -> dict[type, Callable[[_Walk, Any], None]]:
+    """OpenCLIP's ops whose meaning is torchvision's: looked up only where OpenCLIP is imported
+    already (a pipeline holding its ops has imported it; importing it costs seconds)."""
+    open_clip = sys.modules.get("open_clip.transform")
+    if open_clip is None:
+        return {}
+    return {
+        open_clip.MaybeConvertMode: _maybe_convert_mode,
+        open_clip.MaybeToTensor: functools.partial(_maybe_to_tensor, dtype=None),
+    }
+
+
 def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
     """torchvision's op classes (v1 and v2), and timm's with the same meaning, each with its
     translator: the one place a new op that ``accelerate`` runs goes."""
@@ -616,6 +640,7 @@ def _translators() -> dict[type, Callable[[_Walk, Any], None]]:
 
     return {
         **_timm_translators(),
+        **_open_clip_translators(),
         v1.TrivialAugmentWide: functools.partial(_policy, ours=policies.TrivialAugmentWide),
         v1.RandAugment: functools.partial(_policy, ours=policies.RandAugment),
         v1.AutoAugment: functools.partial(_policy, ours=policies.AutoAugment),

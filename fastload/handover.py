@@ -9,6 +9,7 @@ as the uint8 tensor it takes (:class:`HandBack`). Both are exact: a PIL image an
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -109,6 +110,9 @@ def conversion_forms() -> dict[type, str]:
         v2.ToTensor: "float",
         v2.ToImage: "image",
     }
+    open_clip = sys.modules.get("open_clip.transform")  # imported where its ops are used
+    if open_clip is not None:
+        forms[open_clip.MaybeToTensor] = "float"
     try:
         from timm.data import transforms as timm
     except ImportError:

@@ -416,6 +416,39 @@ def test_timms_maybe_ops_pass_a_tensor_on() -> None:
     assert translated.dtype == torch.uint8 and "passed on" in translated.batch_from[0]
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_open_clips_train_and_val_transforms_are_accelerated_whole(
+    folder: Path, workers: int
+) -> None:
+    """OpenCLIP's preprocess (its RandomResizedCrop or Resize + CenterCrop, MaybeConvertMode,
+    MaybeToTensor, Normalize): the geometry fused, the conversion and Normalize on batches;
+    the same crops as torch's loader draws them, pixels within the tolerance."""
+    import open_clip  # in the dev extra: a missing OpenCLIP fails here
+
+    for train in (False, True):
+        pipeline = open_clip.image_transform(64, is_train=train)
+        dataset = torchvision.datasets.ImageFolder(folder, pipeline)
+        fast = _loader(dataset, fast=True, seed=3, workers=workers)
+        assert fast.acceleration.accelerated and not fast.acceleration.rest  # all of it
+        assert fast.acceleration.fused[-1].startswith("MaybeConvertMode()")
+        want = _epoch(_loader(dataset, fast=False, seed=3, workers=workers), seed=7)[0]
+        got = _epoch(fast, seed=7)[0]
+        scale = (torch.tensor(pipeline.transforms[-1].std) * 255).view(1, 3, 1, 1)
+        per_image = ((want - got).abs() * scale).mean(dim=(1, 2, 3))
+        assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image
+
+
+def test_open_clips_maybe_ops_pass_a_tensor_on_and_other_modes_are_named() -> None:
+    from open_clip import transform as oc
+
+    pipeline = ft.Compose([ft.Resize((32, 32)), oc.MaybeConvertMode(), oc.MaybeToTensor()])
+    translated = translate_transform(list(pipeline.rest), given="uint8")
+    assert translated.dtype == torch.uint8
+    assert all("passed on" in step for step in translated.batch_from)
+    gray = v1.Compose([v1.Resize(32), oc.MaybeConvertMode("L"), v1.ToTensor()])
+    assert "a conversion to mode 'L'" in _blocked(gray)
+
+
 def test_translation_of_the_standard_recipes() -> None:
     translated = translate_transform(RECIPES["train-v2"]())
     assert [type(op) for op in translated.fused] == [ft.RandomResizedCrop, ft.RandomHorizontalFlip]

@@ -10,10 +10,10 @@ has ``num_batches`` and ``num_samples``, and whose ``set_epoch`` moves the order
 - :class:`fastload.ImageShards` over ``--train-data`` (brace patterns, ``::`` between
   sources), image ``jpg;png;jpeg;webp`` and target ``txt``, as OpenCLIP renames them;
 - OpenCLIP's preprocess as the dataset's transform, read by ``accelerate=True``: its
-  ``RandomResizedCrop`` (bicubic) is fused with decoding, and the ops fastload cannot prove the
-  same (OpenCLIP's ``MaybeConvertMode``, ``MaybeToTensor``, then ``Normalize``) run as written,
-  given what torchvision would give them (``fastload.explain`` on the loader lists each op's
-  place); its tokenizer as ``target_transform``; both in the workers (``--workers``);
+  ``RandomResizedCrop`` (bicubic) is fused with decoding; its ``MaybeConvertMode`` (RGB, what
+  fastload decodes to) has nothing left to do; its ``MaybeToTensor`` and ``Normalize`` run on
+  whole uint8 batches (``fastload.explain`` on the loader lists each op's place); its
+  tokenizer as ``target_transform``; both in the workers (``--workers``);
 - :class:`fastload.ShardSampler` with ``--seed``, split across ``--world-size`` ranks.
 
 What differs from OpenCLIP's own loader, by design:
