@@ -190,13 +190,17 @@ def measure_loaders(args: argparse.Namespace) -> None:
     _summary(rates, pairs, "images/s")
 
 
-def _epoch(log: str) -> tuple[float, str]:
-    """The epoch's training seconds (OpenCLIP's per-step ``Batch (t): ...s`` summed over the
-    steps it logs) and its last progress line's sample count."""
-    steps = re.findall(r"Train Epoch: 0 \[\s*(\d+)/(\d+) .*?Batch \(t\): ([\d.]+)", log)
+def _epoch(log: str) -> tuple[float, float, str]:
+    """The epoch's training seconds and its seconds waiting for data (OpenCLIP's per-step
+    ``Batch (t)`` and ``Data (t)``, summed over the steps it logs), and its last progress
+    line's sample count."""
+    steps = re.findall(
+        r"Train Epoch: 0 \[\s*(\d+)/(\d+) .*?Data \(t\): ([\d.]+) Batch \(t\): ([\d.]+)", log
+    )
     if not steps:
         raise SystemExit(f"no training step logged:\n{log[-3000:]}")
-    return sum(float(t) for *_, t in steps), f"{steps[-1][0]}/{steps[-1][1]}"
+    took, waited = (sum(float(step[k]) for step in steps) for k in (3, 2))
+    return took, waited, f"{steps[-1][0]}/{steps[-1][1]}"
 
 
 def measure_main(args: argparse.Namespace, work: Path) -> None:
@@ -209,11 +213,14 @@ def measure_main(args: argparse.Namespace, work: Path) -> None:
         for row in list(modules)[r % 2 :] + list(modules)[: r % 2]:
             logs = work / "logs" / f"{row}-{r}"
             command = [sys.executable, "-m", modules[row], *common, "--logs", str(logs)]
-            log = "".join(_child(command, _env(row, args), timeout=1800))
-            log += "".join(p.read_text() for p in logs.rglob("*.log"))
-            took, count = _epoch(log)
+            _child(command, _env(row, args), timeout=1800)
+            log = "".join(p.read_text() for p in logs.rglob("out.log"))  # once, not the console
+            took, waited, count = _epoch(log)
             seconds[row].append(took)
-            print(f"round {r + 1} {row:10} epoch {took:6.1f} s, {count} samples")
+            print(
+                f"round {r + 1} {row:10} epoch {took:6.1f} s ({waited:5.1f} s waiting for "
+                f"data), {count} samples"
+            )
     print(f"\nOpenCLIP's main, one epoch of {args.main_samples} samples: {args.main_args}")
     speed = {row: [args.main_samples / s for s in values] for row, values in seconds.items()}
     _summary(speed, [("fastload", "open_clip")], "samples/s")
