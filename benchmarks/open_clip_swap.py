@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -215,6 +216,7 @@ def measure_main(args: argparse.Namespace, work: Path) -> None:
             command = [sys.executable, "-m", modules[row], *common, "--logs", str(logs)]
             _child(command, _env(row, args), timeout=1800)
             log = "".join(p.read_text() for p in logs.rglob("out.log"))  # once, not the console
+            shutil.rmtree(logs)  # with the checkpoint OpenCLIP saves after its last epoch
             took, waited, count = _epoch(log)
             seconds[row].append(took)
             print(
