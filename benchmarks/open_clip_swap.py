@@ -134,7 +134,13 @@ def run_row(row: str, args: argparse.Namespace) -> None:
     images, _ = next(batches)
     start, seen = time.perf_counter(), 0
     for _ in range(args.batches - 1):
-        images, _ = next(batches)
+        try:
+            images, _ = next(batches)
+        except StopIteration:
+            raise SystemExit(
+                f"{row}: an epoch of {samples} samples holds fewer than --batches "
+                f"{args.batches} batches of {args.batch_size}"
+            ) from None
         seen += len(images)
     rate = seen / (time.perf_counter() - start)
     print(json.dumps({"rate": rate, "shape": list(images.shape)}))
