@@ -36,21 +36,26 @@ shuffling, ``drop_last`` and ``pin_memory``. ``--imagenet-val`` (a torchvision `
 with the validation preprocess) gets ``fastload.DataLoader(accelerate=True)``, in OpenCLIP's
 order. Webdataset validation data (``--val-data`` with ``.tar`` shards), ``--imagenet-train``
 and ``--imagenet-v2`` keep OpenCLIP's own loaders.
+
+``--fastload-save-steps N`` writes a checkpoint every ``N`` optimizer steps within an epoch,
+and OpenCLIP's ``--resume`` of one continues with the rest of that epoch
+(:mod:`fastload.integrations.open_clip_epochs`).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
-import itertools
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from fastload.compact import Strings
 from fastload.datasets import ImageList
+from fastload.integrations.open_clip_epochs import Batches, MidEpoch
 from fastload.loader import DataLoader
 from fastload.shards.dataset import ImageShards
 from fastload.shards.sampler import ShardSampler
@@ -58,25 +63,6 @@ from fastload.shards.sampler import ShardSampler
 __all__ = ["Batches", "get_csv_dataset", "get_imagenet", "get_wds_dataset", "install", "main"]
 
 IMAGE = "jpg;png;jpeg;webp"  # OpenCLIP's rename(image=...)
-
-
-class Batches:
-    """An epoch of a loader cut to ``num_batches``, with OpenCLIP's attributes.
-
-    Attributes:
-        loader: The ``fastload.DataLoader``.
-        num_batches: Batches per epoch (per rank).
-        num_samples: Samples per epoch, all ranks together.
-    """
-
-    def __init__(self, loader: DataLoader, num_batches: int, num_samples: int) -> None:
-        self.loader, self.num_batches, self.num_samples = loader, num_batches, num_samples
-
-    def __len__(self) -> int:
-        return self.num_batches
-
-    def __iter__(self) -> Iterator[Any]:
-        return itertools.islice(self.loader, self.num_batches)  # asks for no batch beyond
 
 
 def _first_row(tokenizer: Any, text: str) -> torch.Tensor:
@@ -134,7 +120,8 @@ def get_wds_dataset(
             f"{len(dataset)} samples in the shards make no whole global batch of "
             f"{args.batch_size} x {args.world_size} ranks"
         )
-    batches = Batches(loader, num_batches, num_batches * args.batch_size * args.world_size)
+    step = args.batch_size * args.world_size
+    batches = Batches(loader, num_batches, num_batches * step, global_batch=step)
     return _data_info()(dataloader=batches, sampler=sampler)
 
 
@@ -178,8 +165,11 @@ def get_csv_dataset(
         drop_last=is_train,
         accelerate=True,
     )
-    loader.num_samples, loader.num_batches = len(dataset), len(loader)
-    return DataInfo(loader, sampler)
+    if not is_train:
+        loader.num_samples, loader.num_batches = len(dataset), len(loader)
+        return DataInfo(loader, sampler)
+    step = args.batch_size * (args.world_size if args.distributed else 1)
+    return DataInfo(Batches(loader, len(loader), len(dataset), global_batch=step), sampler)
 
 
 def get_imagenet(args: Any, preprocess_fns: Any, split: str) -> Any:
@@ -246,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run OpenCLIP's ``main`` with fastload's loader (see the module's notes).
 
     Args:
-        argv: OpenCLIP's arguments (default: the command line's).
+        argv: OpenCLIP's arguments, and fastload's ``--fastload-save-steps N`` (a checkpoint
+            every ``N`` optimizer steps within an epoch; see
+            :mod:`fastload.integrations.open_clip_epochs`). Default: the command line's.
     """
     try:
         from open_clip_train import main as open_clip_main
@@ -255,10 +247,45 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"fastload.integrations.open_clip runs OpenCLIP's trainer, which is not installed "
             f"({exc}): pip install open_clip_torch pandas"
         ) from None
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _options()
+    if {"-h", "--help"} & set(argv):
+        parser.print_help()  # fastload's options, then OpenCLIP's help
+        print()
+    ours, rest = parser.parse_known_args(argv)
     install()
     _cpu_ddp()
-    open_clip_main.main(list(sys.argv[1:] if argv is None else argv))
+    mid_epoch = MidEpoch(ours.fastload_save_steps)
+    for name in ("pt_load", "train_one_epoch"):
+        wrap = getattr(mid_epoch, name)
+        original = _ORIGINAL.setdefault(f"main.{name}", getattr(open_clip_main, name))
+        setattr(open_clip_main, name, wrap(original))
+    open_clip_main.main(rest)
     _leave_process_group()
+
+
+def _steps(text: str) -> int:
+    """A whole number of steps of at least 1, for argparse."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of steps of at least 1")
+    return int(text)
+
+
+def _options() -> argparse.ArgumentParser:
+    """fastload's own options; the rest of the command line is OpenCLIP's."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fastload.integrations.open_clip",
+        description="OpenCLIP's training with fastload's loader; every other option is OpenCLIP's",
+        add_help=False,
+    )
+    parser.add_argument(
+        "--fastload-save-steps",
+        type=_steps,
+        metavar="N",
+        help="write a checkpoint every N optimizer steps within an epoch; OpenCLIP's --resume "
+        "of it continues with the rest of that epoch",
+    )
+    return parser
 
 
 def _leave_process_group() -> None:

@@ -6,6 +6,7 @@ contract its training loop reads."""
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import subprocess
 import sys
@@ -215,3 +216,126 @@ def test_imagenet_val_is_read_by_fastload_in_openclips_order(tmp_path: Path) -> 
         assert a.shape == b.shape and (a - b).abs().mean() < 0.05
     plan = fastload.explain(ours.dataloader)
     assert "fused with decoding" in plan and "CenterCrop" in plan, plan
+
+
+# ------------------------------------------------------------- mid-epoch checkpoints, resume
+
+MID = [*ARGS, "--warmup", "0"]  # a cosine schedule from step 0: a shifted step shows at once
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def _main(args: list[str], cwd: Path) -> str:
+    command = [sys.executable, "-m", "fastload.integrations.open_clip", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    return log
+
+
+def test_a_mid_epoch_checkpoint_resumes_to_the_uninterrupted_runs_weights(
+    shards: str, tmp_path: Path
+) -> None:
+    common = ["--train-data", shards, "--train-num-samples", "64", "--logs", str(tmp_path), *MID]
+    _main([*common, "--name", "whole", "--fastload-save-steps", "2"], tmp_path)
+    whole = tmp_path / "whole" / "checkpoints"
+    assert sorted(p.name for p in whole.iterdir()) == ["epoch_0_step_2.pt", "epoch_1.pt"]
+    mid = torch.load(whole / "epoch_0_step_2.pt", map_location="cpu", weights_only=True)
+    assert mid["epoch"] == 0 and mid["fastload"]["step"] == 2 and mid["fastload"]["samples"] == 32
+
+    log = _main(
+        [*common, "--name", "resumed", "--resume", str(whole / "epoch_0_step_2.pt")], tmp_path
+    )
+    assert "epoch 0 continues after step 2 (2 batches)" in log
+    # the rest of the epoch's samples, in its order, at its learning rates: the same weights
+    resumed = _weights(tmp_path / "resumed" / "checkpoints" / "epoch_1.pt")
+    for name, tensor in _weights(whole / "epoch_1.pt").items():
+        torch.testing.assert_close(resumed[name], tensor, msg=name)
+
+
+def test_two_ranks_checkpoint_mid_epoch_and_one_rank_takes_the_rest(
+    shards: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    common = ["--train-data", shards, "--train-num-samples", "64", "--logs", str(tmp_path), *MID]
+    two = [*common, "--name", "two", "--batch-size", "8", "--fastload-save-steps", "2"]
+    run_ranks(script, lambda rank: two, timeout=600)
+    checkpoint = tmp_path / "two" / "checkpoints" / "epoch_0_step_2.pt"
+    mid = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    assert mid["fastload"]["samples"] == 32  # 2 steps of 2 ranks x 8
+
+    one = [*common, "--name", "one", "--batch-size", "8", "--resume", str(checkpoint)]
+    log = _main(one, tmp_path)
+    assert "epoch 0 continues after step 4 (4 batches)" in log  # 32 samples: 4 steps of 8
+    assert all(np.isfinite(_losses(log))) and (tmp_path / "one/checkpoints/epoch_1.pt").exists()
+
+
+def _number(texts: str | list[str]) -> list[torch.Tensor]:
+    """A tokenizer that gives caption ``photo k`` the token ``k``: batches name their keys."""
+    texts = [texts] if isinstance(texts, str) else texts
+    return [torch.tensor(int(text.split()[1])) for text in texts]
+
+
+def _read(batches: object, count: int | None = None) -> list[int]:
+    keys = []
+    for _, tokens in itertools.islice(batches, count):  # type: ignore[call-overload]
+        keys += tokens.tolist()
+    return keys
+
+
+def test_the_rest_of_an_epoch_under_another_world_size(shards: str) -> None:
+    from torchvision.transforms import v2
+
+    preprocess = v2.Compose([v2.Resize((16, 16)), v2.ToImage()])
+
+    def epoch(world: int, rank: int, batch: int) -> object:
+        args = _args(shards, world_size=world, rank=rank, batch_size=batch)
+        return swap.get_wds_dataset(args, preprocess, True, tokenizer=_number).dataloader
+
+    whole = [_read(epoch(2, rank, 8)) for rank in range(2)]
+    two = [epoch(2, rank, 8) for rank in range(2)]
+    passes = [iter(b) for b in two]
+    before = [_read(p, 2) for p in passes]  # 2 steps of 2 ranks x 8
+    position = two[0].position()
+    assert position["samples"] == 32
+
+    one = epoch(1, 0, 8)  # the batch per rank stays; the global batch halves
+    assert one.resume(position) == 4  # 32 samples: 4 of this run's steps
+    after = _read(one)
+    assert len(after) == one.num_samples - 32  # the rest of the epoch, as long as one rank's
+    seen = before[0] + before[1] + after
+    assert len(seen) == len(set(seen)) and set(whole[0] + whole[1]) <= set(seen)
+
+
+def test_a_csv_epoch_resumes_in_its_shuffled_order(table: Path) -> None:
+    preprocess = _val_preprocess()
+
+    def epoch() -> object:
+        args = _csv_args(table, world_size=1)
+        return swap.get_csv_dataset(args, preprocess, True, tokenizer=_number).dataloader
+
+    torch.manual_seed(0)
+    whole = _read(epoch())
+    torch.manual_seed(0)
+    first = epoch()
+    before = _read(iter(first), 2)
+    position = first.position()
+    torch.manual_seed(1)  # the order comes from the state, not from the global generator
+    rest = epoch()
+    assert rest.resume(position) == 2
+    assert before + _read(rest) == whole and sorted(whole) == list(range(40))
+
+
+def test_a_bad_step_count_is_refused_in_one_line(shards: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "fastload.integrations.open_clip", "--train-data", shards]
+    done = subprocess.run(
+        [*command, *ARGS, "--fastload-save-steps", "0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "--fastload-save-steps: '0' is not a whole number of steps of at least 1" in done.stderr
