@@ -849,8 +849,11 @@ def explain(loader: Any) -> str:
     if plan is None:
         raise ValueError(f"explain takes a fastload.DataLoader, got {type(loader).__name__}")
     device = plan.device
+    workers = f"num_workers={loader.num_workers}"
+    if getattr(plan, "threads", False):
+        workers += " (threads of this process)"
     head = (
-        f"fastload.DataLoader: batch_size={loader.batch_size}, num_workers={loader.num_workers}, "
+        f"fastload.DataLoader: batch_size={loader.batch_size}, {workers}, "
         f"device={str(device) if device is not None else 'as torch yields'}, "
         f"backend={plan.backend or 'n/a'}"
     )

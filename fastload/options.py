@@ -22,6 +22,7 @@ __all__ = [
     "NAMES",
     "ON_ERROR",
     "SEEDING",
+    "WORKER_TYPE",
     "Accelerate",
     "LoaderOptions",
     "renamed",
@@ -33,6 +34,7 @@ Accelerate = bool | Literal["auto"]
 SEEDING = ("auto", "sample", "worker")
 ACCELERATE = ("auto", True, False)
 ON_ERROR = ("raise", "skip")
+WORKER_TYPE = ("process", "thread")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class LoaderOptions:
             or ``"auto"`` (on with a CUDA ``device``).
         seeding: ``"sample"`` (each sample its own random stream), ``"worker"`` (torch's), or
             ``"auto"`` (``"sample"`` for fastload's own datasets, torch's for any other).
+        worker_type: Who runs the ``num_workers`` workers: ``"process"`` (torch's worker
+            processes) or ``"thread"`` (threads of the loader's process).
     """
 
     device: DeviceLike | None = None
@@ -59,6 +63,7 @@ class LoaderOptions:
     backend: str | None = None
     accelerate: Accelerate = "auto"
     seeding: Literal["auto", "sample", "worker"] = "auto"
+    worker_type: Literal["process", "thread"] = "process"
 
     def __post_init__(self) -> None:
         check_int("device_prefetch", self.device_prefetch, minimum=1)
@@ -73,6 +78,7 @@ class LoaderOptions:
             )
         check_choice("accelerate", self.accelerate, ACCELERATE)
         check_choice("seeding", self.seeding, SEEDING)
+        check_choice("worker_type", self.worker_type, WORKER_TYPE)
 
     @property
     def named_backend(self) -> str | None:

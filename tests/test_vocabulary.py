@@ -80,6 +80,7 @@ def entry_points(data: tuple[Path, Path]) -> dict[str, dict[str, Callable[[Any],
             "doctor": _command("doctor", "--num-workers"),
         },
         "seeding": {"loader": lambda v: loader(seeding=v)},
+        "worker_type": {"loader": lambda v: loader(worker_type=v, num_workers=2)},
         "accelerate": {"loader": lambda v: loader(accelerate=v)},
         "precision": {"Trainer": lambda v: Precision.resolve(v, "cpu")},
     }
@@ -94,6 +95,7 @@ TRUTH: dict[str, list[Any]] = {
     "backend": backends.choices(),
     "on_error": list(options.ON_ERROR),
     "seeding": list(options.SEEDING),
+    "worker_type": list(options.WORKER_TYPE),
     "accelerate": list(options.ACCELERATE),
     "precision": [p for p in PRECISIONS if p != "fp16"],  # fp16 is the GPU's (refused on cpu)
     "num_workers": ["auto", 0, 2],
@@ -153,6 +155,7 @@ def _listed(message: str) -> list[str]:
         ("on_error", "ImageShards", "ignore"),
         ("on_error", "ImageList", "ignore"),
         ("seeding", "loader", "epoch"),
+        ("worker_type", "loader", "fiber"),
         ("accelerate", "loader", "yes"),
         ("precision", "Trainer", "fp8"),
     ],

@@ -117,6 +117,14 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             dataset, ``"worker"`` for any other, accelerated or not, so that a swapped
             torchvision dataset draws the same crops as stock for the same seed. A dataset
             that fastload neither made nor translated always draws torch's way.
+        worker_type: ``"process"`` (default): the ``num_workers`` workers are torch's worker
+            processes. ``"thread"``: they are threads of this process
+            (:mod:`fastload.loader.threads`), each making whole batches as a worker process
+            does, with nothing pickled or sent through shared memory; the same batches as the
+            processes give for the same ``generator``. Threads need each sample's own random
+            stream (a fastload dataset, or ``accelerate=True`` with ``seeding="sample"``) and
+            refuse a ``worker_init_fn``, an ``IterableDataset`` and a batch executor
+            ``backend``, naming which. ``persistent_workers`` makes no difference to them.
         gpu_transforms: The old name of ``batch_transforms`` (a ``FutureWarning``).
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 

@@ -52,6 +52,7 @@ __all__ = [
     "is_default_collate",
     "keyed",
     "plan_loader",
+    "thread_refusal",
     "translate",
     "worker_plan",
 ]
@@ -156,6 +157,7 @@ class WorkerPlan:
             that takes seeds).
         skipping: The dataset returns markers for unreadable files (``on_error="skip"``).
         decoder: The per-sample decoder ``backend=`` swapped in, if any.
+        threads: The workers are threads of this process (``worker_type="thread"``).
     """
 
     dataset: Any
@@ -168,6 +170,7 @@ class WorkerPlan:
     skipping: bool
     decoder: str | None = None
     then: Callable[..., Any] | None = None
+    threads: bool = False
 
     @property
     def deferred(self) -> bool:
@@ -233,8 +236,14 @@ def plan_loader(loader: Any, options: LoaderOptions) -> WorkerPlan | ExecutorPla
     named = options.named_backend
     name = named if named is not None else getattr(dataset, "backend", None)
     if isinstance(name, str) and name in backends.names("executor"):
+        if options.worker_type == "thread":
+            raise ValueError(
+                f"worker_type='thread' runs per-sample decoders on threads; the {name!r} "
+                "executor reads whole batches on threads of its own (num_workers)"
+            )
         return executor_plan(loader, options, translation, name, device)
-    if named is None and device is not None and device.type == "cuda":
+    threads = options.worker_type == "thread"
+    if named is None and device is not None and device.type == "cuda" and not threads:
         on_gpu = gpu_executor_plan(loader, options, translation, device)
         if on_gpu is not None:
             return on_gpu
@@ -502,6 +511,12 @@ def worker_plan(
                 f"fastload.ImageFolder, ImageList or ImageShards, got {type(dataset).__name__}"
             )
         dataset, decoder = using(named), named
+    is_keyed = keyed(options, loader.dataset, dataset)
+    threads = options.worker_type == "thread"
+    if threads:
+        why = thread_refusal(loader, is_keyed)
+        if why is not None:
+            raise ValueError(f"worker_type='thread' cannot run this loader: {why}")
     return WorkerPlan(
         dataset,
         translation.acceleration,
@@ -509,8 +524,24 @@ def worker_plan(
         device,
         options.device_prefetch,
         options.channels_last,
-        keyed=keyed(options, loader.dataset, dataset),
+        keyed=is_keyed,
         skipping=getattr(dataset, "on_error", None) == "skip",
         decoder=decoder,
         then=translation.then,
+        threads=threads,
     )
+
+
+def thread_refusal(loader: Any, is_keyed: bool) -> str | None:
+    """Why the loader's workers cannot be threads with the meaning they have as processes
+    (``None``: they can)."""
+    if isinstance(loader.dataset, torch.utils.data.IterableDataset):
+        return "an IterableDataset splits itself by get_worker_info(), which threads lack"
+    if loader.worker_init_fn is not None:
+        return "a worker_init_fn runs once in each worker process, and threads share one"
+    if not is_keyed:
+        return (
+            "its random draws would come from streams the threads share; a fastload dataset "
+            "(or accelerate=True with seeding='sample') draws each sample from its own"
+        )
+    return None

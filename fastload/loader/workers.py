@@ -23,6 +23,7 @@ from fastload.gpu.stage import BatchStage, DeviceStage
 from fastload.loader.collate import collate_chain
 from fastload.loader.delivery import Counting, counted
 from fastload.loader.plan import WorkerPlan
+from fastload.loader.threads import ThreadWorkersIter
 from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler
 from fastload.skipping import SkipReport
@@ -92,7 +93,8 @@ class WorkerPath:
             keyed=plan.keyed,
             drawn=plan.deferred,
         )
-        self.torch_loader = _TorchLoader(plan.dataset, **arguments)
+        kind = _ThreadsLoader if plan.threads else _TorchLoader
+        self.torch_loader = kind(plan.dataset, **arguments)
 
     def __len__(self) -> int:
         return len(self.torch_loader)
@@ -136,6 +138,19 @@ class _TorchLoader(torch.utils.data.DataLoader):
             return _SingleProcessDataLoaderIter(self)
         self.check_worker_number_rationality()
         return _MultiProcessingDataLoaderIter(self)
+
+
+class _ThreadsLoader(torch.utils.data.DataLoader):
+    """The path's loader when its workers are threads (:mod:`fastload.loader.threads`)."""
+
+    def _get_iterator(self) -> Any:
+        if self.num_workers == 0:
+            return _SingleProcessDataLoaderIter(self)
+        return _ThreadWorkersIter(self)
+
+
+class _ThreadWorkersIter(Counting, ThreadWorkersIter):
+    pass
 
 
 # torch's two iterators under their own names (torch's profiler labels use them)

@@ -1,0 +1,101 @@
+"""Thread workers (``worker_type="thread"``): torch's loader iterator, with the workers as
+threads of the loader's process.
+
+Each worker's job is what a torch worker process does for a batch: fetch the samples of one
+batch of indices and collate them with the path's collate chain (which runs the batch ops), then
+pin the batch when asked. Up to ``num_workers x prefetch_factor`` batches are in flight on a pool
+of ``num_workers`` threads, handed out in the sampler's order. Nothing is pickled and nothing
+goes through shared memory: a batch is made where it is used.
+
+What keeps the batches those of the worker processes: the indices come from the same sampler,
+each with its own seed (the plan refuses datasets that would draw from shared streams, see
+:func:`fastload.loader.plan.thread_refusal`), and the loader's ``generator`` is drawn from as
+torch's iterator draws from it. The decoders release the GIL while they decode; what holds it
+(planning, Python transforms) is shared by the threads.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import torch.utils.data
+from torch.utils.data._utils.pin_memory import pin_memory
+from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
+
+__all__ = ["ThreadWorkersIter"]
+
+
+class ThreadWorkersIter(_BaseDataLoaderIter):
+    """torch's iterator protocol over batches made by ``num_workers`` threads.
+
+    Args:
+        loader: The path's own torch loader (map-style dataset, ``num_workers >= 1``).
+    """
+
+    def __init__(self, loader: torch.utils.data.DataLoader) -> None:
+        super().__init__(loader)
+        self._fetcher = _DatasetKind.create_fetcher(
+            self._dataset_kind,
+            self._dataset,
+            self._auto_collation,
+            self._collate_fn,
+            self._drop_last,
+        )
+        self._in_flight = self._num_workers * (loader.prefetch_factor or 2)
+        self._pool = ThreadPoolExecutor(self._num_workers, thread_name_prefix="fastload-worker")
+        self._pending: deque[Future[Any]] = deque()
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._pending) < self._in_flight:
+            try:
+                index = self._next_index()
+            except StopIteration:
+                return
+            self._pending.append(self._pool.submit(self._make, index))
+
+    def _make(self, index: Any) -> Any:
+        try:
+            data = self._fetcher.fetch(index)
+        except Exception as exc:  # raised as it is, with where it happened
+            samples = [int(i) for i in index] if isinstance(index, list) else int(index)
+            if hasattr(exc, "add_note"):  # Python >= 3.11
+                exc.add_note(f"in a fastload worker thread, reading samples {samples}")
+            raise
+        return pin_memory(data, self._pin_memory_device) if self._pin_memory else data
+
+    def _next_data(self) -> Any:
+        if not self._pending:
+            self._pool.shutdown(wait=False)
+            raise StopIteration
+        future = self._pending.popleft()
+        try:
+            data = future.result(timeout=self._timeout or None)
+        except FutureTimeout:
+            self._shutdown()
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
+        except BaseException:
+            self._shutdown()
+            raise  # the worker's exception as it was raised: its own type and message
+        self._fill()
+        return data
+
+    def _reset(self, loader: torch.utils.data.DataLoader, first_iter: bool = False) -> None:
+        """The next epoch of a ``persistent_workers`` loader: a new pass, new threads."""
+        super()._reset(loader, first_iter)
+        self._shutdown()
+        self._pool = ThreadPoolExecutor(self._num_workers, thread_name_prefix="fastload-worker")
+        self._fill()
+
+    def _shutdown(self) -> None:
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __del__(self) -> None:
+        if hasattr(self, "_pool"):
+            self._shutdown()

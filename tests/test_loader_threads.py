@@ -1,0 +1,169 @@
+"""``worker_type="thread"``: the workers as threads give the worker processes' batches, resume,
+skip and fail as they do, and refuse what threads cannot run with the same meaning."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+
+import fastload
+from fastload import gpu
+from fastload import transforms as T
+from fastload.synthetic import make_image_folder
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("threads"), images=30, classes=3)
+
+
+def _dataset(folder: Path, **options: object) -> fastload.ImageFolder:
+    geometry = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip()])
+    return fastload.ImageFolder(folder, geometry, **options)
+
+
+def _loader(dataset: object, *, kind: str, workers: int, **options: object) -> fastload.DataLoader:
+    return fastload.DataLoader(
+        dataset,
+        batch_size=4,
+        shuffle=True,
+        num_workers=workers,
+        worker_type=kind,
+        generator=torch.Generator().manual_seed(5),
+        **options,
+    )
+
+
+def _epoch(loader: fastload.DataLoader) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(x, y) for x, y in loader]
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        torch.equal(x, u) and torch.equal(y, v) for (x, y), (u, v) in zip(a, b, strict=True)
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_threads_give_the_worker_processes_batches(folder: Path, threads: int) -> None:
+    """uint8 crops, and float32 normalized by batch ops, over two epochs (persistent or not)."""
+    dataset = _dataset(folder)
+    for options in ({}, {"batch_transforms": gpu.Normalize(MEAN, STD)}):
+        processes = _loader(dataset, kind="process", workers=2, **options)
+        thread_loader = _loader(dataset, kind="thread", workers=threads, **options)
+        kept = _loader(dataset, kind="thread", workers=threads, persistent_workers=True, **options)
+        want = [_epoch(processes), _epoch(processes)]
+        assert want[0][0][0].dtype == (torch.float32 if options else torch.uint8)
+        assert not _same(want[0], want[1])  # the second epoch draws again
+        for loader in (thread_loader, kept):
+            assert _same(_epoch(loader), want[0]) and _same(_epoch(loader), want[1])
+
+
+def test_a_resumed_epoch_gives_the_rest_of_the_same_batches(folder: Path) -> None:
+    dataset = _dataset(folder)
+    whole = _epoch(_loader(dataset, kind="thread", workers=2))
+    first = _loader(dataset, kind="thread", workers=2)
+    batches = iter(first)
+    head = [next(batches) for _ in range(3)]
+    state = first.state_dict()
+    again = _loader(dataset, kind="thread", workers=2)
+    again.load_state_dict(state)
+    assert _same(head + _epoch(again), whole)
+
+
+def test_unreadable_files_are_skipped_as_the_processes_skip_them(
+    folder: Path, tmp_path: Path
+) -> None:
+    broken = make_image_folder(tmp_path / "broken", images=12, classes=2)
+    victim = sorted(broken.rglob("*.jpg"))[3]
+    victim.write_bytes(victim.read_bytes()[:200])  # a truncated JPEG
+    dataset = _dataset(broken, on_error="skip")
+    with pytest.warns(UserWarning, match="skipped 1"):
+        want = _epoch(_loader(dataset, kind="process", workers=2))
+    with pytest.warns(UserWarning, match="skipped 1"):
+        got = _epoch(_loader(dataset, kind="thread", workers=2))
+    assert _same(got, want) and sum(len(y) for _, y in got) == 11
+
+
+class _Refuses:
+    """A user's transform that fails on one file."""
+
+    def __call__(self, image: object) -> object:
+        raise KeyError("the user's own error")
+
+
+def test_an_exception_in_a_users_transform_keeps_its_type(folder: Path) -> None:
+    dataset = fastload.ImageFolder(folder, T.Compose([T.Resize((16, 16)), _Refuses()]))
+    loader = _loader(dataset, kind="thread", workers=2)
+    with pytest.raises(KeyError, match="the user's own error") as caught:
+        next(iter(loader))
+    if sys.version_info >= (3, 11):
+        assert "in a fastload worker thread, reading samples [" in str(caught.value.__notes__)
+
+
+class _Waits:
+    """A dataset whose samples wait until released (a stalled read)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.sample_keys = True  # takes per-sample seeds, as fastload's datasets do
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        self.release.wait()
+        return torch.zeros(2)
+
+
+def test_timeout_is_raised_as_torchs_when_a_batch_does_not_come() -> None:
+    dataset = _Waits()
+    loader = fastload.DataLoader(
+        dataset, batch_size=2, num_workers=2, worker_type="thread", timeout=0.2, seeding="sample"
+    )
+    try:
+        with pytest.raises(RuntimeError, match=r"DataLoader timed out after 0\.2 seconds"):
+            next(iter(loader))
+    finally:
+        dataset.release.set()  # lets the stalled threads end
+
+
+def test_what_threads_cannot_run_the_same_is_refused_by_name(folder: Path) -> None:
+    dataset = _dataset(folder)
+
+    def refused(data: object = dataset, **options: object) -> str:
+        with pytest.raises(ValueError) as caught:
+            _ = _loader(data, kind="thread", workers=2, **options).plan
+        return str(caught.value)
+
+    assert "worker_init_fn" in refused(worker_init_fn=lambda worker: None)
+    assert "executor" in refused(backend="dali")
+    stock = torchvision.datasets.ImageFolder(folder, torchvision.transforms.PILToTensor())
+    assert "streams the threads share" in refused(stock)  # torch's per-worker streams
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    assert "get_worker_info" in refused(Stream())
+
+
+def test_a_swapped_torchvision_dataset_runs_on_threads_with_per_sample_seeds(
+    folder: Path,
+) -> None:
+    import torchvision.transforms as TV
+
+    pipeline = TV.Compose([TV.RandomResizedCrop(32), TV.PILToTensor()])
+    stock = torchvision.datasets.ImageFolder(folder, pipeline)
+    options = {"accelerate": True, "seeding": "sample"}
+    want = _epoch(_loader(stock, kind="process", workers=2, **options))
+    loader = _loader(stock, kind="thread", workers=2, **options)
+    assert _same(_epoch(loader), want)
+    assert "num_workers=2 (threads of this process)" in fastload.explain(loader)
