@@ -25,6 +25,7 @@ from fastload import backends, errors
 from fastload.backends.base import read_file
 from fastload.checks import check_choice, check_int
 from fastload.compact import Strings
+from fastload.drawing import drawing, drawn
 from fastload.errors import UnreadableImageWarning
 from fastload.options import ON_ERROR
 from fastload.sampling import SeededSamples, numpy_kept, seeded
@@ -187,23 +188,28 @@ class ImageDataset(Dataset):
                 return Skipped(path, why)
             raise errors.cannot_read(path, self.backend, why) from exc
         # the user's own code runs outside the try: its bugs are not unreadable images
+        # what may draw runs under drawing(): in a thread worker, with the sample's own streams
         if self._split.pil is not None:
             from PIL import Image
 
-            image = self._split.pil(Image.fromarray(image))
-        for op in self._split.after:
-            image = op(image)
+            with drawing():
+                image = self._split.pil(Image.fromarray(image))
+        if self._split.after:
+            with drawing():
+                for op in self._split.after:
+                    image = op(image)
         if not self.has_targets:
             return image
         if self.target_transform is not None:
-            target = self.target_transform(target)
+            with drawing():
+                target = self.target_transform(target)
         return image, target
 
     def _decode(self, data: bytes) -> Any:
         """Decode (with the fused transform): the part ``on_error`` is about."""
         array = self._backend().decode(
             data,
-            plan=self._plan,
+            plan=drawn(self._plan),
             render=self._split.render,
             max_pixels=self.max_pixels,
             exif_orientation=self.exif_orientation,

@@ -39,6 +39,8 @@ from typing import Any, Literal
 import torch
 from torch.utils.data import get_worker_info
 
+from fastload import drawing
+
 __all__ = [
     "EpochSampler",
     "KeyedBatch",
@@ -124,20 +126,25 @@ def seeded(seed: int | None) -> Iterator[None]:
     if seed is None:
         yield
         return
-    generator = torch.default_generator
-    saved = generator.get_state(), random.getstate()
-    numpy = _numpy_random()
-    kept = numpy.get_state() if numpy is not None and _numpy_ours() else None
-    seed_both(seed)
-    if numpy is not None:
-        numpy.seed(seed & 0xFFFFFFFF)  # numpy's legacy seeds are 32-bit
-    try:
-        yield
-    finally:
-        generator.set_state(saved[0])
-        random.setstate(saved[1])
-        if kept is not None:
-            numpy.set_state(kept)
+    if drawing.in_worker_thread():  # the streams are shared: each draw swaps them in
+        with drawing.sample(seed):
+            yield
+        return
+    with drawing.guard():  # no thread worker's sample swaps them in meanwhile
+        generator = torch.default_generator
+        saved = generator.get_state(), random.getstate()
+        numpy = _numpy_random()
+        kept = numpy.get_state() if numpy is not None and _numpy_ours() else None
+        seed_both(seed)
+        if numpy is not None:
+            numpy.seed(seed & 0xFFFFFFFF)  # numpy's legacy seeds are 32-bit
+        try:
+            yield
+        finally:
+            generator.set_state(saved[0])
+            random.setstate(saved[1])
+            if kept is not None:
+                numpy.set_state(kept)
 
 
 @contextlib.contextmanager
@@ -145,8 +152,8 @@ def numpy_kept() -> Iterator[None]:
     """Put numpy's global stream back once at the end of the block, instead of after each
     :func:`seeded` sample inside it (a batch: ~0.1 ms once instead of per sample)."""
     numpy = _numpy_random()
-    if numpy is None or not _numpy_ours():
-        yield
+    if numpy is None or not _numpy_ours() or drawing.in_worker_thread():
+        yield  # a worker thread's samples put the process's stream back at each draw
         return
     state = numpy.get_state()
     _KEEPING.numpy = True

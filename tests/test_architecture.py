@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.synthetic",
         "fastload.resampling",
         "fastload.transforms",
+        "fastload.drawing",
         "fastload.sampling",
         "fastload.gpu.functional",
         "fastload.gpu.policy_ops",

@@ -29,11 +29,13 @@ def _dataset(folder: Path, **options: object) -> fastload.ImageFolder:
     return fastload.ImageFolder(folder, geometry, **options)
 
 
-def _loader(dataset: object, *, kind: str, workers: int, **options: object) -> fastload.DataLoader:
+def _loader(
+    dataset: object, *, kind: str, workers: int, shuffle: bool = True, **options: object
+) -> fastload.DataLoader:
     return fastload.DataLoader(
         dataset,
         batch_size=4,
-        shuffle=True,
+        shuffle=shuffle,
         num_workers=workers,
         worker_type=kind,
         generator=torch.Generator().manual_seed(5),
@@ -56,14 +58,18 @@ def test_threads_give_the_worker_processes_batches(folder: Path, threads: int) -
     """uint8 crops, and float32 normalized by batch ops, over two epochs (persistent or not)."""
     dataset = _dataset(folder)
     for options in ({}, {"batch_transforms": gpu.Normalize(MEAN, STD)}):
-        processes = _loader(dataset, kind="process", workers=2, **options)
-        thread_loader = _loader(dataset, kind="thread", workers=threads, **options)
-        kept = _loader(dataset, kind="thread", workers=threads, persistent_workers=True, **options)
-        want = [_epoch(processes), _epoch(processes)]
-        assert want[0][0][0].dtype == (torch.float32 if options else torch.uint8)
-        assert not _same(want[0], want[1])  # the second epoch draws again
-        for loader in (thread_loader, kept):
-            assert _same(_epoch(loader), want[0]) and _same(_epoch(loader), want[1])
+        for persistent in (False, True):
+            processes = _loader(
+                dataset, kind="process", workers=2, persistent_workers=persistent, **options
+            )
+            threaded = _loader(
+                dataset, kind="thread", workers=threads, persistent_workers=persistent, **options
+            )
+            want = [_epoch(processes), _epoch(processes)]
+            assert want[0][0][0].dtype == (torch.float32 if options else torch.uint8)
+            assert not _same(want[0], want[1])  # the second epoch draws again
+            assert _same(_epoch(threaded), want[0]), (options, persistent)
+            assert _same(_epoch(threaded), want[1]), (options, persistent)
 
 
 def test_a_resumed_epoch_gives_the_rest_of_the_same_batches(folder: Path) -> None:
@@ -152,7 +158,7 @@ def test_what_threads_cannot_run_the_same_is_refused_by_name(folder: Path) -> No
         def __iter__(self):
             return iter(range(4))
 
-    assert "get_worker_info" in refused(Stream())
+    assert "get_worker_info" in refused(Stream(), shuffle=False)
 
 
 def test_a_swapped_torchvision_dataset_runs_on_threads_with_per_sample_seeds(
@@ -167,3 +173,61 @@ def test_a_swapped_torchvision_dataset_runs_on_threads_with_per_sample_seeds(
     loader = _loader(stock, kind="thread", workers=2, **options)
     assert _same(_epoch(loader), want)
     assert "num_workers=2 (threads of this process)" in fastload.explain(loader)
+
+
+class _Jitter:
+    """A transform of one's own, run as written, drawing from all three global streams."""
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        import random
+
+        import numpy as np
+
+        shift = int(torch.randint(0, 9, ())) + random.randrange(9) + int(np.random.randint(9))
+        return image.roll(shift, dims=-1)
+
+
+def _label_noise(label: int) -> tuple[int, float]:
+    import random
+
+    return label, random.random()
+
+
+def test_draws_of_ops_run_as_written_are_each_samples_own_on_any_thread(folder: Path) -> None:
+    """torchvision's random ops as written, a transform of one's own drawing from torch's,
+    Python's and numpy's global streams, a random target transform and random batch ops: the
+    threads give the processes' batches, and leave the process's own streams as they were."""
+    import random
+
+    import numpy as np
+    import torchvision.transforms as TV
+
+    geometry = T.Compose([T.RandomResizedCrop(32), _Jitter()])
+    pil = TV.Compose([TV.RandomResizedCrop(24), TV.RandomHorizontalFlip(), TV.PILToTensor()])
+    datasets = [
+        fastload.ImageFolder(folder, geometry, target_transform=_label_noise),
+        fastload.ImageFolder(folder, pil, target_transform=_label_noise),
+    ]
+    flips = {"batch_transforms": gpu.RandomHorizontalFlip()}
+
+    def streams() -> tuple[float, float, float]:
+        return float(torch.rand(())), random.random(), float(np.random.rand())
+
+    for dataset in datasets:
+        want = _epoch(_loader(dataset, kind="process", workers=2, **flips))
+        torch.manual_seed(11), random.seed(11), np.random.seed(11)
+        untouched = streams()
+        torch.manual_seed(11), random.seed(11), np.random.seed(11)
+        got = _epoch(_loader(dataset, kind="thread", workers=4, **flips))
+        assert _same_nested(got, want) and streams() == untouched
+
+
+def _same_nested(a: list, b: list) -> bool:
+    def same(u: object, v: object) -> bool:
+        if isinstance(u, torch.Tensor):
+            return isinstance(v, torch.Tensor) and torch.equal(u, v)
+        if isinstance(u, (list, tuple)):
+            return len(u) == len(v) and all(map(same, u, v))  # type: ignore[arg-type]
+        return u == v
+
+    return same(a, b)

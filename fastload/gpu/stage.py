@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from fastload import drawing
 from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
-from fastload.gpu.transforms import transforms_in
+from fastload.gpu.transforms import BatchTransform, transforms_in
 from fastload.sampling import sample_seed, seeded
 from fastload.tensors import map_tensors
 
@@ -91,7 +93,10 @@ class BatchStage:
         with applying(draws, batch_draw):
             if seed is not None and (self.transforms is not None or self.then is not None):
                 ops = [*transforms_in(self.transforms)] if self.transforms is not None else []
-                with ops_seeded([*ops, self.then], seed):
+                ops.append(self.then)
+                if drawing.in_worker_thread() and not any(map(_draws, ops)):
+                    return self._apply(batch)  # nothing drawn: in parallel with other threads
+                with drawing.guard(), ops_seeded(ops, seed), drawing.drawing():
                     return self._apply(batch)
             return self._apply(batch)
 
@@ -104,7 +109,7 @@ class BatchStage:
         seed = getattr(samples, "seed", None)
         if seed is None:
             return self.then.draw(samples)
-        with seeded(seed):
+        with drawing.guard(), seeded(seed), drawing.drawing():
             return self.then.draw(samples)
 
     def _apply(self, batch: Any) -> Any:
@@ -144,6 +149,15 @@ class BatchStage:
         if hasattr(batch, "_fields"):  # namedtuple
             return kind(*items)
         return kind(items)
+
+
+def _draws(op: Any) -> bool:
+    """Whether a batch op may draw: any but a fastload op that has no parameters to draw."""
+    if op is None:
+        return False
+    return not (
+        isinstance(op, BatchTransform) and type(op).make_params is BatchTransform.make_params
+    )
 
 
 def _channels_last(images: Any) -> Any:
@@ -198,7 +212,10 @@ class _KeptImages:
     """
 
     def __init__(self) -> None:
-        self.buffer: torch.Tensor | None = None
+        self._buffers: dict[int, torch.Tensor] = {}  # one per thread that collates
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_buffers": {}}  # a worker process makes its own
 
     def collate(self, samples: Any) -> list[Any] | None:
         """``[images, *rest]`` as ``default_collate`` gives it for ``(image, ...)`` tuples of
@@ -215,21 +232,23 @@ class _KeptImages:
         ):
             return None
         size = (len(images), *shape)
-        if self.buffer is None or self.buffer.shape != size or self.buffer.dtype != dtype:
-            self.buffer = torch.empty(size, dtype=dtype)
-        torch.stack(images, out=self.buffer)  # type: ignore[arg-type]
+        buffer = self._buffers.get(threading.get_ident())
+        if buffer is None or buffer.shape != size or buffer.dtype != dtype:
+            buffer = self._buffers[threading.get_ident()] = torch.empty(size, dtype=dtype)
+        torch.stack(images, out=buffer)  # type: ignore[arg-type]
         rest = default_collate([s[1:] for s in samples]) if len(first) > 1 else []
-        return [self.buffer, *rest]
+        return [buffer, *rest]
 
     def handed_out(self, batch: Any) -> None:
-        """Give the buffer up if ``batch`` holds its memory."""
-        if self.buffer is None:
+        """Give this thread's buffer up if ``batch`` holds its memory."""
+        buffer = self._buffers.get(threading.get_ident())
+        if buffer is None:
             return
-        ours = self.buffer.untyped_storage().data_ptr()
+        ours = buffer.untyped_storage().data_ptr()
         found: list[bool] = []
         map_tensors(lambda t: found.append(t.untyped_storage().data_ptr() == ours), batch)
         if any(found):
-            self.buffer = None
+            del self._buffers[threading.get_ident()]
 
 
 class SeedTag:

@@ -25,6 +25,9 @@ import torch.utils.data
 from torch.utils.data._utils.pin_memory import pin_memory
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
+from fastload import drawing
+from fastload.drawing import worker_thread
+
 __all__ = ["ThreadWorkersIter"]
 
 
@@ -45,14 +48,22 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
             self._drop_last,
         )
         self._in_flight = self._num_workers * (loader.prefetch_factor or 2)
-        self._pool = ThreadPoolExecutor(self._num_workers, thread_name_prefix="fastload-worker")
+        self._pool = self._new_pool()
         self._pending: deque[Future[Any]] = deque()
         self._fill()
+
+    def _new_pool(self) -> ThreadPoolExecutor:
+        drawing.pool_started()
+        self._open = True
+        return ThreadPoolExecutor(
+            self._num_workers, thread_name_prefix="fastload-worker", initializer=worker_thread
+        )
 
     def _fill(self) -> None:
         while len(self._pending) < self._in_flight:
             try:
-                index = self._next_index()
+                with drawing.guard():  # the sampler's draws: not from a sample's streams
+                    index = self._next_index()
             except StopIteration:
                 return
             self._pending.append(self._pool.submit(self._make, index))
@@ -69,7 +80,7 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
 
     def _next_data(self) -> Any:
         if not self._pending:
-            self._pool.shutdown(wait=False)
+            self._shutdown()
             raise StopIteration
         future = self._pending.popleft()
         try:
@@ -87,14 +98,17 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
         """The next epoch of a ``persistent_workers`` loader: a new pass, new threads."""
         super()._reset(loader, first_iter)
         self._shutdown()
-        self._pool = ThreadPoolExecutor(self._num_workers, thread_name_prefix="fastload-worker")
+        self._pool = self._new_pool()
         self._fill()
 
     def _shutdown(self) -> None:
         for future in self._pending:
             future.cancel()
         self._pending.clear()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(self, "_open", False):  # once per pool
+            self._open = False
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            drawing.pool_stopped()
 
     def __del__(self) -> None:
         if hasattr(self, "_pool"):

@@ -1,0 +1,183 @@
+"""fastload's workers as threads of one process against worker processes (issue 39).
+
+The same ``fastload.ImageFolder`` with ``RandomResizedCrop(224) + RandomHorizontalFlip`` (fused
+with decoding), batch 64, ``N`` workers of each kind, as uint8 batches and as float32 batches
+normalized by ``batch_transforms=gpu.Normalize`` (ImageNet's mean and std). The float32 rows
+are also set against a hand-written DALI CPU pipeline with ``N`` threads doing the same work
+(``decoders.image_random_crop`` -> ``resize`` -> ``crop_mirror_normalize`` with a random
+mirror; ``benchmarks/dali_overhead.py``'s), when DALI is installed.
+
+Each row runs in a process of its own, one measuring slice per round, with the rows' order
+rotated each round; a slice starts after the loader's first batches (workers started, files
+cached). Memory: the sum of the peak resident memory (VmHWM) of the row's process and of each
+of its worker processes. Ratios are per round (the same round's slices saw the same load).
+
+Run: python benchmarks/worker_threads.py [--data DIR] [--workers 2] [--seconds 20] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+ROWS = ("process uint8", "thread uint8", "process float32", "thread float32", "DALI CPU float32")
+
+
+def _peak_kib(pid: int) -> int:
+    """A process's peak resident memory (VmHWM), in KiB; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _fastload_batches(root: Path, kind: str, dtype: str, workers: int, batch: int) -> Any:
+    import fastload
+    from fastload import gpu
+    from fastload import transforms as T
+    from fastload.iteration import endless
+
+    geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
+    dataset = fastload.ImageFolder(root, geometry)
+    sampler = torch.utils.data.RandomSampler(dataset, num_samples=100 * batch)
+    ops = {"batch_transforms": gpu.Normalize(MEAN, STD)} if dtype == "float32" else {}
+    loader = fastload.DataLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        num_workers=workers,
+        worker_type=kind,
+        persistent_workers=True,
+        **ops,
+    )
+    return endless(loader)
+
+
+def _dali_batches(root: Path, workers: int, batch: int) -> Any:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from dali_overhead import hand_written
+
+    return hand_written(root, "train-normalize", workers, batch)
+
+
+def row(args: argparse.Namespace) -> None:
+    """One slice of one row, in this process: its images/s and memory as JSON."""
+    root = Path(args.data)
+    if args.row.startswith("DALI"):
+        batches = _dali_batches(root, args.workers, args.batch_size)
+    else:
+        kind, dtype = args.row.split()
+        batches = _fastload_batches(root, kind, dtype, args.workers, args.batch_size)
+    for _ in range(3):  # warm-up: workers started, files in the page cache
+        first = next(batches)[0]
+    seen, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < args.seconds:
+        seen += len(next(batches)[0])
+    children = [int(p) for p in _children(os.getpid())]
+    memory = sum(_peak_kib(p) for p in [os.getpid(), *children])
+    out = {"rate": seen / elapsed, "mib": memory / 1024, "dtype": str(first.dtype)}
+    print(json.dumps(out), flush=True)
+    os._exit(0)  # the workers and DALI's threads are not waited for
+
+
+def _children(pid: int) -> list[str]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += (task / "children").read_text().split()
+        except OSError:
+            continue
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="a class-folder JPEG set (default: the cached default)")
+    parser.add_argument("--workers", type=int, default=2, help="workers of each kind")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=20.0, help="one slice of one row")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--row", help=argparse.SUPPRESS)  # a row's own process
+    args = parser.parse_args()
+    if args.data is None:
+        from fastload.synthetic import default_data
+
+        args.data = str(default_data())
+    if args.row:
+        row(args)
+        return
+    rows = [r for r in ROWS if not r.startswith("DALI") or _has_dali()]
+    print(
+        f"torch {torch.__version__}; {args.workers} workers / threads, batch "
+        f"{args.batch_size}, {args.rounds} rounds of {args.seconds:g} s slices; data: {args.data}"
+    )
+    results: dict[str, list[dict[str, float]]] = {r: [] for r in rows}
+    for k in range(args.rounds):
+        for name in rows[k % len(rows) :] + rows[: k % len(rows)]:
+            results[name].append(_slice(name, args))
+            print(f"  round {k + 1}: {name}: {results[name][-1]['rate']:.0f} images/s", flush=True)
+    report(results)
+
+
+def _has_dali() -> bool:
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError:
+        print("DALI is not installed: no DALI row (pip install nvidia-dali-cuda130)")
+        return False
+    return True
+
+
+def _slice(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--row", name, "--data", args.data]
+    command += ["--workers", str(args.workers), "--batch-size", str(args.batch_size)]
+    command += ["--seconds", str(args.seconds)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"row {name!r} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def report(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Medians, and the per-round ratios of the targets with their range."""
+    print(f"\n  {'row':<18} {'images/s':>9} {'peak MiB (all processes)':>26}")
+    for name, slices in results.items():
+        rate = statistics.median(s["rate"] for s in slices)
+        mib = statistics.median(s["mib"] for s in slices)
+        print(f"  {name:<18} {rate:>9.0f} {mib:>26.0f}")
+    pairs = [
+        ("thread float32", "process float32", 1.4),
+        ("thread uint8", "process uint8", 1.1),
+        ("thread float32", "DALI CPU float32", 1.3),
+    ]
+    for ours, base, target in pairs:
+        if base not in results:
+            continue
+        ratios = [a["rate"] / b["rate"] for a, b in zip(results[ours], results[base], strict=True)]
+        print(
+            f"  {ours} / {base}: {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f} per round; target {target}x)"
+        )
+    for kind in ("uint8", "float32"):
+        threads, processes = results[f"thread {kind}"], results[f"process {kind}"]
+        pairs_mib = zip(threads, processes, strict=True)
+        ratio = statistics.median(t["mib"] / p["mib"] for t, p in pairs_mib)
+        print(f"  memory, threads / processes, {kind}: {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
