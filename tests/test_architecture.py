@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.resampling",
         "fastload.transforms",
         "fastload.drawing",
+        "fastload.buffers",
         "fastload.sampling",
         "fastload.gpu.functional",
         "fastload.gpu.policy_ops",

@@ -25,8 +25,8 @@ import torch.utils.data
 from torch.utils.data._utils.pin_memory import pin_memory
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
-from fastload import drawing
-from fastload.drawing import worker_thread
+from fastload import buffers, drawing
+from fastload.buffers import BatchRing
 
 __all__ = ["ThreadWorkersIter"]
 
@@ -48,6 +48,8 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
             self._drop_last,
         )
         self._in_flight = self._num_workers * (loader.prefetch_factor or 2)
+        # the batches in flight, one being made per thread, and two the consumer holds
+        self._ring = BatchRing(self._in_flight + self._num_workers + 2)
         self._pool = self._new_pool()
         self._pending: deque[Future[Any]] = deque()
         self._fill()
@@ -56,7 +58,10 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
         drawing.pool_started()
         self._open = True
         return ThreadPoolExecutor(
-            self._num_workers, thread_name_prefix="fastload-worker", initializer=worker_thread
+            self._num_workers,
+            thread_name_prefix="fastload-worker",
+            initializer=_start_worker,
+            initargs=(self._ring,),
         )
 
     def _fill(self) -> None:
@@ -113,3 +118,10 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
     def __del__(self) -> None:
         if hasattr(self, "_pool"):
             self._shutdown()
+
+
+def _start_worker(ring: BatchRing) -> None:
+    """A worker thread's start: its samples draw from their own streams, its batches are
+    made in ``ring``."""
+    drawing.worker_thread()
+    buffers.use(ring)

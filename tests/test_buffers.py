@@ -1,0 +1,40 @@
+"""BatchRing: a buffer is handed out again only once nothing refers to it."""
+
+from __future__ import annotations
+
+import torch
+
+from fastload.buffers import BatchRing
+
+
+def test_a_buffer_comes_back_once_let_go_and_never_while_held() -> None:
+    ring = BatchRing(2)
+    first = ring.take((4, 3), torch.float32)
+    address = first.data_ptr()
+    view = first[1:]  # a view the consumer keeps holds the memory as well
+    del first
+    second = ring.take((4, 3), torch.float32)
+    assert second.data_ptr() != address
+    del view
+    assert ring.take((4, 3), torch.float32).data_ptr() == address  # let go of: written again
+
+
+def test_past_its_size_the_ring_makes_batches_anew_and_keeps_none_held() -> None:
+    ring = BatchRing(2)
+    held = [ring.take((8,), torch.uint8) for _ in range(5)]
+    assert len({t.data_ptr() for t in held}) == 5
+    for t in held:
+        t.fill_(7)
+    fresh = ring.take((8,), torch.uint8)
+    assert all(t.data_ptr() != fresh.data_ptr() for t in held)
+    del held[:2]  # the two the ring kept
+    assert ring.take((8,), torch.uint8).data_ptr() not in {t.data_ptr() for t in held}
+
+
+def test_another_shape_takes_the_place_of_a_free_buffer() -> None:
+    ring = BatchRing(1)
+    ring.take((2, 2), torch.float32)  # dropped at once
+    small = ring.take((3,), torch.float32)
+    address = small.data_ptr()
+    del small
+    assert ring.take((3,), torch.float32).data_ptr() == address
