@@ -63,6 +63,7 @@ __all__ = [
 PIPELINES = ("train", "val", "decode")
 STOCK = "stock torchvision"
 ACCELERATED = "torchvision, accelerated"
+THREADS = " (threads)"  # a per-sample backend's row with worker_type="thread"
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -207,8 +208,10 @@ def run(
             :func:`fastload.scan.unreadable_files`.
 
     Returns:
-        The stock row first, then the accelerated one if asked, then one row per backend; a
-        configuration that failed is a row with ``error``.
+        The stock row first, then the accelerated one if asked, then one row per backend,
+        then, with workers, the first per-sample backend's again with
+        ``worker_type="thread"`` (named ``"<backend> (threads)"``); a configuration that
+        failed is a row with ``error``.
 
     Raises:
         ValueError: A bad pipeline, batch size, worker count or time; no images.
@@ -226,6 +229,9 @@ def run(
         if pipeline == "decode":
             raise ValueError("accelerated=True measures train or val: decode has no transform")
         datasets = {STOCK: datasets[STOCK], ACCELERATED: datasets[STOCK], **datasets}
+    threaded = _threaded(names, datasets) if num_workers != 0 else None
+    if threaded is not None:
+        datasets[threaded + THREADS] = datasets[threaded]
     workers: dict[str, int] = {}
     streams: dict[str, Generator[Any, None, None]] = {}
     failed: dict[str, str] = {}
@@ -245,6 +251,7 @@ def run(
         for batches in streams.values():
             batches.close()  # shuts the workers down
     labels = [STOCK, *([ACCELERATED] if accelerated else []), *names]
+    labels += [threaded + THREADS] if threaded is not None else []
     return _rows(labels, pipeline, batch_size, rates, workers, rows, failed)
 
 
@@ -386,6 +393,14 @@ def _datasets(
     return datasets, rows
 
 
+def _threaded(names: tuple[str, ...], datasets: dict[str, Any]) -> str | None:
+    """The first per-sample backend measured, whose row with thread workers is added."""
+    for name in names:
+        if name in datasets and backends.kind(name) != "executor":
+            return name
+    return None
+
+
 def _workers(
     label: str,
     ds: Any,
@@ -398,6 +413,8 @@ def _workers(
     if num_workers != "auto":
         return int(num_workers)
     extra: dict[str, Any] = {"device": device} if label != STOCK else {}
+    if label.endswith(THREADS):
+        extra["worker_type"] = "thread"
     if label == ACCELERATED:
         extra["accelerate"] = True
     return autotune(
@@ -433,7 +450,8 @@ def _stream(
     elif label == ACCELERATED:
         stream = endless(DataLoader(ds, device=target, accelerate=True, **common))
     else:
-        stream = endless(DataLoader(ds, device=target, **common))
+        kind = "thread" if label.endswith(THREADS) else "process"
+        stream = endless(DataLoader(ds, device=target, worker_type=kind, **common))
     try:
         for _ in range(max(2, workers)):  # warm-up: every worker started and delivered once
             next(stream)

@@ -44,9 +44,12 @@ def test_other_pipelines(data: Path, pipeline: str, require_backend) -> None:
         seconds=1.0,
         rounds=1,
     )
-    stock, opencv, dali = rows
+    stock, opencv, dali, threads = rows
     assert stock.error is None and opencv.error is None
     assert [len(stock.rates), len(opencv.rates)] == [1, 1]
+    # the first per-sample backend again, on a thread of this process
+    assert threads.backend == "opencv (threads)" and threads.error is None
+    assert len(threads.rates) == 1 and threads.num_workers == 1
     if pipeline == "decode":  # DALI delivers batches of one size, not counted loose images
         assert dali.images_per_sec is None and "measure train or val" in dali.error
     else:
@@ -64,7 +67,8 @@ def test_accelerated_row_runs_the_stock_dataset_through_fastload(data: Path) -> 
         rounds=1,
         accelerated=True,
     )
-    assert [r.backend for r in rows] == [bench.STOCK, bench.ACCELERATED, "opencv"]
+    want = [bench.STOCK, bench.ACCELERATED, "opencv", "opencv (threads)"]
+    assert [r.backend for r in rows] == want
     assert rows[1].error is None and len(rows[1].rates) == 1 and rows[1].num_workers == 1
     with pytest.raises(ValueError, match="accelerated=True measures train or val"):
         bench.run(data, pipeline="decode", batch_size=8, accelerated=True)
@@ -120,7 +124,9 @@ def test_bench_command_json_all_backends(data: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     results = json.loads(proc.stdout)["results"]
-    assert [r["backend"] for r in results] == [bench.STOCK, *backends.names()]
+    per_sample = next(n for n in backends.names() if backends.kind(n) != "executor")
+    want = [bench.STOCK, *backends.names(), f"{per_sample} (threads)"]
+    assert [r["backend"] for r in results] == want
     assert all(set(r) >= {"backend", "images_per_sec", "ratio_to_stock"} for r in results)
     assert all(r["images_per_sec"] > 0 and r["error"] is None for r in results)
     assert plot.exists()
@@ -204,8 +210,9 @@ def test_rows_carry_each_rounds_rate_and_the_range_of_per_round_ratios(data: Pat
     )
     labelled = [c[2] for c in calls if len(c) == 3]
     assert labelled[:2] == ["stock torchvision, round 1 of 3", "pillow, round 1 of 3"]
-    assert labelled[-1] == "pillow, round 3 of 3" and calls[-1] == (6, 6)
-    stock, pillow = rows
+    assert labelled[-1] == "pillow (threads), round 3 of 3" and calls[-1] == (9, 9)
+    stock, pillow, threads = rows
+    assert threads.backend == "pillow (threads)" and len(threads.rates) == 3
     assert len(stock.rates) == len(pillow.rates) == 3
     ratios = [p / s for p, s in zip(pillow.rates, stock.rates, strict=True)]
     assert pillow.ratio_range == (min(ratios), max(ratios))
@@ -251,7 +258,7 @@ def test_bench_leaves_broken_files_out_and_still_measures(broken: Path) -> None:
     )
     # not a terminal: one line says what is measured, for how long, instead of a bar; the
     # accelerated loader is not among them: its warm-up met the truncated file
-    assert notes[1] == "fastload bench: measuring 2 loaders in 3 interleaved rounds, about 3 s"
+    assert notes[1] == "fastload bench: measuring 3 loaders in 3 interleaved rounds, about 3 s"
     assert all(line.startswith("fastload bench: note: ") for line in notes[2:]), proc.stderr
     rows = {r["backend"]: r for r in json.loads(proc.stdout)["results"]}
     # the stock side reads another file in the truncated one's place; pillow's skips it

@@ -227,3 +227,16 @@ def test_open_clip_swap_runs_openclips_loader_and_main_beside_fastloads(tmp_path
     for row in ("open_clip", "fastload"):
         epoch = rf"round 1 {row} +epoch +[\d.]+ s \( *[\d.]+ s waiting for data\), 32/32 samples"
         assert re.search(epoch, done.stdout), done.stdout
+
+
+def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=24, classes=2)
+    script = ROOT / "benchmarks" / "worker_threads.py"
+    args = ["--data", str(data), "--batch-size", "8", "--seconds", "0.5", "--rounds", "1"]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    for ratio in ("thread float32 / process float32", "thread float32 / DALI CPU float32"):
+        assert re.search(rf"{ratio}: \d+\.\d\dx", done.stdout), done.stdout
+    assert re.search(r"memory, threads / processes, float32: \d+\.\d\dx", done.stdout)
