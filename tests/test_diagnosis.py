@@ -378,3 +378,49 @@ def test_a_larger_batch_is_timed_and_one_that_does_not_fit_is_left_out(
 
     full = doctor(Full(bias=False), loader, steps=2, warmup=1, progress=False)
     assert "larger_batch" not in full.tried and "channels_last" in full.tried
+
+
+class _KeyedImages(Images):
+    """``Images`` that take fastload's per-sample seeds, as fastload's datasets do."""
+
+    sample_keys = True
+
+    def __getitem__(self, i: int):
+        return super().__getitem__(int(i))
+
+
+def test_worker_processes_are_tried_as_threads_where_threads_mean_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fastload loader that cannot keep up is measured again with its workers as threads
+    (faked here: the loader's measuring is tested in test_autotune); one whose workers cannot
+    be threads with the same meaning is not tried."""
+    import fastload
+    from fastload.autotune import AutotuneResult
+    from fastload.diagnosis import trials
+
+    made = []
+
+    def measured(make, workers, seconds):
+        made.append(make(workers))
+        return 80.0
+
+    monkeypatch.setattr(trials, "autotune", lambda dataset, **o: AutotuneResult(1, 1.0))
+    monkeypatch.setattr(trials, "measure_loader", measured)
+    dataset = _KeyedImages(n=64, delay=0.05)  # one worker, 0.2 s a batch: the loader's pace
+    loader = fastload.DataLoader(dataset, batch_size=4, num_workers=1, seeding="sample")
+    report = doctor(Net(bias=False), loader, steps=6, warmup=1, progress=False)
+    assert report.bound == "loader" and [m.worker_type for m in made] == ["thread"]
+    assert made[0].num_workers == 1 and made[0].dataset is dataset
+    threads = {f.key: f for f in report.findings}["thread_workers"]
+    before = min(report.loader_rate, report.step_rate)
+    assert threads.gain == pytest.approx(min(80.0, report.step_rate) / before, abs=0.01)
+    assert threads.fix.startswith("DataLoader(..., worker_type='thread')")
+    assert "-> 80 images/s with 1 worker threads" in threads.cost
+
+    made.clear()
+    refused = fastload.DataLoader(
+        dataset, batch_size=4, num_workers=1, seeding="sample", worker_init_fn=print
+    )
+    report = doctor(Net(bias=False), refused, steps=6, warmup=1, progress=False)
+    assert report.bound == "loader" and "thread_workers" not in report.tried and not made

@@ -2,7 +2,8 @@
 
 A :class:`Trial` has a key, when it ``applies`` to a run, and how it ``run``s (returning a
 measured :class:`~fastload.diagnosis.report.Finding`, or ``None`` when there is nothing to
-say). The cheap changes run on a copy of the model; ``more_workers`` asks autotune; the user's
+say). The cheap changes run on a copy of the model; ``more_workers`` asks autotune;
+``thread_workers`` measures a fastload loader with its workers as threads; the user's
 own step functions are timed as written and as they should be. A new timed change is one
 function here and one entry in :data:`TRIALS`.
 """
@@ -21,15 +22,18 @@ from typing import Any
 import torch
 
 from fastload.autotune import autotune
+from fastload.autotune.measuring import measure_loader
 from fastload.diagnosis.checks import FUSABLE, has_conv
 from fastload.diagnosis.measuring import Step, timed
 from fastload.diagnosis.report import DoctorReport, Finding
+from fastload.options import NAMES
 from fastload.tensors import batch_size_of, inputs_of
 
 __all__ = ["TRIALS", "WORTH", "Trial", "TrialContext"]
 
 WORTH = 1.05  # a change below this speedup is not worth a finding (it stays in report.tried)
 _TUNE_BUDGET = 10.0  # seconds autotune may take inside doctor
+_THREADS_SECONDS = 5.0  # seconds measuring the loader with thread workers
 # a torch DataLoader's settings that a trial loader must share with it (a fastload loader's
 # attributes are what it was given, so its collate_fn is the user's, or torch's default)
 _LOADER_SETTINGS = ("collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn")
@@ -200,6 +204,54 @@ def _more_workers(ctx: TrialContext) -> Finding | None:
     )
 
 
+def _thread_workers_applies(ctx: TrialContext) -> bool:
+    loader = ctx.loader
+    return (
+        _more_workers_applies(ctx)
+        and getattr(loader, "worker_type", None) == "process"
+        and getattr(loader, "num_workers", 0) >= 1
+    )
+
+
+def _thread_workers(ctx: TrialContext) -> Finding | None:
+    """The fastload loader as it is, its workers made threads (where they can run with the
+    same meaning), measured: the step's throughput then against now."""
+    loader, report = ctx.loader, ctx.report
+    settings = {k: getattr(loader, k) for k in _LOADER_SETTINGS if hasattr(loader, k)}
+    own = {name: getattr(loader, name) for name in NAMES if hasattr(loader, name)}
+
+    def make(workers: int) -> Any:
+        made = type(loader)(
+            loader.dataset,
+            batch_size=loader.batch_size,
+            num_workers=workers,
+            **settings,
+            **{**own, "worker_type": "thread"},
+        )
+        _ = made.plan  # refused here when threads would not mean what processes do
+        return made
+
+    try:
+        make(loader.num_workers)
+    except ValueError:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rate = measure_loader(make, loader.num_workers, _THREADS_SECONDS)
+    before = min(report.loader_rate, report.step_rate)
+    after = min(rate, report.step_rate)
+    return Finding(
+        "thread_workers",
+        f"num_workers={loader.num_workers} worker processes: the loader cannot keep up with "
+        "the step",
+        "DataLoader(..., worker_type='thread'): the same batches, made on threads of this process",
+        f"measured: the loader alone {report.loader_rate:,.0f} -> {rate:,.0f} images/s with "
+        f"{loader.num_workers} worker threads, the step takes {report.step_rate:,.0f}",
+        round(after / before if before > 0 else 1.0, 2),
+        measured=True,
+    )
+
+
 def _zero_grad_to_zeros(ctx: TrialContext) -> Finding | None:
     train_step, batch, device = ctx.train_step, ctx.batch, ctx.device
     assert train_step is not None
@@ -285,6 +337,7 @@ TRIALS: tuple[Trial, ...] = (
     Trial("larger_batch", lambda c: c.try_changes and c.four_d_conv, _larger_batch),
     Trial("channels_last", lambda c: c.try_changes and c.four_d_conv, _channels_last),
     Trial("more_workers", _more_workers_applies, _more_workers, replaces=("num_workers_0",)),
+    Trial("thread_workers", _thread_workers_applies, _thread_workers),
     Trial(
         "zero_grad_to_zeros",
         lambda c: c.train_step is not None,
