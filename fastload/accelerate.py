@@ -852,6 +852,9 @@ def explain(loader: Any) -> str:
     workers = f"num_workers={loader.num_workers}"
     if getattr(plan, "threads", False):
         workers += " (threads of this process)"
+    choice = getattr(loader, "worker_choice", None)
+    if choice:
+        workers += f" [{choice}]"
     head = (
         f"fastload.DataLoader: batch_size={loader.batch_size}, {workers}, "
         f"device={str(device) if device is not None else 'as torch yields'}, "

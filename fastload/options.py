@@ -34,7 +34,7 @@ Accelerate = bool | Literal["auto"]
 SEEDING = ("auto", "sample", "worker")
 ACCELERATE = ("auto", True, False)
 ON_ERROR = ("raise", "skip")
-WORKER_TYPE = ("process", "thread")
+WORKER_TYPE = ("process", "thread", "auto")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class LoaderOptions:
         seeding: ``"sample"`` (each sample its own random stream), ``"worker"`` (torch's), or
             ``"auto"`` (``"sample"`` for fastload's own datasets, torch's for any other).
         worker_type: Who runs the ``num_workers`` workers: ``"process"`` (torch's worker
-            processes) or ``"thread"`` (threads of the loader's process).
+            processes), ``"thread"`` (threads of the loader's process), or ``"auto"`` (both
+            measured, the faster kept).
     """
 
     device: DeviceLike | None = None
@@ -63,7 +64,7 @@ class LoaderOptions:
     backend: str | None = None
     accelerate: Accelerate = "auto"
     seeding: Literal["auto", "sample", "worker"] = "auto"
-    worker_type: Literal["process", "thread"] = "process"
+    worker_type: Literal["process", "thread", "auto"] = "process"
 
     def __post_init__(self) -> None:
         check_int("device_prefetch", self.device_prefetch, minimum=1)

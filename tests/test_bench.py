@@ -332,7 +332,7 @@ def test_autotune_command_json_and_cache(data: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert isinstance(result["num_workers"], int) and result["table"] and not result["cached"]
-    keys = {"num_workers", "images_per_sec", "seconds", "busy", "prefetch_factor"}
+    keys = {"num_workers", "images_per_sec", "seconds", "busy", "prefetch_factor", "worker_type"}
     assert all(set(m) == keys for m in result["table"])
     # the workers' CPU share is read where there are workers (from /proc, there in CI)
     assert all((m["busy"] is None) == (m["num_workers"] == 0) for m in result["table"])
@@ -364,6 +364,35 @@ def test_autotune_command_shows_the_prefetch_factor_tried(
     assert lines[-2].split() == ["4", "390", "1.0", "10%", "4", "<-", "chosen"]
     assert lines[-3].split() == ["4", "300", "1.0", "10%"]  # the default: not chosen
     assert lines[-1] == "num_workers=4, prefetch_factor=4: the reason"
+
+
+def test_autotune_command_shows_both_kinds_of_worker_when_auto(
+    data: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastload import autotune as tune
+    from fastload.cli import main
+
+    table = [
+        tune.Measurement(2, 300.0, 1.0, 0.9),
+        tune.Measurement(2, 310.0, 1.0, 0.9, worker_type="process"),
+        tune.Measurement(2, 400.0, 1.0, 0.9, worker_type="thread"),
+    ]
+    found = tune.AutotuneResult(2, 400.0, table, "the reason", worker_type="thread")
+    asked = {}
+
+    def fake(*args: object, **kwargs: object) -> tune.AutotuneResult:
+        asked.update(kwargs)
+        return found
+
+    monkeypatch.setattr(tune, "autotune", fake)
+    assert main(["autotune", str(data), "--batch-size", "8", "--worker-type", "auto"]) == 0
+    assert asked["loader_kwargs"] == {"worker_type": "auto"}
+    lines = capsys.readouterr().out.splitlines()
+    assert "workers" in lines[1].split()
+    assert lines[-2].split() == ["2", "400", "1.0", "90%", "thread", "<-", "chosen"]
+    assert lines[-3].split() == ["2", "310", "1.0", "90%", "process"]
+    assert lines[-4].split() == ["2", "300", "1.0", "90%"]  # the count's search
+    assert lines[-1] == "num_workers=2, worker_type='thread': the reason"
 
 
 def test_default_data_is_made_once_and_cached(

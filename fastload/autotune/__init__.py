@@ -5,7 +5,8 @@
 * :mod:`~fastload.autotune.measuring`: measuring a real loader's images/s and its workers'
   CPU share;
 * :mod:`~fastload.autotune.cache`: the on-disk cache;
-* :mod:`~fastload.autotune.tune`: :func:`autotune` itself, as named steps.
+* :mod:`~fastload.autotune.tune`: :func:`autotune` itself, as named steps, and
+  :func:`choose_worker_type` (threads or processes at a given count).
 """
 
 from fastload.autotune.cache import CACHE_VERSION, cache_dir
@@ -16,11 +17,12 @@ from fastload.autotune.search import (
     WAITING,
     AutotuneResult,
     Measurement,
+    compare_worker_types,
     prefer_larger,
     search,
     search_prefetch,
 )
-from fastload.autotune.tune import autotune
+from fastload.autotune.tune import autotune, choose_worker_type
 
 __all__ = [
     "CACHE_VERSION",
@@ -32,6 +34,8 @@ __all__ = [
     "Measurement",
     "autotune",
     "cache_dir",
+    "choose_worker_type",
+    "compare_worker_types",
     "measure_loader",
     "measure_usage",
     "prefer_larger",

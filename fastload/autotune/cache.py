@@ -85,6 +85,7 @@ def read(file: Path, key: str) -> AutotuneResult | None:
             stored.get("load"),
             stored.get("noise"),
             stored.get("prefetch_factor"),
+            stored.get("worker_type"),
         )
     except (KeyError, TypeError):
         warnings.warn(

@@ -32,6 +32,7 @@ __all__ = [
     "AutotuneResult",
     "Measurement",
     "coarse_candidates",
+    "compare_worker_types",
     "prefer_larger",
     "search",
     "search_prefetch",
@@ -59,6 +60,7 @@ class Measurement:
     seconds: float
     busy: float | None = None  # the workers' CPU time over their wall time, when known
     prefetch_factor: int | None = None  # None: the loader's own (torch's default, 2)
+    worker_type: str | None = None  # None: the loader's own (as given)
 
 
 @dataclass
@@ -79,6 +81,8 @@ class AutotuneResult:
             measured twice.
         prefetch_factor: The ``prefetch_factor`` to use with it, when one was searched and
             beat torch's default (waiting workers only); ``None``: leave it as given.
+        worker_type: ``"process"`` or ``"thread"`` where both kinds of worker were measured
+            (``worker_type="auto"``); ``None``: leave it as given.
     """
 
     num_workers: int
@@ -90,6 +94,7 @@ class AutotuneResult:
     load: float | None = None
     noise: float | None = None
     prefetch_factor: int | None = None
+    worker_type: str | None = None
 
     @property
     def loaded(self) -> bool:
@@ -315,6 +320,43 @@ def prefer_larger(
             "when both were measured again, and more workers is the safer side",
         )
     return choice, noise, f"; confirmed when measured again {why} (noise {noise:.0%})"
+
+
+def compare_worker_types(
+    measure: Callable[[str], float], *, rounds: int = 2, tolerance: float = TOLERANCE
+) -> tuple[str, dict[str, list[float]], str]:
+    """Worker processes against worker threads at one count, measured in turns; the faster
+    kept.
+
+    Each round measures both kinds, the one measured first alternating, so that a drift in the
+    machine's load falls on both. Threads are kept only when they are faster beyond the noise
+    the repeats show (or ``tolerance``, if more): processes are torch's own workers, so a tie
+    keeps them.
+
+    Args:
+        measure: ``measure(kind) -> images/s`` for ``"process"`` or ``"thread"``.
+        rounds: Measurements of each kind.
+        tolerance: The least gain that counts, as a fraction.
+
+    Returns:
+        (the kind kept, each kind's readings in the order taken, the reason's ending).
+    """
+    readings: dict[str, list[float]] = {"process": [], "thread": []}
+    for k in range(rounds):
+        for kind in ("process", "thread") if k % 2 == 0 else ("thread", "process"):
+            readings[kind].append(measure(kind))
+    noise = max(spread(r) for r in readings.values())
+    slack = max(noise, tolerance)
+    mean = {kind: statistics.fmean(r) for kind, r in readings.items()}
+    ratio = mean["thread"] / max(mean["process"], 1e-9)
+    if ratio > 1 + slack:
+        return "thread", readings, f"; threads ran {ratio:.2f}x processes (noise {slack:.0%})"
+    return (
+        "process",
+        readings,
+        f"; threads ran {ratio:.2f}x processes, not faster beyond the noise ({slack:.0%}), "
+        "so the workers stay processes",
+    )
 
 
 def spread(readings: list[float]) -> float:

@@ -3,7 +3,9 @@
 The steps, in order: check the arguments, look the answer up in the cache, search the worker
 counts (:func:`~fastload.autotune.search.search`) on loaders built as training will build them,
 measure the top two again where one reading can mislead (under load, or with waiting
-workers), search ``prefetch_factor`` where the chosen workers wait, then cache the result.
+workers), search ``prefetch_factor`` where the chosen workers wait, measure threads against
+processes at the chosen count where ``worker_type="auto"`` asks for it, then cache the result.
+:func:`choose_worker_type` is that last step alone, for a count that is given.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from fastload.autotune.search import (
     AutotuneResult,
     Measurement,
     coarse_candidates,
+    compare_worker_types,
     prefer_larger,
     search,
     search_prefetch,
@@ -41,7 +44,7 @@ from fastload.options import DEPRECATED, NAMES
 from fastload.system import cpu_cores, load_average
 from fastload.version import __version__
 
-__all__ = ["autotune"]
+__all__ = ["autotune", "choose_worker_type"]
 
 log = logging.getLogger("fastload")
 
@@ -84,7 +87,10 @@ def autotune(
             autotune`` and ``fastload bench`` pass it. Default: torch's ``DataLoader``, which
             is what ``fastload.DataLoader`` is without fastload's options; a dataset made with
             ``on_error="skip"`` or fastload's options in ``loader_kwargs`` need
-            ``fastload.DataLoader``.
+            ``fastload.DataLoader``. With ``worker_type="auto"`` in ``loader_kwargs``, the
+            counts are searched with worker processes, then threads and processes are
+            measured in turns at the chosen count, and the result's ``worker_type`` is the
+            faster (threads only beyond the noise; processes where threads cannot run).
         remeasure_loaded: Measure again when the cached answer was taken under load (the
             load average above the core count), instead of returning it.
 
@@ -120,7 +126,8 @@ def autotune(
             trials, max_workers, grow_to, budget, required, load, progress
         )
         prefetch, rate, reason = _prefetch_step(trials, choice, table, reason, noise, required)
-    result = AutotuneResult(choice, rate, table, reason, False, key, load, noise, prefetch)
+        kind, rate, reason = _worker_type_step(trials, choice, prefetch, table, rate, reason)
+    result = AutotuneResult(choice, rate, table, reason, False, key, load, noise, prefetch, kind)
     if cache:
         write_cache(file, result)
     # DEBUG: num_workers="auto" logs the choice itself, once, at INFO
@@ -144,11 +151,17 @@ class _Trials:
         self.kwargs = {
             k: v for k, v in loader_kwargs.items() if k not in ("num_workers", "persistent_workers")
         }
+        # worker_type="auto": the counts are searched with processes, then both kinds compared
+        self.both_kinds = self.kwargs.get("worker_type") == "auto"
         self.seconds = 1.0  # per candidate, at most
         self.busy: dict[int, float | None] = {}
 
-    def make_loader(self, workers: int, prefetch: int | None = None) -> Any:
+    def make_loader(
+        self, workers: int, prefetch: int | None = None, kind: str | None = None
+    ) -> Any:
         options = dict(self.kwargs)
+        if self.both_kinds:
+            options["worker_type"] = kind or "process"
         if prefetch is not None:
             options["prefetch_factor"] = prefetch
         if workers == 0:  # torch refuses prefetch_factor without worker processes
@@ -170,12 +183,12 @@ class _Trials:
         return rate
 
     def measure_with(
-        self, workers: int, bar: float | None, prefetch: int | None = None
+        self, workers: int, bar: float | None, prefetch: int | None = None, kind: str | None = None
     ) -> tuple[float, float | None]:
-        """Images/s with ``workers`` and ``prefetch_factor`` (``None``: the loader's own), and
-        how busy the workers were."""
+        """Images/s with ``workers``, ``prefetch_factor`` (``None``: the loader's own) and the
+        kind of worker (``None``: processes, or as given), and how busy the workers were."""
         return measuring.measure_usage(
-            lambda w: self.make_loader(w, prefetch),
+            lambda w: self.make_loader(w, prefetch, kind),
             workers,
             self.seconds,
             precision=measuring.PRECISION,
@@ -191,11 +204,19 @@ class _Trials:
 
 
 def cache_key(
-    trials: _Trials, step_time: float | None, margin: float, max_workers: int, grow_to: int
+    trials: _Trials,
+    step_time: float | None,
+    margin: float,
+    max_workers: int,
+    grow_to: int,
+    question: str = "num_workers",
 ) -> str:
-    """Everything that changes the answer, as the cache's key."""
+    """Everything that changes the answer, as the cache's key (``question``: which search
+    answered it, ``"num_workers"`` or ``"worker_type"``)."""
+    parts: dict[str, Any] = {} if question == "num_workers" else {"question": question}
     return key_of(
         {
+            **parts,
             "fastload": __version__,
             "torch": torch.__version__,
             "machine": [platform.machine(), platform.processor(), cpu_cores()],
@@ -318,6 +339,89 @@ def _prefetch_step(
         m.images_per_sec for m in table if m.num_workers == choice and m.prefetch_factor == prefetch
     )
     return prefetch, rate, reason + note
+
+
+def _worker_type_step(
+    trials: _Trials,
+    workers: int,
+    prefetch: int | None,
+    table: list[Measurement],
+    rate: float,
+    reason: str,
+) -> tuple[str | None, float, str]:
+    """With ``worker_type="auto"``: threads and processes measured in turns at ``workers``
+    (``table`` gains the readings), and the faster kept; processes, unmeasured, where there
+    are no workers or threads cannot run the loader.
+
+    Returns:
+        The kind (``None`` unless asked for), the images/s to report, and the reason.
+    """
+    if not trials.both_kinds:
+        return None, rate, reason
+    if workers == 0:
+        return "process", rate, reason + "; no workers, so no kind of worker to choose"
+    try:
+        trials.make_loader(workers, prefetch, "thread")
+    except ValueError as exc:  # the loader's own refusal, which names why
+        return "process", rate, f"{reason}; processes, since {exc}"
+
+    def measure(kind: str) -> float:
+        began = time.monotonic()
+        got, used = trials.measure_with(workers, None, prefetch, kind)
+        table.append(Measurement(workers, got, time.monotonic() - began, used, prefetch, kind))
+        return got
+
+    kind, readings, note = compare_worker_types(measure, tolerance=TOLERANCE)
+    return kind, statistics.fmean(readings[kind]), reason + note
+
+
+def choose_worker_type(
+    dataset: Any,
+    *,
+    batch_size: int,
+    num_workers: int,
+    loader: Callable[..., Any],
+    loader_kwargs: dict[str, Any] | None = None,
+    budget: float = 12.0,
+    cache: bool = True,
+) -> AutotuneResult:
+    """Measure worker processes against worker threads at a given count; keep the faster.
+
+    What ``fastload.DataLoader(num_workers=N, worker_type="auto")`` runs: both kinds
+    measured in turns, twice each, threads kept only when faster beyond the noise; processes,
+    unmeasured, with no workers or where threads cannot run the loader (the reason says why).
+
+    Args:
+        dataset: What the loader will read.
+        batch_size: The training batch size.
+        num_workers: The worker count.
+        loader: The loader class (``fastload.DataLoader``).
+        loader_kwargs: Its other arguments, as training will use them.
+        budget: Seconds of measuring, about.
+        cache: Read and write the on-disk cache, as :func:`autotune` does.
+
+    Returns:
+        The result, its ``worker_type`` the choice.
+    """
+    _check_arguments(dataset, batch_size, budget, None)
+    check_int("num_workers", num_workers, minimum=0)
+    kwargs = {**(loader_kwargs or {}), "worker_type": "auto"}
+    trials = _Trials(dataset, batch_size, kwargs, loader)
+    key = cache_key(trials, None, 1.0, num_workers, num_workers, question="worker_type")
+    file = cache_dir() / "autotune.json"
+    cached = read_cache(file, key) if cache else None
+    if cached is not None:
+        return cached
+    load = load_average()
+    trials.seconds = max(0.5, budget / 4 - 0.5)
+    table: list[Measurement] = []
+    given = f"num_workers={num_workers} was given"
+    with torch.random.fork_rng(devices=[]):  # as autotune: the user's streams are not moved
+        kind, rate, reason = _worker_type_step(trials, num_workers, None, table, 0.0, given)
+    result = AutotuneResult(num_workers, rate, table, reason, False, key, load, None, None, kind)
+    if cache:
+        write_cache(file, result)
+    return result
 
 
 def _check_arguments(

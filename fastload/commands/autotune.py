@@ -16,6 +16,7 @@ from fastload.commands.arguments import (
     positive_float,
     positive_int,
 )
+from fastload.options import WORKER_TYPE
 
 __all__ = ["HELP", "add", "run"]
 
@@ -44,6 +45,13 @@ def add(sub: Any) -> None:
         type=positive_float,
         default=30.0,
         help="seconds of measuring at most (default: 30)",
+    )
+    tune.add_argument(
+        "--worker-type",
+        choices=WORKER_TYPE,
+        default="process",
+        help="the workers as processes or threads; auto: both measured at the chosen count, "
+        "the faster kept (default: process)",
     )
     tune.add_argument("--no-cache", action="store_true", help="measure even if an answer is cached")
     tune.add_argument(
@@ -83,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 cache=not args.no_cache,
                 progress=progress,
                 loader=DataLoader,
+                loader_kwargs={"worker_type": args.worker_type},
                 remeasure_loaded=args.remeasure_loaded,
             )
     finally:
@@ -101,21 +110,38 @@ def run(args: argparse.Namespace) -> int:
     elif result.cached:
         source = "from the cache; --no-cache measures again"
     print(f"{dataset.backend} backend, batch {args.batch_size}, {data} ({source})")
-    # a prefetch_factor column only when one was tried (blank: the loader's default)
-    tried = any(m.prefetch_factor is not None for m in result.table)
-    extra = f" {'prefetch':>8}" if tried else ""
-    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8} {'busy':>5}{extra}")
-    for m in sorted(result.table, key=lambda m: (m.num_workers, m.prefetch_factor or 0)):
-        chosen = (m.num_workers, m.prefetch_factor) == (result.num_workers, result.prefetch_factor)
-        mark = "  <- chosen" if chosen else ""
-        busy = "" if m.busy is None else f"{m.busy:.0%}"
-        factor = f" {m.prefetch_factor or '':>8}" if tried else ""
-        print(
-            f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f} {busy:>5}"
-            f"{factor}{mark}"
-        )
+    _table(result)
     setting = f"num_workers={result.num_workers}"
     if result.prefetch_factor is not None:
         setting += f", prefetch_factor={result.prefetch_factor}"
+    if result.worker_type is not None:
+        setting += f", worker_type={result.worker_type!r}"
     print(f"{setting}: {result.reason}")
     return 0
+
+
+def _table(result: Any) -> None:
+    """One line a measurement; prefetch and kind columns only when tried (blank: the
+    loader's own)."""
+    tried = any(m.prefetch_factor is not None for m in result.table)
+    kinds = any(m.worker_type is not None for m in result.table)
+    extra = (f" {'prefetch':>8}" if tried else "") + (f" {'workers':>8}" if kinds else "")
+    print(f"  {'num_workers':>11} {'images/s':>9} {'seconds':>8} {'busy':>5}{extra}")
+
+    def place(m: Any) -> tuple[int, int, str]:
+        return m.num_workers, m.prefetch_factor or 0, m.worker_type or ""
+
+    def chosen(m: Any) -> bool:
+        if (m.num_workers, m.prefetch_factor) != (result.num_workers, result.prefetch_factor):
+            return False
+        return not kinds or m.worker_type == result.worker_type  # then the kinds' rows
+
+    for m in sorted(result.table, key=place):
+        mark = "  <- chosen" if chosen(m) else ""
+        busy = "" if m.busy is None else f"{m.busy:.0%}"
+        factor = f" {m.prefetch_factor or '':>8}" if tried else ""
+        kind = f" {m.worker_type or '':>8}" if kinds else ""
+        print(
+            f"  {m.num_workers:>11} {m.images_per_sec:>9,.0f} {m.seconds:>8.1f} {busy:>5}"
+            f"{factor}{kind}{mark}"
+        )

@@ -27,7 +27,7 @@ import numpy.random  # noqa: F401
 import torch.utils.data
 
 from fastload.accelerate import Acceleration
-from fastload.autotune import autotune
+from fastload.autotune import autotune, choose_worker_type
 from fastload.checks import differences
 from fastload.devices import resolve_device
 from fastload.loader.executing import ExecutorPath
@@ -129,6 +129,12 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             written holds the others back while it runs; and draws the training loop itself
             makes meanwhile from torch's CPU, Python's or numpy's global stream can land among
             a sample's (CUDA's are apart; give such draws a ``torch.Generator`` of their own).
+            ``"auto"``: both kinds measured in turns at the worker count
+            (:func:`fastload.autotune.choose_worker_type`; with ``num_workers="auto"``, at
+            the count autotune chose), and threads kept only when faster beyond the noise;
+            processes, unmeasured, without workers or where threads cannot run the loader.
+            The answer is cached as autotune's are; the loader then holds the kind chosen,
+            and :attr:`worker_choice` (and :func:`fastload.explain`) says why.
         gpu_transforms: The old name of ``batch_transforms`` (a ``FutureWarning``).
         **kwargs: torch's keyword parameters (``shuffle``, ``num_workers``, ...).
 
@@ -156,14 +162,21 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
         # keyword-only; the rest is torch's. The public signature (below) lists both.
         given = {name: kwargs.pop(name) for name in (*NAMES, *DEPRECATED) if name in kwargs}
         options = LoaderOptions(**renamed(given))
-        args, kwargs, autotuned = _settle(args, kwargs, options, type(self))
-        super().__init__(*args, **kwargs)
+        settled = _settle(args, kwargs, options, type(self))
+        super().__init__(*settled.args, **settled.kwargs)
         # each option under its own name, as given (a framework that rebuilds the loader from
         # its attributes passes them back)
         for name in NAMES:
-            setattr(self, name, getattr(options, name))
-        self._autotuned = autotuned
+            setattr(self, name, getattr(settled.options, name))
+        self._autotuned = settled.autotuned
+        self._worker_choice = settled.worker_choice
         self._path()  # planned now, so that a bad combination fails here, not at a batch
+
+    @property
+    def worker_choice(self) -> str | None:
+        """How ``worker_type="auto"`` was settled into the ``worker_type`` this loader holds
+        (``None``: it was given)."""
+        return self.__dict__.get("_worker_choice")
 
     def options(self) -> LoaderOptions:
         """fastload's options as this loader holds them now."""
@@ -352,43 +365,85 @@ def _lost_to_torch(plan: WorkerPlan | ExecutorPlan) -> list[str]:
     return lost
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settled:
+    """The constructor's arguments with fastload's choices for them made."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    options: LoaderOptions
+    autotuned: bool  # num_workers="auto" was measured
+    worker_choice: str | None  # how worker_type="auto" was settled; None: it was given
+
+
 def _settle(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     options: LoaderOptions,
     loader_class: Callable[..., Any],
-) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
+) -> _Settled:
     """torch's arguments with fastload's defaults for them settled: ``num_workers="auto"``
-    measured into an int, and ``pin_memory=True`` for a CUDA device when not given.
-
-    Returns:
-        The arguments for torch's constructor, and whether ``num_workers`` was autotuned.
-    """
+    measured into an int, ``worker_type="auto"`` into ``"process"`` or ``"thread"``, and
+    ``pin_memory=True`` for a CUDA device when not given."""
     device = resolve_device(options.device)
     try:
         given = dict(_TORCH_INIT.bind(None, *args, **kwargs).arguments)
     except TypeError:  # torch raises its own error for these arguments
-        return args, kwargs, False
+        return _Settled(args, kwargs, options, False, None)
     given.pop("self")
     autotuned = given.get("num_workers") == "auto"
+    kind: tuple[str, str] | None = None
     if autotuned:
-        given["num_workers"], prefetch = _autotuned_workers(given, options, loader_class)
-        if prefetch is not None and given.get("prefetch_factor") is None:
-            given["prefetch_factor"] = prefetch
+        result = _autotuned_workers(given, options, loader_class)
+        given["num_workers"] = result.num_workers
+        if result.prefetch_factor is not None and given.get("prefetch_factor") is None:
+            given["prefetch_factor"] = result.prefetch_factor
+        if result.worker_type is not None:  # worker_type="auto", answered with the count
+            kind = result.worker_type, f"with num_workers='auto': {result.reason}"
+    if options.worker_type == "auto" and kind is None:
+        kind = _worker_type_at(given, options, loader_class)
     if device is not None and device.type == "cuda" and "pin_memory" not in given:
         given["pin_memory"] = True
-    return (), given, autotuned
+    if kind is None:
+        return _Settled((), given, options, autotuned, None)
+    log.info("worker_type='auto': %s workers (%s)", kind[0], kind[1])
+    settled = dataclasses.replace(
+        options, worker_type="thread" if kind[0] == "thread" else "process"
+    )
+    return _Settled((), given, settled, autotuned, f"worker_type='auto': {kind[1]}")
 
 
-def _autotuned_workers(
+def _worker_type_at(
     arguments: dict[str, Any], options: LoaderOptions, loader_class: Callable[..., Any]
-) -> tuple[int, int | None]:
-    """Run fastload.autotune for a loader built with these arguments; log and return the choice
-    (the worker count, and a ``prefetch_factor`` when one beat the default)."""
-    dataset = arguments["dataset"]
+) -> tuple[str, str]:
+    """Threads against processes at the count given, for a loader built with these
+    arguments (cached as autotune's answers are); processes without workers.
+
+    Returns:
+        The kind, and why.
+    """
+    workers = arguments.get("num_workers", 0)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 0:
+        # nothing to choose between (torch's own checks name a bad count)
+        return "process", f"num_workers={workers!r}, so no kind of worker to choose"
     batch_size = arguments.get("batch_size", 1)
     if batch_size is None:
-        raise ValueError("num_workers='auto' needs a batch_size to measure with")
+        raise ValueError("worker_type='auto' needs a batch_size to measure with")
+    result = choose_worker_type(
+        arguments["dataset"],
+        batch_size=batch_size,
+        num_workers=workers,
+        loader=loader_class,
+        loader_kwargs=_measured_arguments(arguments, options),
+    )
+    assert result.worker_type is not None  # choose_worker_type always answers it
+    source = "cached" if result.cached else "measured"
+    return result.worker_type, f"{source}: {result.reason}"
+
+
+def _measured_arguments(arguments: dict[str, Any], options: LoaderOptions) -> dict[str, Any]:
+    """What a measured loader is built with besides its dataset, batch size and workers: the
+    arguments and fastload options given other than their defaults."""
     skip = ("dataset", "batch_size", "num_workers", "persistent_workers")
     others = {
         k: v
@@ -398,10 +453,23 @@ def _autotuned_workers(
     mine = {name: getattr(options, name) for name in NAMES}
     defaults = LoaderOptions()
     changed = {k: v for k, v in mine.items() if v != getattr(defaults, k)}
+    return {**others, **changed}
+
+
+def _autotuned_workers(
+    arguments: dict[str, Any], options: LoaderOptions, loader_class: Callable[..., Any]
+) -> Any:
+    """Run fastload.autotune for a loader built with these arguments; log and return its
+    result (the worker count, a ``prefetch_factor`` when one beat the default, and with
+    ``worker_type="auto"`` the kind of worker)."""
+    dataset = arguments["dataset"]
+    batch_size = arguments.get("batch_size", 1)
+    if batch_size is None:
+        raise ValueError("num_workers='auto' needs a batch_size to measure with")
     result = autotune(
         dataset,
         batch_size=batch_size,
-        loader_kwargs={**others, **changed},
+        loader_kwargs=_measured_arguments(arguments, options),
         loader=loader_class,
     )
     source = "cached" if result.cached else "measured"
@@ -412,7 +480,7 @@ def _autotuned_workers(
         result.images_per_sec,
         result.reason,
     )
-    return result.num_workers, result.prefetch_factor
+    return result
 
 
 def _is_default(name: str, value: Any) -> bool:
