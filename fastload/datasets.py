@@ -25,7 +25,7 @@ from fastload import backends, errors
 from fastload.backends.base import read_file
 from fastload.checks import check_choice, check_int
 from fastload.compact import Strings
-from fastload.drawing import drawing, drawn
+from fastload.drawing import drawing, drawn, own_draws
 from fastload.errors import UnreadableImageWarning
 from fastload.options import ON_ERROR
 from fastload.sampling import SeededSamples, numpy_kept, seeded
@@ -209,7 +209,8 @@ class ImageDataset(Dataset):
         """Decode (with the fused transform): the part ``on_error`` is about."""
         array = self._backend().decode(
             data,
-            plan=drawn(self._plan),
+            # fastload's own ops draw from the sample's generator; any other op, under the lock
+            plan=drawn(self._plan) if self._split.draws_python else own_draws(self._plan),
             render=self._split.render,
             max_pixels=self.max_pixels,
             exif_orientation=self.exif_orientation,

@@ -10,6 +10,11 @@ the process's own put back after. The sample sees the draws a worker process wou
 the same order; what draws nothing (decoding, resampling, a deterministic batch op) runs outside
 the lock, in parallel.
 
+fastload's own planned ops draw from torch's stream only, through :func:`generator`: in a
+thread worker's sample that is the sample's own ``torch.Generator`` (seeded as a worker process
+seeds torch's, so the numbers are the same), which needs no lock and no swap
+(:func:`own_draws`). A later stretch under :func:`drawing` continues from where it stands.
+
 numpy's stream is moved as its raw MT19937 words (a copy of 2.5 KB instead of
 ``get_state``'s ~30 us); the one Gaussian that numpy's legacy ``normal`` caches between calls is
 not part of them.
@@ -32,8 +37,10 @@ __all__ = [
     "SampleStreams",
     "drawing",
     "drawn",
+    "generator",
     "guard",
     "in_worker_thread",
+    "own_draws",
     "pool_started",
     "pool_stopped",
     "sample",
@@ -60,24 +67,32 @@ class SampleStreams:
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
-        self._saved: tuple[torch.Tensor, Any, np.ndarray] | None = None
+        self._torch: torch.Generator | None = None
+        self._saved: tuple[Any, np.ndarray] | None = None  # Python's and numpy's
+
+    @property
+    def torch(self) -> torch.Generator:
+        """The sample's torch stream (its state, while :meth:`enter` has it in place, is in
+        torch's default generator instead)."""
+        if self._torch is None:
+            self._torch = torch.Generator().manual_seed(self.seed)
+        return self._torch
 
     def enter(self) -> None:
         """Put this sample's streams in place (the lock held)."""
+        torch.default_generator.set_state(self.torch.get_state())
         if self._saved is None:
-            torch.default_generator.manual_seed(self.seed)
             random.seed(self.seed)
             np.random.seed(self.seed & 0xFFFFFFFF)  # numpy's legacy seeds are 32-bit
             return
-        generator, python, words = self._saved
-        torch.default_generator.set_state(generator)
+        python, words = self._saved
         random.setstate(python)
         _numpy_words()[:] = words
 
     def leave(self) -> None:
         """Keep where this sample's streams stand (the lock held)."""
-        generator = torch.default_generator.get_state()
-        self._saved = (generator, random.getstate(), _numpy_words().copy())
+        self.torch.set_state(torch.default_generator.get_state())
+        self._saved = (random.getstate(), _numpy_words().copy())
 
 
 def worker_thread() -> None:
@@ -130,6 +145,30 @@ def drawn(function: Callable[..., Any] | None) -> Callable[..., Any] | None:
     def run(*args: Any, **kwargs: Any) -> Any:
         with drawing():
             return function(*args, **kwargs)
+
+    return run
+
+
+def generator() -> torch.Generator | None:
+    """The generator fastload's own ops draw from: the sample's own inside :func:`own_draws`,
+    ``None`` (torch's default generator) elsewhere."""
+    return getattr(_LOCAL, "generator", None)
+
+
+def own_draws(function: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """``function``, whose only draws are fastload's own through :func:`generator`, run with
+    the current sample's torch stream when called inside a worker thread's sample: no lock,
+    no swap. Elsewhere it runs as it is."""
+    if function is None or getattr(_LOCAL, "streams", None) is None:
+        return function
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        streams: SampleStreams = _LOCAL.streams
+        _LOCAL.generator = streams.torch
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _LOCAL.generator = None
 
     return run
 

@@ -1,5 +1,6 @@
 """What this process runs on: its CPU cores and the load on them, its child processes' CPU
-time, the C heap, its torch.distributed world, and the folder fastload caches in."""
+time, the C heap, torch's intra-op threads, its torch.distributed world, and the folder
+fastload caches in."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ __all__ = [
     "cpu_cores",
     "distributed",
     "load_average",
+    "single_threaded_ops",
     "trim_heap",
     "world_size",
 ]
@@ -58,6 +60,45 @@ def trim_heap() -> bool:
         return False
     trim(0)
     return True
+
+
+@functools.cache
+def _openmp() -> ctypes.CDLL | None:
+    """The OpenMP runtime torch runs its CPU ops' threads with, as loaded in this process."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/lib" in line}
+    except OSError:  # no /proc: not Linux
+        return None
+    for path in sorted(paths):
+        name = os.path.basename(path)
+        if name.startswith(("libgomp", "libiomp5", "libomp")) and ".so" in name:
+            try:
+                return ctypes.CDLL(path)  # the library already loaded, not a second copy
+            except OSError:
+                return None
+    return None
+
+
+def single_threaded_ops() -> bool:
+    """Run torch's CPU ops on the calling thread alone, as torch's worker processes do
+    (``torch.set_num_threads(1)``), leaving the process's other threads as they are.
+
+    ``torch.set_num_threads`` would also change the count every thread started later begins
+    with, the training loop's included. OpenMP keeps the count per thread, so it is set for
+    this one only, after torch's own first setting of it in this thread (which would undo it).
+
+    Returns:
+        Whether it could be set (``False`` where torch does not run on OpenMP).
+    """
+    import torch
+
+    torch.get_num_threads()  # torch sets this thread's count once, on first use: first
+    runtime = _openmp()
+    if runtime is None:
+        return False
+    runtime.omp_set_num_threads(1)
+    return torch.get_num_threads() == 1
 
 
 def distributed() -> bool:

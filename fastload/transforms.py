@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from fastload import drawing
 from fastload.resampling import (
     View,
     Visible,
@@ -88,7 +89,7 @@ def _uniform(low: float, high: float) -> float:
     buffer = getattr(_scratch, "floats", None)
     if buffer is None or buffer.dtype != dtype:
         buffer = _scratch.floats = torch.empty(1, dtype=dtype)
-    return buffer.uniform_(low, high).item()
+    return buffer.uniform_(low, high, generator=drawing.generator()).item()
 
 
 def _randint(low: int, high: int) -> int:
@@ -97,7 +98,7 @@ def _randint(low: int, high: int) -> int:
     buffer = getattr(_scratch, "ints", None)
     if buffer is None:
         buffer = _scratch.ints = torch.empty(1, dtype=torch.int64)
-    return int(buffer.random_(low, high).item())
+    return int(buffer.random_(low, high, generator=drawing.generator()).item())
 
 
 class Transform:
@@ -391,12 +392,14 @@ class TransformSplit:
 
     @property
     def draws_python(self) -> bool:
-        """Whether planning may draw from Python's ``random``: fastload's own ops draw from
-        torch only; another ``Transform`` subclass may."""
+        """Whether planning may draw from other streams than torch's through
+        :func:`fastload.drawing.generator` (Python's ``random``, say): fastload's own ops do
+        not; another ``Transform`` subclass may."""
         return any(type(op) not in _TORCH_DRAWN for op in self.fused)
 
 
-# fastload's planned ops, which draw from torch's stream only (as torchvision's do)
+# fastload's planned ops, which draw from torch's stream only (as torchvision's do), through
+# _uniform and _randint
 _TORCH_DRAWN = (RandomResizedCrop, Resize, CenterCrop, RandomCrop, RandomHorizontalFlip)
 
 

@@ -246,3 +246,26 @@ def test_float_batches_reuse_memory_the_consumer_let_go_of_and_keep_what_it_hold
                 kept, copy = images, images.clone()
     assert torch.equal(kept, copy)  # held through three epochs: never written again
     assert len(addresses) < 3 * len(loader)  # the rest came back to the ring
+
+
+def test_worker_threads_run_torchs_ops_on_one_thread_each_and_leave_the_rest(
+    folder: Path,
+) -> None:
+    """As torch sets one intra-op thread in each worker process: N threads fanning out over
+    every core would oversubscribe them. The consumer's thread and threads started later
+    keep torch's count."""
+    seen: list[int] = []
+
+    def record(image: torch.Tensor) -> torch.Tensor:
+        seen.append(torch.get_num_threads())
+        return image
+
+    main = torch.get_num_threads()
+    dataset = fastload.ImageFolder(folder, T.Compose([T.RandomResizedCrop(16), record]))
+    assert len(_epoch(_loader(dataset, kind="thread", workers=2))) == 8
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == main
+    later: list[int] = []
+    thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+    thread.start(), thread.join()
+    assert later == [main]

@@ -27,6 +27,7 @@ from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from fastload import buffers, drawing
 from fastload.buffers import BatchRing
+from fastload.system import single_threaded_ops
 
 __all__ = ["ThreadWorkersIter"]
 
@@ -122,6 +123,9 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
 
 def _start_worker(ring: BatchRing) -> None:
     """A worker thread's start: its samples draw from their own streams, its batches are
-    made in ``ring``."""
+    made in ``ring``, and torch's CPU ops run on it alone (``num_workers`` threads each
+    fanning out over every core would oversubscribe them, as processes would without torch
+    setting one thread in each)."""
     drawing.worker_thread()
     buffers.use(ring)
+    single_threaded_ops()
