@@ -12,7 +12,18 @@ rotated each round; a slice starts after the loader's first batches (workers sta
 cached). Memory: the sum of the peak resident memory (VmHWM) of the row's process and of each
 of its worker processes. Ratios are per round (the same round's slices saw the same load).
 
+Two more rows bound what any kind of worker could give: "one core" runs the samples' own work
+(read, decode fused with the crop, and for float32 the normalize into a batch slot) in a loop
+on one core with no loader at all; ``N`` times it is the ceiling for ``N`` workers on ``N``
+free cores, and the report says which share of it each kind reaches.
+
+``--gil`` (needs ``pip install py-spy``) attaches py-spy to each thread row's process for its
+slice and counts the samples in which some thread holds the GIL: the share of the time the
+GIL is held, over the images made, is what one image costs of the one interpreter, and its
+inverse the most images/s one process can make however many cores and threads it has.
+
 Run: python benchmarks/worker_threads.py [--data DIR] [--workers 2] [--seconds 20] [--rounds 3]
+     [--gil]
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,7 +42,16 @@ from typing import Any
 import torch
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-ROWS = ("process uint8", "thread uint8", "process float32", "thread float32", "DALI CPU float32")
+ROWS = (
+    "process uint8",
+    "thread uint8",
+    "process float32",
+    "thread float32",
+    "DALI CPU float32",
+    "one core uint8",
+    "one core float32",
+)
+GIL_HZ = 250  # py-spy's samples a second
 
 
 def _peak_kib(pid: int) -> int:
@@ -73,9 +94,52 @@ def _dali_batches(root: Path, workers: int, batch: int) -> Any:
     return hand_written(root, "train-normalize", workers, batch)
 
 
+def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, Any]:
+    """The samples' own work in a loop on one core, no loader: images/s."""
+    import fastload
+    from fastload import transforms as T
+    from fastload.sampling import SampleKey
+
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    torch.set_num_threads(1)
+    geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
+    dataset = fastload.ImageFolder(root, geometry)
+    mean = torch.tensor(MEAN).view(3, 1, 1) * 255
+    std = torch.tensor(STD).view(3, 1, 1) * 255
+    slots = torch.empty(batch, 3, 224, 224)
+    order = torch.randint(0, len(dataset), (1 << 20,), generator=torch.Generator().manual_seed(0))
+    seen, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        i = int(order[seen])
+        image, _ = dataset[SampleKey(i, seed=seen)]  # drawn from a seed of its own
+        if dtype == "float32":
+            torch.sub(image, mean, out=slots[seen % batch]).div_(std)
+        seen += 1
+    return {"rate": seen / elapsed, "mib": _peak_kib(os.getpid()) / 1024, "dtype": dtype}
+
+
+def _gil_share(pid: int, seconds: float) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` for ``seconds``: only samples whose thread holds the GIL."""
+    out = Path(f"/tmp/fastload-gil-{pid}.txt")
+    command = ["py-spy", "record", "--gil", "--nonblocking", "-r", str(GIL_HZ), "-f", "raw"]
+    command += ["-o", str(out), "-p", str(pid), "-d", str(max(1, int(seconds)))]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _gil_samples(pid: int) -> int:
+    out = Path(f"/tmp/fastload-gil-{pid}.txt")
+    lines = out.read_text().splitlines() if out.exists() else []
+    out.unlink(missing_ok=True)
+    return sum(int(line.rsplit(" ", 1)[1]) for line in lines if line.strip())
+
+
 def row(args: argparse.Namespace) -> None:
     """One slice of one row, in this process: its images/s and memory as JSON."""
     root = Path(args.data)
+    if args.row.startswith("one core"):
+        out = _one_core(root, args.row.split()[-1], args.batch_size, args.seconds)
+        print(json.dumps(out), flush=True)
+        return
     if args.row.startswith("DALI"):
         batches = _dali_batches(root, args.workers, args.batch_size)
     else:
@@ -83,12 +147,16 @@ def row(args: argparse.Namespace) -> None:
         batches = _fastload_batches(root, kind, dtype, args.workers, args.batch_size)
     for _ in range(3):  # warm-up: workers started, files in the page cache
         first = next(batches)[0]
+    spy = _gil_share(os.getpid(), args.seconds) if args.gil and "thread" in args.row else None
     seen, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < args.seconds:
         seen += len(next(batches)[0])
     children = [int(p) for p in _children(os.getpid())]
     memory = sum(_peak_kib(p) for p in [os.getpid(), *children])
     out = {"rate": seen / elapsed, "mib": memory / 1024, "dtype": str(first.dtype)}
+    if spy is not None:
+        spy.wait()
+        out["gil"] = _gil_samples(os.getpid()) / (GIL_HZ * max(1, int(args.seconds)))
     print(json.dumps(out), flush=True)
     os._exit(0)  # the workers and DALI's threads are not waited for
 
@@ -110,6 +178,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=20.0, help="one slice of one row")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--gil", action="store_true", help="measure the GIL's share of the thread rows (py-spy)"
+    )
     parser.add_argument("--row", help=argparse.SUPPRESS)  # a row's own process
     args = parser.parse_args()
     if args.data is None:
@@ -119,6 +190,10 @@ def main() -> None:
     if args.row:
         row(args)
         return
+    if args.gil and shutil.which("py-spy") is None:
+        raise SystemExit(
+            "--gil samples the GIL with py-spy, which is not installed: pip install py-spy"
+        )
     rows = [r for r in ROWS if not r.startswith("DALI") or _has_dali()]
     print(
         f"torch {torch.__version__}; {args.workers} workers / threads, batch "
@@ -129,7 +204,7 @@ def main() -> None:
         for name in rows[k % len(rows) :] + rows[: k % len(rows)]:
             results[name].append(_slice(name, args))
             print(f"  round {k + 1}: {name}: {results[name][-1]['rate']:.0f} images/s", flush=True)
-    report(results)
+    report(results, args.workers)
 
 
 def _has_dali() -> bool:
@@ -144,7 +219,7 @@ def _has_dali() -> bool:
 def _slice(name: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, __file__, "--row", name, "--data", args.data]
     command += ["--workers", str(args.workers), "--batch-size", str(args.batch_size)]
-    command += ["--seconds", str(args.seconds)]
+    command += ["--seconds", str(args.seconds)] + (["--gil"] if args.gil else [])
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"row {name!r} failed:\n{done.stderr[-3000:]}")
@@ -152,7 +227,7 @@ def _slice(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def report(results: dict[str, list[dict[str, Any]]]) -> None:
+def report(results: dict[str, list[dict[str, Any]]], workers: int) -> None:
     """Medians, and the per-round ratios of the targets with their range."""
     print(f"\n  {'row':<18} {'images/s':>9} {'peak MiB (all processes)':>26}")
     for name, slices in results.items():
@@ -177,6 +252,39 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
         pairs_mib = zip(threads, processes, strict=True)
         ratio = statistics.median(t["mib"] / p["mib"] for t, p in pairs_mib)
         print(f"  memory, threads / processes, {kind}: {ratio:.2f}x")
+    _ceilings(results, workers)
+    _gil_walls(results)
+
+
+def _ceilings(results: dict[str, list[dict[str, Any]]], workers: int) -> None:
+    """Each kind's share of ``workers`` cores doing the samples' own work and nothing else."""
+    for kind in ("uint8", "float32"):
+        core = statistics.median(s["rate"] for s in results[f"one core {kind}"])
+        shares = []
+        for name in (f"process {kind}", f"thread {kind}"):
+            rate = statistics.median(s["rate"] for s in results[name])
+            shares.append(f"{name.split()[0]}es {rate / (core * workers):.0%}")
+        print(
+            f"  ceiling, {kind}: one core {core:.0f} images/s, x{workers} = "
+            f"{core * workers:.0f}; reached: {', '.join(shares).replace('threades', 'threads')}"
+        )
+
+
+def _gil_walls(results: dict[str, list[dict[str, Any]]]) -> None:
+    """Where the GIL's share was measured: its cost an image and the wall it makes."""
+    for kind in ("uint8", "float32"):
+        slices = [s for s in results[f"thread {kind}"] if "gil" in s]
+        if not slices:
+            continue
+        share = statistics.median(s["gil"] for s in slices)
+        rate = statistics.median(s["rate"] for s in slices)
+        core = statistics.median(s["rate"] for s in results[f"one core {kind}"])
+        wall = rate / max(share, 1e-9)
+        print(
+            f"  GIL, threads {kind}: held {share:.0%} of the time, {1e3 * share / rate:.2f} ms "
+            f"an image; wall {wall:.0f} images/s for one process, about {wall / core:.1f} "
+            f"cores at {core:.0f} images/s a core"
+        )
 
 
 if __name__ == "__main__":

@@ -240,3 +240,6 @@ def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) 
     for ratio in ("thread float32 / process float32", "thread float32 / DALI CPU float32"):
         assert re.search(rf"{ratio}: \d+\.\d\dx", done.stdout), done.stdout
     assert re.search(r"memory, threads / processes, float32: \d+\.\d\dx", done.stdout)
+    # the samples' own work on one core, times the workers: what each kind reaches of it
+    ceiling = r"ceiling, float32: one core \d+ images/s, x2 = \d+; reached: processes \d+%, threads"
+    assert re.search(ceiling, done.stdout), done.stdout
