@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     dataset = image_dataset(
         data, RandomResizedCrop(224), backend=args.backend, command="autotune", on_error="skip"
     )
+    kind = args.worker_type
     progress = Progress(
         "autotune",
         rate=False,
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
                 cache=not args.no_cache,
                 progress=progress,
                 loader=DataLoader,
-                loader_kwargs={"worker_type": args.worker_type},
+                # the default is left out: the same question as num_workers="auto" asks
+                loader_kwargs={} if kind == "process" else {"worker_type": kind},
                 remeasure_loaded=args.remeasure_loaded,
             )
     finally:
