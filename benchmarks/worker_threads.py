@@ -22,8 +22,12 @@ slice and counts the samples in which some thread holds the GIL: the share of th
 GIL is held, over the images made, is what one image costs of the one interpreter, and its
 inverse the most images/s one process can make however many cores and threads it has.
 
+``--cores 4 8 16`` repeats the whole comparison for each count, the rows' processes pinned
+to that many cores (as ``taskset`` would) with as many workers of each kind: how far threads
+scale against processes on a larger machine (the GPU check runs it).
+
 Run: python benchmarks/worker_threads.py [--data DIR] [--workers 2] [--seconds 20] [--rounds 3]
-     [--gil]
+     [--gil] [--cores N [N ...]]
 """
 
 from __future__ import annotations
@@ -108,12 +112,17 @@ def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, A
     std = torch.tensor(STD).view(3, 1, 1) * 255
     slots = torch.empty(batch, 3, 224, 224)
     order = torch.randint(0, len(dataset), (1 << 20,), generator=torch.Generator().manual_seed(0))
+
+    def one(k: int) -> None:
+        image, _ = dataset[SampleKey(int(order[k]), seed=k)]  # drawn from a seed of its own
+        if dtype == "float32":
+            torch.sub(image, mean, out=slots[k % batch]).div_(std)
+
+    for k in range(3 * batch):  # warm-up, as the loaders' rows: files cached, code run once
+        one(len(order) - 1 - k)
     seen, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
-        i = int(order[seen])
-        image, _ = dataset[SampleKey(i, seed=seen)]  # drawn from a seed of its own
-        if dtype == "float32":
-            torch.sub(image, mean, out=slots[seen % batch]).div_(std)
+        one(seen)
         seen += 1
     return {"rate": seen / elapsed, "mib": _peak_kib(os.getpid()) / 1024, "dtype": dtype}
 
@@ -181,13 +190,22 @@ def main() -> None:
     parser.add_argument(
         "--gil", action="store_true", help="measure the GIL's share of the thread rows (py-spy)"
     )
+    parser.add_argument(
+        "--cores",
+        type=int,
+        nargs="+",
+        help="pin the rows to this many cores, with as many workers, for each count given",
+    )
     parser.add_argument("--row", help=argparse.SUPPRESS)  # a row's own process
+    parser.add_argument("--pin", type=int, help=argparse.SUPPRESS)  # the row's cores
     args = parser.parse_args()
     if args.data is None:
         from fastload.synthetic import default_data
 
         args.data = str(default_data())
     if args.row:
+        if args.pin:
+            os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.pin])
         row(args)
         return
     if args.gil and shutil.which("py-spy") is None:
@@ -195,6 +213,19 @@ def main() -> None:
             "--gil samples the GIL with py-spy, which is not installed: pip install py-spy"
         )
     rows = [r for r in ROWS if not r.startswith("DALI") or _has_dali()]
+    available = len(os.sched_getaffinity(0))
+    for count in args.cores or [None]:
+        if count is not None and count > available:
+            print(f"\n{count} cores: skipped, this process may run on {available}")
+            continue
+        if count is not None:
+            args.pin = args.workers = count
+            print(f"\npinned to {count} cores:")
+        compare(rows, args)
+
+
+def compare(rows: list[str], args: argparse.Namespace) -> None:
+    """Every row, ``args.rounds`` times in rotated order, then the report."""
     print(
         f"torch {torch.__version__}; {args.workers} workers / threads, batch "
         f"{args.batch_size}, {args.rounds} rounds of {args.seconds:g} s slices; data: {args.data}"
@@ -220,6 +251,7 @@ def _slice(name: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, __file__, "--row", name, "--data", args.data]
     command += ["--workers", str(args.workers), "--batch-size", str(args.batch_size)]
     command += ["--seconds", str(args.seconds)] + (["--gil"] if args.gil else [])
+    command += ["--pin", str(args.pin)] if args.pin else []
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"row {name!r} failed:\n{done.stderr[-3000:]}")

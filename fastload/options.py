@@ -11,10 +11,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastload.checks import check_choice, check_int
-from fastload.devices import DeviceLike
+
+if TYPE_CHECKING:  # torch is not imported for the names: the commands' parsers read them
+    from fastload.devices import DeviceLike
 
 __all__ = [
     "ACCELERATE",

@@ -18,7 +18,9 @@ stock torchvision with one worker per core as the baseline); the prefetcher's ov
 ``fastload.gpu`` against torchvision v2's per-image loop; the training recipe side by side
 (ResNet-50, 224 px, bf16, channels-last); how close ResNet-18 and ResNet-50 train to their
 synthetic-data speed fed by the loader on 4, 8 and 16 cores (``benchmarks/train_ceiling.py``);
-what the batch executors' CPU side sustains (``benchmarks/executor_cpu_side.py``);
+worker threads against worker processes pinned to 4, 8 and 16 cores
+(``benchmarks/worker_threads.py``); what the batch executors' CPU side sustains
+(``benchmarks/executor_cpu_side.py``);
 ``fastload autotune`` on every core.
 """
 
@@ -164,6 +166,22 @@ def parts(python: str) -> list[Part]:
             True,
             330,
             "train_ceiling.txt",
+        ),
+        Part(
+            "worker threads",
+            [
+                python,
+                "benchmarks/worker_threads.py",
+                "--seconds",
+                "5",
+                "--rounds",
+                "1",
+                "--cores",
+                *[c for c in ("4", "8", "16") if int(c) <= int(n)],
+            ],
+            True,  # it measures the GPU machine's cores
+            240,
+            "worker_threads.txt",
         ),
         Part(
             "executor cpu side",
