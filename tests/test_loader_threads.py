@@ -3,6 +3,7 @@ skip and fail as they do, and refuse what threads cannot run with the same meani
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -269,3 +270,61 @@ def test_worker_threads_run_torchs_ops_on_one_thread_each_and_leave_the_rest(
     thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
     thread.start(), thread.join()
     assert later == [main]
+
+
+_RANK = """
+import hashlib, json, os, sys
+
+import torch
+import torch.distributed as dist
+
+import fastload
+from fastload import gpu
+from fastload import transforms as T
+
+folder, out = sys.argv[1:3]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+geometry = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip()])
+dataset = fastload.ImageFolder(folder, geometry)
+sampler = torch.utils.data.DistributedSampler(dataset, shuffle=True, seed=3)
+epochs = {}
+for kind in ("process", "thread"):
+    loader = fastload.DataLoader(
+        dataset, batch_size=4, sampler=sampler, num_workers=2, worker_type=kind,
+        batch_transforms=gpu.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+        generator=torch.Generator().manual_seed(5),  # the same generator: the same draws
+    )
+    digests = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        digest = hashlib.sha256()
+        for images, labels in loader:
+            digest.update(images.numpy().tobytes()), digest.update(labels.numpy().tobytes())
+        digests.append(digest.hexdigest())
+    epochs[kind] = digests
+with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+    json.dump({"epochs": epochs, "indices": list(sampler)}, f)
+dist.barrier()
+dist.destroy_process_group()
+os._exit(0)  # no interpreter teardown for gloo's threads (pytorch/pytorch#190489)
+"""
+
+
+def test_ranks_under_ddp_get_the_processes_batches_from_their_own_shard(
+    folder: Path, tmp_path: Path
+) -> None:
+    """Two gloo ranks, each with a DistributedSampler: thread workers give each rank the worker
+    processes' batches, epoch by epoch, and the ranks read disjoint halves."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ranks import run_ranks
+
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    run_ranks(script, lambda rank: [str(folder), str(tmp_path)])
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for found in ranks:
+        assert found["epochs"]["thread"] == found["epochs"]["process"]
+        assert found["epochs"]["thread"][0] != found["epochs"]["thread"][1]  # drawn anew
+    assert ranks[0]["epochs"]["thread"] != ranks[1]["epochs"]["thread"]
+    assert not set(ranks[0]["indices"]) & set(ranks[1]["indices"])
