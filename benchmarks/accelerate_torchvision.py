@@ -15,13 +15,13 @@ Run: python benchmarks/accelerate_torchvision.py [--data DIR] [--workers 2] [--s
 from __future__ import annotations
 
 import argparse
-import json
 
+import results
 import torch
 import torchvision
 
 import fastload
-from fastload.bench import format_table, run
+from fastload.bench import STOCK, format_table, run
 from fastload.synthetic import default_data
 
 
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backend", default="turbojpeg", help="the hand-written reference row")
     parser.add_argument("--pipelines", nargs="+", default=["train", "val"])
-    parser.add_argument("--json", action="store_true", help="print the results as JSON too")
+    results.add_argument(parser)
     args = parser.parse_args()
     data = args.data or default_data()
     print(
@@ -43,7 +43,7 @@ def main() -> None:
         f"{torchvision.__version__}; {args.workers} workers, batch {args.batch_size}, "
         f"{args.rounds} interleaved rounds, device {args.device}; data: {data}"
     )
-    results = []
+    figures = []
     for pipeline in args.pipelines:
         rows = run(
             data,
@@ -62,9 +62,22 @@ def main() -> None:
         if accelerated.images_per_sec and hand.images_per_sec:
             share = accelerated.images_per_sec / hand.images_per_sec
             print(f"  accelerated / hand-written fastload: {share:.2f}")
-        results += [r.to_dict() for r in rows]
-    if args.json:
-        print(json.dumps({"results": results}, indent=2))
+        figures += results.from_bench(rows, group=pipeline)
+    results.write(
+        args.json,
+        benchmark="accelerate_torchvision",
+        title=f"an unchanged torchvision pipeline with accelerate=True, {args.workers} workers",
+        baseline=STOCK,
+        rows=figures,
+        settings={
+            "workers": args.workers,
+            "batch_size": args.batch_size,
+            "device": args.device,
+            "seconds": args.seconds,
+            "rounds": args.rounds,
+            "data": str(data),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import results
 import torch
 
 import fastload
@@ -205,6 +206,7 @@ def main() -> None:
         default=["train", "val", "train-normalize"],
         choices=["train", "val", "train-normalize"],
     )
+    results.add_argument(parser)
     args = parser.parse_args()
     root = Path(args.data or default_data())
     print(
@@ -212,6 +214,7 @@ def main() -> None:
         f"threads / workers, batch {args.batch_size}, {args.rounds} interleaved rounds; "
         f"data: {root}; epochs of {args.epoch_samples or 'the dataset'} samples"
     )
+    figures = []
     for pipeline in args.pipelines:
         streams = contenders(root, pipeline, args)
         for batches in streams.values():
@@ -227,6 +230,22 @@ def main() -> None:
             if close is not None:
                 close()
         report(pipeline, rates)
+        stock = rates["stock torchvision"]
+        figures += [
+            results.row(name, r, None if r is stock else stock, group=pipeline)
+            for name, r in rates.items()
+        ]
+    results.write(
+        args.json,
+        benchmark="dali_overhead",
+        title=f"fastload's DALI backend against hand-written DALI, {args.threads} threads",
+        baseline="stock torchvision",
+        rows=figures,
+        settings={
+            k: getattr(args, k)
+            for k in ("threads", "batch_size", "seconds", "rounds", "epoch_samples", "device")
+        },
+    )
 
 
 def contenders(root: Path, pipeline: str, args: argparse.Namespace) -> dict[str, Iterator[Any]]:

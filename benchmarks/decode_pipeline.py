@@ -13,14 +13,14 @@ are better: point --data at any class-folder set of JPEGs.
 from __future__ import annotations
 
 import argparse
-import json
 
+import results
 import torch
 import torchvision
 
 import fastload
 from fastload import backends
-from fastload.bench import format_table, run
+from fastload.bench import STOCK, format_table, run
 from fastload.synthetic import default_data
 
 
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument(
         "--backends", nargs="+", help="per-sample backends to measure (default: all usable)"
     )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON too")
+    results.add_argument(parser)
     args = parser.parse_args()
     names = args.backends or [n for n in backends.names("decoder") if backends.check(n).usable]
     data = args.data or default_data()
@@ -44,7 +44,7 @@ def main() -> None:
         f"{torchvision.__version__}; {args.workers} workers, batch {args.batch_size}, "
         f"{args.rounds} interleaved rounds; data: {data}"
     )
-    results = []
+    figures = []
     for pipeline in args.pipelines:
         rows = run(
             data,
@@ -57,9 +57,21 @@ def main() -> None:
         )
         print(f"\n{pipeline} pipeline")
         print("\n".join(format_table(rows)))
-        results += [r.to_dict() for r in rows]
-    if args.json:
-        print(json.dumps({"results": results}, indent=2))
+        figures += results.from_bench(rows, group=pipeline)
+    results.write(
+        args.json,
+        benchmark="decode_pipeline",
+        title=f"fastload's CPU backends against stock torchvision, {args.workers} workers",
+        baseline=STOCK,
+        rows=figures,
+        settings={
+            "workers": args.workers,
+            "batch_size": args.batch_size,
+            "seconds": args.seconds,
+            "rounds": args.rounds,
+            "data": str(data),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results as results_json
 import torch
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -55,6 +56,7 @@ ROWS = (
     "one core uint8",
     "one core float32",
 )
+TARGETS = {"thread uint8": 1.1, "thread float32": 1.4}  # issue 39's, against the processes
 GIL_HZ = 250  # py-spy's samples a second
 
 
@@ -196,6 +198,7 @@ def main() -> None:
         nargs="+",
         help="pin the rows to this many cores, with as many workers, for each count given",
     )
+    results_json.add_argument(parser)
     parser.add_argument("--row", help=argparse.SUPPRESS)  # a row's own process
     parser.add_argument("--pin", type=int, help=argparse.SUPPRESS)  # the row's cores
     args = parser.parse_args()
@@ -214,6 +217,7 @@ def main() -> None:
         )
     rows = [r for r in ROWS if not r.startswith("DALI") or _has_dali()]
     available = len(os.sched_getaffinity(0))
+    figures_all: list[dict[str, Any]] = []
     for count in args.cores or [None]:
         if count is not None and count > available:
             print(f"\n{count} cores: skipped, this process may run on {available}")
@@ -221,10 +225,19 @@ def main() -> None:
         if count is not None:
             args.pin = args.workers = count
             print(f"\npinned to {count} cores:")
-        compare(rows, args)
+        where = f"{args.workers} workers" + (f" on {count} cores" if count else "")
+        figures_all += figures(compare(rows, args), where)
+    results_json.write(
+        args.json,
+        benchmark="worker_threads",
+        title="worker threads against worker processes (RandomResizedCrop 224 + flip)",
+        baseline="process",
+        rows=figures_all,
+        settings={k: getattr(args, k) for k in ("batch_size", "seconds", "rounds", "data")},
+    )
 
 
-def compare(rows: list[str], args: argparse.Namespace) -> None:
+def compare(rows: list[str], args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Every row, ``args.rounds`` times in rotated order, then the report."""
     print(
         f"torch {torch.__version__}; {args.workers} workers / threads, batch "
@@ -236,6 +249,31 @@ def compare(rows: list[str], args: argparse.Namespace) -> None:
             results[name].append(_slice(name, args))
             print(f"  round {k + 1}: {name}: {results[name][-1]['rate']:.0f} images/s", flush=True)
     report(results, args.workers)
+    return results
+
+
+def figures(results: dict[str, list[dict[str, Any]]], where: str) -> list[dict[str, Any]]:
+    """The rows for ``--json``: each kind of worker against the process workers, per dtype, in
+    images/s and in peak memory."""
+    out = []
+    for kind in ("uint8", "float32"):
+        base = results[f"process {kind}"]
+        for name in (f"process {kind}", f"thread {kind}", f"DALI CPU {kind}"):
+            if name not in results:
+                continue
+            slices = results[name]
+            for unit, key in (("images/s", "rate"), ("MiB", "mib")):
+                out.append(
+                    results_json.row(
+                        name.replace(f" {kind}", ""),
+                        [s[key] for s in slices],
+                        None if slices is base else [s[key] for s in base],
+                        unit=unit,
+                        target=TARGETS.get(name) if unit == "images/s" else None,
+                        group=f"{kind}, {where}",
+                    )
+                )
+    return out
 
 
 def _has_dali() -> bool:

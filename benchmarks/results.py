@@ -1,0 +1,142 @@
+"""The figures a benchmark writes as JSON, for the docs' plots and tables (``docs/plots.py``).
+
+A benchmark script adds ``--json PATH`` with :func:`add_argument` and, at its end, calls
+:func:`write` with one :func:`row` per configuration measured. The file records the machine,
+the date and the command beside the figures, so that a plot in the docs always says which run
+made it. The docs read ``docs/benchmarks/results/<benchmark>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--json PATH`` to a benchmark's arguments."""
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the figures as JSON to PATH (the docs read "
+        "docs/benchmarks/results/<benchmark>.json)",
+    )
+
+
+def row(
+    name: str,
+    rates: Sequence[float],
+    baseline: Sequence[float] | None = None,
+    *,
+    unit: str = "images/s",
+    target: float | None = None,
+    group: str = "",
+) -> dict[str, Any]:
+    """One configuration: its per-round figures and, against the baseline measured in the same
+    rounds, the median per-round ratio and its range.
+
+    Args:
+        name: The configuration, as the plot labels it.
+        rates: One figure a round.
+        baseline: The baseline's figure in the same rounds, in the same order; None for the
+            baseline itself.
+        unit: What ``rates`` counts.
+        target: The ratio the project aims at, drawn on the plot when given.
+        group: Rows of one group share a plot (for example "train" and "val" pipelines).
+    """
+    out: dict[str, Any] = {
+        "name": name,
+        "group": group,
+        "unit": unit,
+        "rates": [round(r, 3) for r in rates],
+        "median": round(statistics.median(rates), 3),
+    }
+    if baseline is not None:
+        ratios = [
+            a / b for a, b in zip(rates, baseline, strict=False)
+        ]  # a row that failed mid-run has fewer rounds
+        out |= {
+            "ratio": round(statistics.median(ratios), 3),
+            "low": round(min(ratios), 3),
+            "high": round(max(ratios), 3),
+        }
+    if target is not None:
+        out["target"] = target
+    return out
+
+
+def from_bench(rows: Sequence[Any], *, group: str) -> list[dict[str, Any]]:
+    """:func:`row`'s for ``fastload.bench.run``'s rows, each against the first (stock
+    torchvision's, measured in the same rounds); rows that did not run are left out."""
+    stock = rows[0].rates
+    return [
+        row(r.backend, r.rates, None if k == 0 else stock, group=group)
+        for k, r in enumerate(rows)
+        if r.rates
+    ]
+
+
+def machine() -> dict[str, Any]:
+    """What ran it: CPU model, the cores this process may use, the GPU if torch sees one."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    info: dict[str, Any] = {"cpu": model, "cores": len(os.sched_getaffinity(0))}
+    if "torch" in sys.modules:
+        import torch
+
+        info["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def write(
+    path: str | None,
+    *,
+    benchmark: str,
+    title: str,
+    baseline: str,
+    rows: list[dict[str, Any]],
+    settings: dict[str, Any],
+) -> None:
+    """Write the figures to ``path`` (nothing when it is None).
+
+    Args:
+        path: Where; its folder is made.
+        benchmark: The script's name, without ``.py``.
+        title: One line saying what was measured.
+        baseline: The configuration each ratio is taken against.
+        rows: :func:`row`'s results.
+        settings: The run's options (workers, batch size, rounds, seconds, data).
+    """
+    if path is None:
+        return
+    from fastload.version import __version__
+
+    doc = {
+        "benchmark": benchmark,
+        "title": title,
+        "baseline": baseline,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": " ".join(["python", *sys.argv]),
+        "fastload": __version__,
+        "machine": machine(),
+        "settings": settings,
+        "rows": rows,
+    }
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"figures written to {out}")
