@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make .venv/ in this checkout and install fastload into it, with the extras given
-# (default "all"; the test suite uses "all,dev").
+# (default "all"; the test suite, which also builds the docs, uses "all,dev,docs").
 #
 #   bash scripts/install.sh [EXTRAS]
 #

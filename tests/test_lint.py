@@ -22,6 +22,7 @@ def test_ruff_check() -> None:
             "benchmarks",
             "examples",
             "scripts",
+            "docs",
         ],
         cwd=ROOT,
         capture_output=True,
