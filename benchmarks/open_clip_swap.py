@@ -50,6 +50,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import results
+
 import fastload
 from fastload.synthetic import default_data
 
@@ -175,7 +177,7 @@ def _summary(rates: dict[str, list[float]], pairs: list[tuple[str, str]], unit: 
         )
 
 
-def measure_loaders(args: argparse.Namespace) -> None:
+def measure_loaders(args: argparse.Namespace) -> list[dict[str, Any]]:
     rates: dict[str, list[float]] = {row: [] for row in ROWS}
     for r in range(args.rounds):
         order = ROWS[r % len(ROWS) :] + ROWS[: r % len(ROWS)]
@@ -195,6 +197,8 @@ def measure_loaders(args: argparse.Namespace) -> None:
         ("fastload", "fastload text"),
     ]
     _summary(rates, pairs, "images/s")
+    base = rates["open_clip"]
+    return [results.row(row, r, None if r is base else base) for row, r in rates.items()]
 
 
 def _epoch(log: str) -> tuple[float, float, str]:
@@ -252,6 +256,7 @@ def main() -> None:
     parser.add_argument("--main", action="store_true", help="also OpenCLIP's main, one epoch")
     parser.add_argument("--main-samples", type=int, default=512)
     parser.add_argument("--main-args", default=MAIN_ARGS)
+    results.add_argument(parser)
     parser.add_argument("--row", choices=ROWS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (Path(args.baseline_path) / "webdataset").is_dir():
@@ -266,7 +271,14 @@ def main() -> None:
         return
     text, _, samples = make_packs(Path(args.data), Path(args.work), args.shards)
     print(f"{samples} photos from {args.data}, {len(list(text.glob('*.tar')))} shards a pack")
-    measure_loaders(args)
+    results.write(
+        args.json,
+        benchmark="open_clip_swap",
+        title=f"OpenCLIP's loader against fastload in its place, {args.model} preprocess",
+        baseline="open_clip",
+        rows=measure_loaders(args),
+        settings={k: getattr(args, k) for k in ("workers", "batch_size", "batches", "rounds")},
+    )
     if args.main:
         measure_main(args, Path(args.work))
 

@@ -20,6 +20,7 @@ import functools
 import statistics
 from typing import Any
 
+import results
 import torch
 
 from fastload.autotune import measure_loader
@@ -49,6 +50,7 @@ def main() -> None:
     parser.add_argument("--io-sigma", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=2)
+    results.add_argument(parser)
     args = parser.parse_args()
     dataset = SlowStorage(Small(), ms=args.io_latency, sigma=args.io_sigma)
 
@@ -81,6 +83,17 @@ def main() -> None:
             f"  prefetch_factor {factor}: {rounds} images/s; {mean:.2f}x the default's "
             f"(rounds {min(ratios):.2f}-{max(ratios):.2f})"
         )
+    results.write(
+        args.json,
+        benchmark="prefetch_waits",
+        title=f"prefetch_factor with {args.workers} workers waiting {args.io_latency:g} ms",
+        baseline="prefetch_factor 2",
+        rows=[
+            results.row(f"prefetch_factor {f}", rates[f], None if f == 2 else base) for f in FACTORS
+        ],
+        settings={k: getattr(args, k) for k in ("workers", "batch_size", "io_latency", "io_sigma")}
+        | {"seconds": args.seconds, "rounds": args.rounds},
+    )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import results
 import torch
 import torchvision
 import torchvision.transforms as T
@@ -160,6 +161,7 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--recipes", nargs="+", default=list(recipes(224)))
+    results.add_argument(parser)
     args = parser.parse_args()
     data = str(args.data or default_data())
     made = recipes(args.crop)
@@ -173,6 +175,7 @@ def main() -> None:
     )
     ratios: dict[str, list[float]] = {name: [] for name in args.recipes}
     batched: dict[str, list[float]] = {}
+    rates: dict[str, dict[str, list[float]]] = {name: {} for name in args.recipes}
     started = time.perf_counter()
     for r in range(args.rounds):
         for name in args.recipes:
@@ -190,6 +193,8 @@ def main() -> None:
                 k: measure(loaders[k], seconds=args.seconds, workers=args.workers) for k in order
             }
             ratios[name].append(rate["swapped"] / rate["stock"])
+            for k, value in rate.items():
+                rates[name].setdefault(k, []).append(value)
             part = "in part" if loaders["swapped"].acceleration.rest else "whole"
             line = (
                 f"round {r + 1} {name:>13}: stock {rate['stock']:7.1f} img/s, swapped "
@@ -208,6 +213,19 @@ def main() -> None:
             "  (policies on batches, in the workers)"
         )
     print(f"({time.perf_counter() - started:.0f} s)")
+    results.write(
+        args.json,
+        benchmark="reference_recipes",
+        title="torchvision's reference recipes: torch's DataLoader against the swap",
+        baseline="stock",
+        rows=[
+            results.row(k, r, None if k == "stock" else kinds["stock"], group=name)
+            for name, kinds in rates.items()
+            for k, r in kinds.items()
+        ],
+        settings={k: getattr(args, k) for k in ("workers", "batch_size", "crop", "seconds")}
+        | {"rounds": args.rounds, "data": data},
+    )
 
 
 if __name__ == "__main__":

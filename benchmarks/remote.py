@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import results
+
 import fastload
 from fastload import gpu
 from fastload import transforms as T
@@ -200,6 +202,7 @@ def main() -> None:
     parser.add_argument(
         "--limit", type=float, default=0.4, help="cache_limit / pack size (two windows: 0.33)"
     )
+    results.add_argument(parser)
     args = parser.parse_args()
     data = Path(args.data) if args.data else default_data()
     with tempfile.TemporaryDirectory() as tmp, S3Server(process=True) as s3:
@@ -234,6 +237,19 @@ def main() -> None:
     print(
         f"  s3 throttled   {spread([r['s3 throttled'] / link for r in rounds])}x what the link "
         f"allows ({args.rate / 1e6:.0f} MB/s, {args.latency * 1e3:.0f} ms: {link:.0f} images/s)"
+    )
+    local_rates = [r["local"] for r in rounds]
+    results.write(
+        args.json,
+        benchmark="remote",
+        title=f"remote shards (moto's S3 on loopback) against local ones, {args.dtype}",
+        baseline="local",
+        rows=[
+            results.row(row, [r[row] for r in rounds], None if row == "local" else local_rates)
+            for row in ("local", "s3 first", "s3 cached")
+        ],
+        settings={k: getattr(args, k) for k in ("workers", "batch_size", "shards", "repeat")}
+        | {"dtype": args.dtype, "rounds": args.rounds},
     )
     mib = sum(sizes) / 2**20
     print(

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 import torch
 
 import fastload
@@ -150,7 +151,7 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
-def measure_read(args: argparse.Namespace, work: Path) -> None:
+def measure_read(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     loaders = contenders(args, work)
     streams = {name: endless(loader) for name, loader in loaders.items()}
     for stream in streams.values():  # workers started, caches warm
@@ -186,6 +187,11 @@ def measure_read(args: argparse.Namespace, work: Path) -> None:
             f"  {a} / {b}: median {statistics.median(ratios):.2f}x "
             f"({min(ratios):.2f}-{max(ratios):.2f} per round)"
         )
+    stock = rates["stock folder"]
+    return [
+        results.row(name, r, None if r is stock else stock, group=args.dtype)
+        for name, r in rates.items()
+    ]
 
 
 # ---------------------------------------------------------------- packing
@@ -419,6 +425,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--work", help="where the packs are kept (default: a temporary folder)")
+    results.add_argument(parser)
     args = parser.parse_args()
     args.data = str(args.data or default_data())
     parts = ["read", "pack", "memory", "shuffle", "fidelity"] if args.part == "all" else [args.part]
@@ -426,13 +433,26 @@ def main() -> None:
         work = Path(args.work or temporary)
         work.mkdir(parents=True, exist_ok=True)
         for part in parts:
-            {
+            figures = {
                 "read": measure_read,
                 "pack": measure_pack,
                 "memory": measure_memory,
                 "shuffle": measure_shuffle,
                 "fidelity": measure_fidelity,
             }[part](args, work)
+            if part == "read":  # the part with a ratio to plot
+                results.write(
+                    args.json,
+                    benchmark="shards",
+                    title=f"shards against a folder and webdataset's loader, {args.dtype}",
+                    baseline="stock folder",
+                    rows=figures,
+                    settings={
+                        k: getattr(args, k)
+                        for k in ("workers", "batch_size", "backend", "shards", "max_side")
+                    }
+                    | {"dtype": args.dtype, "seconds": args.seconds, "rounds": args.rounds},
+                )
 
 
 if __name__ == "__main__":

@@ -91,9 +91,12 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         above = [row.get("high", r) - r for r, row in zip(ratios, rows, strict=True)]
         ax.barh(names, ratios, xerr=[below, above], color="#4c72b0", capsize=3)
         ax.axvline(1.0, color="black", linewidth=0.8)
-        for k, row in enumerate(rows):
-            if "target" in row:
-                ax.plot([row["target"]] * 2, [k - 0.4, k + 0.4], color="#c44e52")
+        targets = [(k, row["target"]) for k, row in enumerate(rows) if "target" in row]
+        for n, (k, target) in enumerate(targets):
+            label = "target" if n == 0 else None
+            ax.plot([target] * 2, [k - 0.4, k + 0.4], color="#c44e52", label=label)
+        if targets:
+            ax.legend(loc="lower right", fontsize=8)
         ax.invert_yaxis()
         ax.set_title(f"{group} ({unit})" if group else unit, fontsize=10)
         ax.set_xlabel(f"x {doc['baseline']}", fontsize=9)

@@ -106,6 +106,15 @@ def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
             assert anchor in anchors(target), f"README links to {link}: no such heading"
 
 
+def test_the_loader_page_lists_every_option_of_the_loader() -> None:
+    from fastload.options import NAMES
+
+    page = (ROOT / "docs" / "loader.md").read_text()
+    section = page.split("## fastload's own options", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+    assert listed == list(NAMES)
+
+
 def test_slugs_are_githubs() -> None:
     assert slug("Shards against a folder and webdataset's loader") == (
         "shards-against-a-folder-and-webdatasets-loader"
