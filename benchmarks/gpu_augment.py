@@ -25,6 +25,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import results
 import torch
 import torchvision.transforms.v2 as T
 
@@ -76,6 +77,7 @@ def main() -> None:
     parser.add_argument("--device", default=default, choices=["cpu", "cuda"])
     parser.add_argument("--batch-size", type=int, default=None, help="default: 256 cuda, 32 cpu")
     parser.add_argument("--repeats", type=int, default=None, help="default: 20 cuda, 5 cpu")
+    results.add_argument(parser)
     args = parser.parse_args()
     device = torch.device(args.device)
     n = args.batch_size or (256 if device.type == "cuda" else 32)
@@ -88,6 +90,7 @@ def main() -> None:
         f"  {'pipeline':<12} {'fastload ms':>12} {'tv loop ms':>11} {'tv batch ms':>12} "
         f"{'x vs loop':>10} {'/ tv batch':>11}"
     )
+    figures = []
     for crop in (False, True):
         side = 256 if crop else 224
         images = torch.randint(0, 256, (n, 3, side, side), dtype=torch.uint8, device=device)
@@ -100,6 +103,20 @@ def main() -> None:
             f"  {name:<12} {t_ours * 1e3:>12.1f} {t_loop * 1e3:>11.1f} {t_batch * 1e3:>12.1f} "
             f"{t_loop / t_ours:>10.2f} {t_ours / t_batch:>11.2f}"
         )
+        loop = [n / t_loop]  # images/s, one median each
+        figures += [
+            results.row("torchvision v2, per image", loop, group=name),
+            results.row("torchvision v2, one draw a batch", [n / t_batch], loop, group=name),
+            results.row("fastload.gpu, per sample", [n / t_ours], loop, group=name),
+        ]
+    results.write(
+        args.json,
+        benchmark="gpu_augment",
+        title=f"per-sample batch augmentation against torchvision v2, on {device}",
+        baseline="torchvision v2, per image",
+        rows=figures,
+        settings={"batch_size": n, "repeats": repeats, "device": str(device)},
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import results
 import torch
 import torchvision
 import torchvision.transforms as TV
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--precision", default="auto", choices=train.PRECISIONS)
     parser.add_argument("--steps", type=int, default=20, help="steps per round")
     parser.add_argument("--rounds", type=int, default=5)
+    results.add_argument(parser)
     args = parser.parse_args()
     root = args.data or default_data()
     device = torch.device(args.device)
@@ -140,6 +142,18 @@ def main() -> None:
     print(f"  stock torchvision loader + fp32 loop   {a:8.1f} images/s")
     print(f"  fastload loader + Trainer              {b:8.1f} images/s")
     print(f"  ratio: {b / a:.2f}x")
+    results.write(
+        args.json,
+        benchmark="train_side_by_side",
+        title=f"{args.arch} training: stock loader + fp32 loop against fastload + Trainer",
+        baseline="stock",
+        rows=[
+            results.row("stock", rates["stock"], group=str(device)),
+            results.row("fastload", rates["fastload"], rates["stock"], group=str(device)),
+        ],
+        settings={k: getattr(args, k) for k in ("arch", "batch_size", "workers", "steps")}
+        | {"rounds": args.rounds, "precision": trainer.precision.name, "image_size": size},
+    )
 
 
 def _take(batches: Iterator[Any], n: int) -> Iterator[Any]:

@@ -77,6 +77,7 @@ class Part:
     timeout: int
     output: str | None = None  # the file in OUTDIR its standard output goes to
     head: int = 2  # how many items of the command name the program (the rest are options)
+    figures: str | None = None  # the JSON file in OUTDIR a benchmark writes (its --json PATH)
 
 
 def cores() -> int:
@@ -126,6 +127,7 @@ def parts(python: str) -> list[Part]:
             True,
             90,
             "gpu_augment.txt",
+            figures="gpu_augment.json",
         ),
         Part(
             "train side by side",
@@ -148,6 +150,7 @@ def parts(python: str) -> list[Part]:
             True,
             150,
             "train_side_by_side.txt",
+            figures="train_side_by_side.json",
         ),
         Part(
             "train ceiling",
@@ -182,6 +185,7 @@ def parts(python: str) -> list[Part]:
             True,  # it measures the GPU machine's cores
             240,
             "worker_threads.txt",
+            figures="worker_threads.json",  # for docs/benchmarks/results
         ),
         Part(
             "executor cpu side",
@@ -340,10 +344,11 @@ def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str
         if check.returncode != 0:
             return "failed", f"the command does not start: {check.stderr.strip()[-300:]}"
         return "skipped", "no CUDA device here (the command starts)"
+    command = [*part.command, "--json", str(out / part.figures)] if part.figures else part.command
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            part.command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=part.timeout
+            command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=part.timeout
         )
     except subprocess.TimeoutExpired:
         return "failed", f"over its {part.timeout} s limit"
