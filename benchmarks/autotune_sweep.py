@@ -41,6 +41,8 @@ import tempfile
 import time
 from typing import Any
 
+import results
+
 import fastload
 from fastload import transforms as T
 from fastload.autotune import autotune, measure_loader
@@ -74,6 +76,7 @@ def main() -> None:
     parser.add_argument("--max-workers", type=int, default=32, help="with --io-latency")
     parser.add_argument("--rounds", type=int, default=3, help="rounds measured again")
     parser.add_argument("--epoch-images", type=int, help="samples an epoch (default: the set's)")
+    results.add_argument(parser)
     args = parser.parse_args()
     images = fastload.ImageFolder(args.data or default_data(), transform=T.RandomResizedCrop(224))
     dataset: Any = images if args.epoch_images is None else Cycled(images, args.epoch_images)
@@ -149,12 +152,23 @@ def main() -> None:
         result.prefetch_factor,
     )
     print(f"  cached call: {cached_s * 1000:.1f} ms, same choice: {same}")
-    remeasure(make, best, result.num_workers, result.prefetch_factor, per_candidate, args.rounds)
+    figures = remeasure(
+        make, best, result.num_workers, result.prefetch_factor, per_candidate, args.rounds
+    )
+    results.write(
+        args.json,
+        benchmark="autotune_sweep",
+        title=f"autotune's choice against an exhaustive sweep's best (0..{max_workers} workers)",
+        baseline=f"sweep's best ({best})",
+        rows=figures,
+        settings={k: getattr(args, k) for k in ("batch_size", "budget", "io_latency", "io_sigma")}
+        | {"rounds": args.rounds, "sweep_seconds": round(sweep_s, 1)},
+    )
 
 
 def remeasure(
     make: Any, best: int, choice: int, prefetch: int | None, seconds: float, rounds: int
-) -> None:
+) -> list[dict[str, Any]]:
     """The sweep's best count and autotune's choice measured again, interleaved, ``rounds``
     rounds; the order within a round alternates, so neither always runs first."""
     contenders = {f"sweep's best ({best})": (best, None)}
@@ -181,6 +195,10 @@ def remeasure(
             f"  {name} / sweep's best: {mean:.1%} of the means (rounds {min(shares):.1%} to "
             f"{max(shares):.1%}; target >= 90 %)"
         )
+    return [
+        results.row(name, got, None if got is base else base, target=None if got is base else 0.9)
+        for name, got in rates.items()
+    ]
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import results
 import torch
 
 import fastload
@@ -57,6 +58,7 @@ def main() -> None:
     parser.add_argument("--backend", default="turbojpeg", help="the whole-image decoder")
     parser.add_argument("--region", default="region", help="a region decoder to measure, or none")
     parser.add_argument("--rounds", type=int, default=3)
+    results.add_argument(parser)
     args = parser.parse_args()
     region = None if args.region == "none" else args.region
     if region is not None and not backends.check(region).usable:
@@ -128,6 +130,27 @@ def main() -> None:
         over = ms["region"] / ideal - 1
         print(f"  fastload sample, {region:<14} {ms['region']:6.3f} ms  ({over:+.1%} on the best)")
         print(f"  stock / fastload, {region:<13} {ms['stock'] / ms['region']:6.2f}x")
+    per_sec = {k: [1 / c for c in v] for k, v in costs.items() if v}
+    unit = "samples/s, one core"
+    figures = [results.row("stock torchvision", per_sec["stock"], unit=unit)]
+    figures += [
+        results.row(f"fastload, {name}", per_sec[key], per_sec["stock"], unit=unit)
+        for key, name in (("fastload", args.backend), ("region", region))
+        if key in per_sec
+    ]
+    # the floor is derived from the best passes, so it is one figure against stock's best
+    floor = [1000 / ideal]
+    figures.append(
+        results.row("perfect region decoder (floor)", floor, [1000 / ms["stock"]], unit=unit)
+    )
+    results.write(
+        args.json,
+        benchmark="decode_floor",
+        title="one sample on one core: stock torchvision, fastload, and the decoding floor",
+        baseline="stock torchvision",
+        rows=figures,
+        settings={"images": count, "backend": args.backend, "rounds": args.rounds},
+    )
 
 
 if __name__ == "__main__":

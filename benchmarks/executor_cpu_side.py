@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 import torch
 
 from fastload import transforms as T
@@ -145,6 +146,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=2000, help="files used, at most")
     parser.add_argument("--processes", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--rounds", type=int, default=5)
+    results.add_argument(parser)
     args = parser.parse_args()
     root = Path(args.data or default_data())
     paths = files_of(root, args.images)
@@ -158,12 +160,25 @@ def main() -> None:
     print(f"  {'all':<12} {total:8.1f} us = {1e6 / total:,.0f} samples/s per core{missing}")
     reader = sum(costs[name] for name in ("read", "header", "plan", "region"))
     print(f"  steps 1-4 (the readers' part): {1e6 / reader:,.0f} samples/s per core")
+    figures, first = [], None
     for processes in args.processes:
         rates = spread(paths, processes, args.rounds)
         print(
             f"steps 1-4 in {processes} process(es): median {statistics.median(rates):,.0f} "
             f"samples/s (range {min(rates):,.0f}-{max(rates):,.0f})"
         )
+        # the counts run one after another, not interleaved: each round's ratio is to the
+        # first count's round of the same index
+        figures.append(results.row(f"{processes} process(es)", rates, first, unit="samples/s"))
+        first = first or rates
+    results.write(
+        args.json,
+        benchmark="executor_cpu_side",
+        title="what a batch executor's CPU side sustains (steps 1-4: read, header, plan, region)",
+        baseline=f"{args.processes[0]} process(es)",
+        rows=figures,
+        settings={"images": len(paths), "rounds": args.rounds},
+    )
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import results
 
 import fastload
 from fastload import backends
@@ -97,7 +100,11 @@ def augment() -> T.Compose:
     return T.Compose([T.RandomResizedCrop(160), T.RandomHorizontalFlip()])
 
 
-def soak(data: Path, name: str, epochs: int, workers: int, batch_size: int) -> None:
+def soak(
+    data: Path, name: str, epochs: int, workers: int, batch_size: int
+) -> dict[str, Any] | None:
+    """Soak one backend; returns its memory row for ``--json`` (each later epoch's RSS against
+    the first's), None with a single epoch."""
     print(f"\n{name}: {epochs} epochs, {workers} workers", flush=True)
     before = settle(resources())
     loader = fastload.DataLoader(
@@ -124,6 +131,10 @@ def soak(data: Path, name: str, epochs: int, workers: int, batch_size: int) -> N
         check(
             after[key] <= before[key], f"{key} back to where it started after deleting the loader"
         )
+    if len(memory) < 2:
+        return None
+    later = memory[1:]
+    return results.row(name, later, [memory[0]] * len(later), unit="MiB RSS", target=1.05)
 
 
 # batches of one: each worker still owes most of its share when one is killed after the second
@@ -274,17 +285,28 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--backends", nargs="*", default=None, help="default: every usable one")
     parser.add_argument("--fault-backend", default="auto")
+    results.add_argument(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = args.data or make_image_folder(work / "set", images=args.images, classes=10)
         names = args.backends or [n for n in backends.names() if backends.check(n).usable]
+        figures = []
         for name in names:
             if name == "auto":
                 continue
-            soak(data, name, args.epochs, args.workers, args.batch_size)
+            row = soak(data, name, args.epochs, args.workers, args.batch_size)
+            figures += [row] if row is not None else []
         faults(data, backends.resolve(args.fault_backend), work)
     print(f"\n{len(FAILED)} check(s) failed" if FAILED else "\nevery check passed")
+    results.write(
+        args.json,
+        benchmark="fault_soak",
+        title=f"memory over {args.epochs} epochs a backend: each later epoch against the first",
+        baseline="the first epoch's RSS",
+        rows=figures,
+        settings={k: getattr(args, k) for k in ("images", "epochs", "workers", "batch_size")},
+    )
     sys.exit(1 if FAILED else 0)
 
 

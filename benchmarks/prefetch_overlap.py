@@ -22,7 +22,9 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
+import results
 import torch
 
 import fastload
@@ -114,10 +116,11 @@ def overlap(device: torch.device, n: int) -> None:
             )
 
 
-def passthrough(n_samples: int, trials: int) -> None:
+def passthrough(n_samples: int, trials: int) -> list[dict[str, Any]]:
     print(f"\n2. cost of fastload.DataLoader(device='cpu') against torch's, {trials} trials")
     ds = InMemory(n_samples)
     print(f"   {'workers':>8} {'torch s':>9} {'fastload s':>11} {'ratio':>7}")
+    rows: list[dict[str, Any]] = []
     for workers in (0, 2):
         loaders = {
             "torch": torch.utils.data.DataLoader(ds, batch_size=64, num_workers=workers),
@@ -131,9 +134,18 @@ def passthrough(n_samples: int, trials: int) -> None:
                 times[name].append(epoch_time(loader, lambda b: None))
         t, f = statistics.median(times["torch"]), statistics.median(times["fastload"])
         print(f"   {workers:>8} {t:>9.4f} {f:>11.4f} {f / t:>7.3f}")
+        epochs = {name: [1 / x for x in values] for name, values in times.items()}  # a second
+        group = f"pass-through, {workers} workers"
+        rows += [
+            results.row("torch", epochs["torch"], unit="epochs/s", group=group),
+            results.row(
+                "fastload", epochs["fastload"], epochs["torch"], unit="epochs/s", group=group
+            ),
+        ]
+    return rows
 
 
-def copy_overlap(device: torch.device, n: int, batch: int) -> None:
+def copy_overlap(device: torch.device, n: int, batch: int) -> list[dict[str, Any]]:
     print(f"\n3. host-to-device copy against a GPU step ({n} batches of {batch}x3x224x224 uint8)")
     host = [torch.randint(0, 256, (batch, 3, 224, 224), dtype=torch.uint8) for _ in range(4)]
     pinned = [t.pin_memory() for t in host]
@@ -169,6 +181,13 @@ def copy_overlap(device: torch.device, n: int, batch: int) -> None:
         f"   prefetcher / max(copy, step): {pre / ideal:.2f};  plain pageable / prefetcher: "
         f"{plain / pre:.2f};  plain pinned / prefetcher: {pin / pre:.2f}"
     )
+    group, unit = f"copies of {batch} images against a GPU step", "batches/s"
+    pageable = [n / plain]  # one epoch each
+    return [
+        results.row("plain .cuda() from pageable", pageable, unit=unit, group=group),
+        results.row("plain .cuda() from pinned", [n / pin], pageable, unit=unit, group=group),
+        results.row("CUDAPrefetcher", [n / pre], pageable, unit=unit, group=group),
+    ]
 
 
 def main() -> None:
@@ -176,6 +195,7 @@ def main() -> None:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--batches", type=int, default=30, help="batches per overlap epoch")
     parser.add_argument("--trials", type=int, default=7, help="runs per pass-through median")
+    results.add_argument(parser)
     args = parser.parse_args()
     name = args.device
     if name == "auto":
@@ -183,11 +203,19 @@ def main() -> None:
     device = torch.device(name)
     print(f"fastload {fastload.__version__}, torch {torch.__version__}, device {device}")
     overlap(device, args.batches)
-    passthrough(16384, args.trials)
+    figures = passthrough(16384, args.trials)
     if device.type == "cuda":
-        copy_overlap(device, 100, 256)
+        figures += copy_overlap(device, 100, 256)
     else:
         print("\n3. host-to-device copy overlap: skipped, no CUDA device here")
+    results.write(
+        args.json,
+        benchmark="prefetch_overlap",
+        title=f"the loader's pass-through cost and the prefetcher's copies, {device}",
+        baseline="torch's loader (pass-through); plain .cuda() from pageable memory (copies)",
+        rows=figures,
+        settings={"device": str(device), "batches": args.batches, "trials": args.trials},
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import results
 import torch
 import torchvision
 import torchvision.transforms as TV
@@ -139,7 +140,8 @@ def child(args: argparse.Namespace, arch: str, kind: str, cores: int | None) -> 
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "explained": explained}
 
 
-def report(arch: str, label: str, found: dict[str, Any]) -> None:
+def report(arch: str, label: str, found: dict[str, Any]) -> dict[str, Any]:
+    """Print one row; returns it for ``--json``, against the same process's synthetic rate."""
     rates = found["rates"]
     kind = next(name for name in rates if name != "synthetic")
     synthetic, fed = statistics.median(rates["synthetic"]), statistics.median(rates[kind])
@@ -149,6 +151,7 @@ def report(arch: str, label: str, found: dict[str, Any]) -> None:
         f"ratio {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})  "
         f"rounds {[round(r, 3) for r in ratios]}"
     )
+    return results.row(label, rates[kind], rates["synthetic"], group=arch)
 
 
 def main() -> None:
@@ -166,6 +169,7 @@ def main() -> None:
     parser.add_argument("--backend", default=None, help="fastload's backend= (default: its own)")
     parser.add_argument("--no-stock", action="store_true", help="skip the stock row")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per row at most")
+    results.add_argument(parser)
     # one row, in a child process
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--arch", help=argparse.SUPPRESS)
@@ -185,15 +189,25 @@ def main() -> None:
         f"{args.batch_size}, {args.image_size} px, {args.steps} steps a round, {args.rounds} "
         f"rounds; data: {args.data}; {len(os.sched_getaffinity(0))} cores here"
     )
+    figures = []
     for arch in args.archs:
         for cores in args.cores:
             found = child(args, arch, "fastload", cores)
-            report(arch, f"fastload, {cores} cores", found)
+            figures.append(report(arch, f"fastload, {cores} cores", found))
             for line in found["explained"]:
                 print(f"    {line[2:]}")
         if not args.no_stock:
             found = child(args, arch, "stock", None)
-            report(arch, f"stock, {args.stock_workers} workers", found)
+            figures.append(report(arch, f"stock, {args.stock_workers} workers", found))
+    results.write(
+        args.json,
+        benchmark="train_ceiling",
+        title=f"training fed by the loader against synthetic data on the device, {args.device}",
+        baseline="synthetic data (the same process's rounds)",
+        rows=figures,
+        settings={k: getattr(args, k) for k in ("batch_size", "image_size", "steps", "rounds")}
+        | {"precision": args.precision, "device": args.device},
+    )
 
 
 if __name__ == "__main__":

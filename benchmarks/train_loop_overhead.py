@@ -15,6 +15,7 @@ import argparse
 import statistics
 import time
 
+import results
 import torch
 
 from fastload import train
@@ -26,6 +27,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="steps per epoch")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--width", type=int, default=256, help="hidden width of the MLP")
+    results.add_argument(parser)
     args = parser.parse_args()
     torch.manual_seed(0)
     batches = [
@@ -79,6 +81,24 @@ def main() -> None:
     print(f"  hand-written loop  {a * 1000 / args.steps:8.3f} ms/step")
     print(f"  fastload Trainer   {b * 1000 / args.steps:8.3f} ms/step")
     print(f"  overhead: {b / a - 1:+.1%}  (target < 3 %)")
+    steps = [args.steps / t for t in plain]  # steps/s, so that a ratio above 1 is faster
+    results.write(
+        args.json,
+        benchmark="train_loop_overhead",
+        title="fastload's Trainer against a hand-written loop, same MLP and batches",
+        baseline="hand-written loop",
+        rows=[
+            results.row("hand-written loop", steps, unit="steps/s"),
+            results.row(
+                "fastload Trainer",
+                [args.steps / t for t in fastload_times],
+                steps,
+                unit="steps/s",
+                target=0.97,
+            ),
+        ],
+        settings={k: getattr(args, k) for k in ("rounds", "steps", "batch_size", "width")},
+    )
 
 
 if __name__ == "__main__":

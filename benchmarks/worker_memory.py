@@ -20,6 +20,7 @@ import gc
 import multiprocessing
 from pathlib import Path
 
+import results
 import torch
 
 import fastload
@@ -59,7 +60,9 @@ def memory_mib(pid: int) -> tuple[float, float]:
     return fields["Rss"] / 1024, uss / 1024
 
 
-def run(name: str, dataset: torch.utils.data.Dataset, epochs: int, batch_size: int) -> None:
+def run(name: str, dataset: torch.utils.data.Dataset, epochs: int, batch_size: int) -> list[float]:
+    """Print the workers' memory after each epoch; returns the largest worker's private
+    memory (USS, MiB) after each."""
     loader = fastload.DataLoader(
         dataset, batch_size=batch_size, shuffle=True, num_workers=2, persistent_workers=True
     )
@@ -89,6 +92,7 @@ def run(name: str, dataset: torch.utils.data.Dataset, epochs: int, batch_size: i
     )
     del it, loader
     gc.collect()
+    return [max(uss for _, uss in row) for row in rows]
 
 
 def main() -> None:
@@ -96,6 +100,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1_000_000)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1000)
+    results.add_argument(parser)
     args = parser.parse_args()
     paths = [
         f"/data/imagenet/train/n{i % 1000:08d}/n{i % 1000:08d}_{i:07d}.JPEG"
@@ -103,13 +108,26 @@ def main() -> None:
     ]
     labels = [i % 1000 for i in range(args.files)]
     print(f"{args.files:,} samples, 2 persistent workers, {args.epochs} shuffled epochs")
-    run(
+    ours = run(
         "fastload.ImageList (numpy arrays)",
         NoDiskImageList(paths, labels),
         args.epochs,
         args.batch_size,
     )
-    run("list of (path, label) tuples", ListOfTuples(paths, labels), args.epochs, args.batch_size)
+    base = "list of (path, label) tuples"
+    theirs = run(base, ListOfTuples(paths, labels), args.epochs, args.batch_size)
+    unit = "MiB private, largest worker"  # one figure an epoch
+    results.write(
+        args.json,
+        benchmark="worker_memory",
+        title=f"worker memory over {args.epochs} epochs of {args.files:,} samples",
+        baseline=base,
+        rows=[
+            results.row(base, theirs, unit=unit),
+            results.row("fastload.ImageList", ours, theirs, unit=unit),
+        ],
+        settings={"files": args.files, "epochs": args.epochs, "batch_size": args.batch_size},
+    )
 
 
 if __name__ == "__main__":

@@ -120,6 +120,7 @@ def parts(python: str) -> list[Part]:
             True,
             90,
             "prefetch_overlap.txt",
+            figures="prefetch_overlap.json",
         ),
         Part(
             "gpu augment",
@@ -169,6 +170,7 @@ def parts(python: str) -> list[Part]:
             True,
             330,
             "train_ceiling.txt",
+            figures="train_ceiling.json",
         ),
         Part(
             "worker threads",
@@ -185,7 +187,7 @@ def parts(python: str) -> list[Part]:
             True,  # it measures the GPU machine's cores
             240,
             "worker_threads.txt",
-            figures="worker_threads.json",  # for docs/benchmarks/results
+            figures="worker_threads.json",
         ),
         Part(
             "executor cpu side",
@@ -193,6 +195,7 @@ def parts(python: str) -> list[Part]:
             True,  # it measures the GPU machine's cores
             120,
             "executor_cpu_side.txt",
+            figures="executor_cpu_side.json",
         ),
         Part(
             "autotune",

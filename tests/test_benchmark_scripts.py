@@ -3,10 +3,12 @@ timing belongs to the benchmarks, not the tests)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,14 +17,26 @@ from fastload.synthetic import make_image_folder
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def assert_figures(path: Path, benchmark: str) -> dict[str, Any]:
+    """The figures a benchmark wrote with --json: named, with rows of per-round figures, and
+    at least one ratio to the baseline."""
+    doc: dict[str, Any] = json.loads(path.read_text())
+    assert doc["benchmark"] == benchmark
+    assert doc["rows"] and all(row["rates"] for row in doc["rows"])
+    assert any("ratio" in row for row in doc["rows"]), doc["rows"]
+    return doc
+
+
 def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=12, classes=2)
     script = ROOT / "benchmarks" / "decode_floor.py"
     args = ["--data", str(data), "--images", "12", "--rounds", "1", "--backend", "opencv"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "decode_floor")
     assert "opencv, one core, 12 images" in done.stdout
     ratios = re.findall(r"stock / fastload(.*?)(\d+\.\d+)x", done.stdout)
     assert [label.strip(", ") for label, _ in ratios] == ["now", "at best", "region"]
@@ -44,10 +58,12 @@ def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
     script = ROOT / "benchmarks" / "autotune_sweep.py"
     args = ["--data", str(data), "--io-latency", "5", "--io-sigma", "1", "--max-workers", "2"]
     args += ["--budget", "2", "--rounds", "2", "--batch-size", "4", "--epoch-images", "100"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "autotune_sweep")
     assert "48 images (100 samples an epoch), 5 ms mean wait per sample (sigma 1)" in done.stdout
     assert re.search(r"exhaustive sweep \(0\.\.2\)", done.stdout)
     assert "measured again, 2 rounds interleaved" in done.stdout
@@ -55,13 +71,15 @@ def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
     assert shares and all(0 < float(a) <= float(b) for a, b in shares)
 
 
-def test_prefetch_waits_compares_each_factor_with_the_default() -> None:
+def test_prefetch_waits_compares_each_factor_with_the_default(tmp_path: Path) -> None:
     script = ROOT / "benchmarks" / "prefetch_waits.py"
     args = ["--workers", "2", "--io-latency", "2", "--seconds", "0.5", "--rounds", "1"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "prefetch_waits")
     assert "ceiling (workers / mean wait): 1,000 images/s" in done.stdout
     rows = re.findall(
         r"prefetch_factor (\d):\s+([\d,]+) images/s; ([\d.]+)x the default's", done.stdout
@@ -79,10 +97,12 @@ def test_accelerate_torchvision_measures_the_three_loaders(tmp_path: Path) -> No
     script = ROOT / "benchmarks" / "accelerate_torchvision.py"
     args = ["--data", str(data), "--workers", "0", "--batch-size", "8", "--seconds", "1"]
     args += ["--rounds", "1", "--backend", "opencv", "--pipelines", "val"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "accelerate_torchvision")
     assert "torchvision, accelerated" in done.stdout and "opencv" in done.stdout
     assert re.search(r"accelerated / hand-written fastload: \d+\.\d\d", done.stdout)
 
@@ -100,10 +120,12 @@ def test_fault_soak_passes_its_checks(tmp_path: Path) -> None:
         "pillow",
         "nvimgcodec",
     ]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert_figures(tmp_path / "figures.json", "fault_soak")
     assert "FAIL" not in done.stdout and "every check passed" in done.stdout
     assert "nvimgcodec: 2 epochs" in done.stdout and "seen exactly once (24 of 24)" in done.stdout
 
@@ -113,10 +135,12 @@ def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> Non
     script = ROOT / "benchmarks" / "reference_recipes.py"
     args = ["--data", str(data), "--workers", "0", "--batch-size", "8", "--crop", "32"]
     args += ["--seconds", "0.2", "--rounds", "1"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "reference_recipes")
     rounds = re.findall(r"round 1\s+(\S+): stock .*? \((whole|in part)\): ([\d.]+)x", done.stdout)
     how = {name: part for name, part, _ in rounds}
     # the default recipes and mixup's collate closure run whole; a policy on the CPU, in part
@@ -141,10 +165,12 @@ def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Pat
     args = ["--data", str(data), "--archs", "resnet18", "--cores", "1", "--device", "cpu"]
     args += ["--batch-size", "4", "--image-size", "32", "--steps", "1", "--rounds", "1"]
     args += ["--stock-workers", "0"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "train_ceiling")
     rows = re.findall(r"resnet18\s+(fastload, 1 cores|stock, 0 workers)\s+synthetic", done.stdout)
     assert rows == ["fastload, 1 cores", "stock, 0 workers"], done.stdout
     assert "fastload.DataLoader: batch_size=4, num_workers=1, device=cpu" in done.stdout
@@ -155,10 +181,12 @@ def test_executor_cpu_side_times_each_step(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
     script = ROOT / "benchmarks" / "executor_cpu_side.py"
     args = ["--data", str(data), "--rounds", "1", "--processes", "1", "2"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "executor_cpu_side")
     steps = re.findall(r"^  (\w[\w ]*?)\s+([\d.]+) us", done.stdout, re.M)
     names = [name for name, _ in steps]
     assert names == ["read", "header", "plan", "region", "code stream", "render plan", "all"]
@@ -170,10 +198,12 @@ def test_shards_benchmark_runs_every_part(tmp_path: Path) -> None:
     script = ROOT / "benchmarks" / "shards.py"
     args = ["--data", str(data), "--seconds", "2", "--rounds", "1", "--batch-size", "8"]
     args += ["--shards", "3", "--many", "12", "--max-side", "64", "--backend", "pillow"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "shards")
     for row in ("stock folder", "fastload folder", "fastload shards", "webdataset"):
         assert re.search(rf"  {row}\s+[\d,]+ images/s", done.stdout), done.stdout
     assert re.search(r"fastload shards / webdataset: median \d+\.\d+x", done.stdout)
@@ -187,6 +217,7 @@ def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=48, classes=3)
     args = ["--data", str(data), "--rounds", "1", "--batch-size", "8", "--shards", "6"]
     args += ["--repeat", "1", "--rate", "5e6", "--latency", "0.005"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "remote.py"), *args],
         capture_output=True,
@@ -194,6 +225,7 @@ def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "remote")
     for row in ("local", "s3 first", "s3 cached", "s3 throttled"):
         assert re.search(rf"  {row}\s+\d+ \(\d+-\d+\)", done.stdout), done.stdout
     assert len(re.findall(r"\d+\.\d+ \(\d+\.\d+-\d+\.\d+\)x local", done.stdout)) == 2
@@ -209,10 +241,12 @@ def test_open_clip_swap_runs_openclips_loader_and_main_beside_fastloads(tmp_path
     args = ["--data", str(data), "--work", str(tmp_path / "work"), "--rounds", "1"]
     args += ["--shards", "4", "--batch-size", "16", "--batches", "3", "--main"]
     args += ["--main-samples", "32"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert_figures(tmp_path / "figures.json", "open_clip_swap")
     for row in ("open_clip", "fastload", "fastload text", "fastload cls"):
         assert re.search(rf"round 1 {row} +[\d.]+ images/s \[16, 3, 224, 224\]", done.stdout)
     ratios = re.findall(r"(fastload[a-z ]*) / ([a-z_ ]+): median ([\d.]+)x", done.stdout)
@@ -235,10 +269,12 @@ def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) 
     args = ["--data", str(data), "--batch-size", "8", "--seconds", "0.5", "--rounds", "1"]
     # pinned to one core, with one worker of each kind (as the GPU check pins 4, 8 and 16)
     args += ["--cores", "1"]
+    args += ["--json", str(tmp_path / "figures.json")]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
+    assert_figures(tmp_path / "figures.json", "worker_threads")
     assert "pinned to 1 cores:" in done.stdout and "1 workers / threads" in done.stdout
     for ratio in ("thread float32 / process float32", "thread float32 / DALI CPU float32"):
         assert re.search(rf"{ratio}: \d+\.\d\dx", done.stdout), done.stdout
@@ -246,3 +282,76 @@ def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) 
     # the samples' own work on one core, times the workers: what each kind reaches of it
     ceiling = r"ceiling, float32: one core \d+ images/s, x1 = \d+; reached: processes \d+%, threads"
     assert re.search(ceiling, done.stdout), done.stdout
+
+
+def run_benchmark(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
+    """Run ``benchmarks/<name>.py`` with ``--json``; the figures it wrote."""
+    out = tmp_path / f"{name}.json"
+    script = ROOT / "benchmarks" / f"{name}.py"
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return assert_figures(out, name)
+
+
+def test_decode_pipeline_writes_each_rounds_ratio_to_stock(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=16, classes=2)
+    args = ["--data", str(data), "--workers", "0", "--batch-size", "4", "--seconds", "1"]
+    args += ["--rounds", "2", "--pipelines", "val", "--backends", "opencv"]
+    doc = run_benchmark(tmp_path, "decode_pipeline", *args)
+    stock, opencv = doc["rows"][:2]
+    assert (stock["name"], opencv["name"]) == ("stock torchvision", "opencv")
+    assert len(opencv["rates"]) == len(stock["rates"]) == 2
+    ratios = [a / b for a, b in zip(opencv["rates"], stock["rates"], strict=True)]
+    assert opencv["low"] == pytest.approx(min(ratios), abs=1e-3)
+    assert opencv["high"] == pytest.approx(max(ratios), abs=1e-3)
+
+
+def test_gpu_augment_sets_each_pipeline_against_torchvisions_loop(tmp_path: Path) -> None:
+    args = ["--device", "cpu", "--batch-size", "4", "--repeats", "1"]
+    doc = run_benchmark(tmp_path, "gpu_augment", *args)
+    assert [(row["group"], "ratio" in row) for row in doc["rows"]] == [
+        ("jitter", False),
+        ("jitter", True),
+        ("jitter", True),
+        ("crop+jitter", False),
+        ("crop+jitter", True),
+        ("crop+jitter", True),
+    ]
+
+
+def test_train_side_by_side_sets_fastload_against_the_stock_loop(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=16, classes=2)
+    args = ["--data", str(data), "--arch", "resnet18", "--device", "cpu", "--batch-size", "4"]
+    args += ["--workers", "0", "--image-size", "32", "--steps", "1", "--rounds", "2"]
+    args += ["--precision", "fp32"]
+    doc = run_benchmark(tmp_path, "train_side_by_side", *args)
+    stock, ours = doc["rows"]
+    assert (stock["name"], ours["name"]) == ("stock", "fastload")
+    assert len(ours["rates"]) == len(stock["rates"]) == 2
+    assert doc["settings"]["precision"] == "fp32"
+
+
+def test_train_loop_overhead_sets_the_trainer_against_a_plain_loop(tmp_path: Path) -> None:
+    doc = run_benchmark(tmp_path, "train_loop_overhead", "--rounds", "2", "--steps", "5")
+    plain, trainer = doc["rows"]
+    assert (plain["name"], trainer["name"]) == ("hand-written loop", "fastload Trainer")
+    assert trainer["unit"] == "steps/s" and len(trainer["rates"]) == 2
+
+
+def test_prefetch_overlap_writes_the_pass_through_cost(tmp_path: Path) -> None:
+    args = ["--device", "cpu", "--batches", "3", "--trials", "1"]
+    doc = run_benchmark(tmp_path, "prefetch_overlap", *args)
+    groups = [row["group"] for row in doc["rows"]]
+    assert groups == ["pass-through, 0 workers"] * 2 + ["pass-through, 2 workers"] * 2
+
+
+def test_worker_memory_sets_the_sample_arrays_against_a_list(tmp_path: Path) -> None:
+    doc = run_benchmark(tmp_path, "worker_memory", "--files", "20000", "--epochs", "2")
+    base, ours = doc["rows"]
+    assert base["name"] == "list of (path, label) tuples"
+    assert ours["name"] == "fastload.ImageList" and len(ours["rates"]) == 2
