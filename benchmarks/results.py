@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import platform
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from fastload.system import cpu_cores
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +92,7 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    info: dict[str, Any] = {"cpu": model, "cores": len(os.sched_getaffinity(0))}
+    info: dict[str, Any] = {"cpu": model, "cores": cpu_cores()}
     if "torch" in sys.modules:
         import torch
 
