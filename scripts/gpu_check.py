@@ -3,8 +3,8 @@
 Run through ``scripts/gpu_check.sh`` (see its header). Two steps:
 
 * ``--fetch WHEELDIR``, where the package registry is reachable: download the wheels the GPU
-  machine lacks (nvImageCodec and nvJPEG for CUDA 13, PyTurboJPEG, pytest and what it needs),
-  for CPython 3.12 on manylinux x86-64, into one folder (at most 60 MB).
+  machine lacks (nvImageCodec and nvJPEG for CUDA 13, PyTurboJPEG, webdataset, pytest and what
+  it needs), for CPython 3.12 on manylinux x86-64, into one folder (at most 60 MB).
 * ``OUTDIR [--wheels WHEELDIR]`` on the GPU machine: install those wheels into a temporary
   folder, then run each part below, writing its output to OUTDIR and one line per part:
   ``passed``, ``failed`` or ``skipped`` with the reason. ``--dry-run`` runs the same script
@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -50,6 +51,9 @@ PURE = ["PyTurboJPEG>=1.7,<2"]
 WHEELS = [
     "nvidia-nvimgcodec-cu13==0.9.*",
     "nvidia-nvjpeg==13.*",
+    # several test modules import webdataset at the top: without it "gpu tests" stops at collection
+    "webdataset==1.0.2",
+    "braceexpand>=0.1.7",
     "pytest>=8",
     "pygments>=2.15",
     "pytest-timeout>=2.2",
@@ -185,7 +189,9 @@ def parts(python: str) -> list[Part]:
                 *[c for c in ("4", "8", "16") if int(c) <= int(n)],
             ],
             True,  # it measures the GPU machine's cores
-            240,
+            # 18 slices (6 rows at 3 core counts), each a fresh process with its workers: an H200
+            # machine ran past 240 s
+            360,
             "worker_threads.txt",
             figures="worker_threads.json",
         ),
@@ -332,6 +338,13 @@ def cuda_available(env: dict[str, str]) -> bool:
     return out.stdout.strip() == "True"
 
 
+def _keep(part: Part, out: Path, stdout: str, stderr: str) -> None:
+    """Write a part's standard output and error into OUTDIR."""
+    if part.output is not None:
+        (out / part.output).write_text(stdout)
+    (out / f"{part.output or part.name}.stderr.txt").write_text(stderr)
+
+
 def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str, str]:
     """Run one part; returns (status, detail)."""
     if part.needs_gpu and not gpu:
@@ -349,18 +362,29 @@ def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str
         return "skipped", "no CUDA device here (the command starts)"
     command = [*part.command, "--json", str(out / part.figures)] if part.figures else part.command
     started = time.perf_counter()
+    # a session of its own: at the limit its whole process group goes (a benchmark's row
+    # processes and their workers too), instead of running on beside the next part
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=part.timeout
-        )
+        stdout, stderr = proc.communicate(timeout=part.timeout)
     except subprocess.TimeoutExpired:
-        return "failed", f"over its {part.timeout} s limit"
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        # what it printed before the limit (a benchmark's finished rounds) is kept
+        _keep(part, out, stdout, stderr)
+        return "failed", f"over its {part.timeout} s limit (its output so far is kept)"
     seconds = time.perf_counter() - started
-    if part.output is not None:
-        (out / part.output).write_text(proc.stdout)
-    (out / f"{part.output or part.name}.stderr.txt").write_text(proc.stderr)
+    _keep(part, out, stdout, stderr)
     if proc.returncode != 0:
-        last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [""]
+        last = (stderr.strip() or stdout.strip()).splitlines()[-1:] or [""]
         return "failed", f"exit {proc.returncode} after {seconds:.0f} s: {last[0][:200]}"
     return "passed", f"{seconds:.0f} s"
 

@@ -156,3 +156,25 @@ def test_dali_wheels_travel_in_checked_parts_and_join_again(tmp_path: Path) -> N
     joined = parts.assemble(store=store)
     for wheel in wheels:
         assert (joined / wheel.name).read_bytes() == wheel.read_bytes()
+
+
+def test_a_part_past_its_limit_keeps_what_it_printed(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    # prints its first round, then waits far past the part's limit on a process of its own (a
+    # benchmark's row process), which must not outlive the part
+    pid_file = tmp_path / "row.pid"
+    script = (
+        f"echo 'round 1: 1234 images/s'; echo warming >&2; sleep 600 & echo $! > {pid_file}; wait"
+    )
+    part = gpu_check.Part("slow", ["sh", "-c", script], False, 10, "slow.txt")
+    status, detail = gpu_check.run_part(part, tmp_path, dict(os.environ), gpu=False)
+    assert (status, detail) == ("failed", "over its 10 s limit (its output so far is kept)")
+    assert (tmp_path / "slow.txt").read_text() == "round 1: 1234 images/s\n"
+    assert (tmp_path / "slow.txt.stderr.txt").read_text() == "warming\n"
+    stat = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    # killed with its group: gone, or a zombie its new parent has not reaped yet
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
