@@ -178,15 +178,18 @@ class ImageDataset(Dataset):
         return samples if seed is None else SeededSamples(samples, seed)
 
     def _load(self, index: int) -> Any:
+        reading = True
         try:
             data, target = self.read_sample(index)
+            reading = False
             image = self._decode(data)
         except Exception as exc:
             path, why = self.path(index), errors.reason(exc)
             if self.on_error == "skip":
                 self.bad_files[path] = why
                 return Skipped(path, why)
-            raise errors.cannot_read(path, self.backend, why) from exc
+            stage = errors.stage_of(exc, reading=reading)
+            raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
         # the user's own code runs outside the try: its bugs are not unreadable images
         # what may draw runs under drawing(): in a thread worker, with the sample's own streams
         if self._split.pil is not None:

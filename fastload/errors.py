@@ -9,17 +9,25 @@ from __future__ import annotations
 import warnings
 
 __all__ = [
+    "STAGES",
     "ImageDecodeError",
     "UnreadableImageWarning",
     "cannot_read",
     "one_line",
     "reason",
+    "stage_of",
+    "unusable",
     "warn_skipped",
 ]
 
+# where a sample failed: fetching its bytes, taking its members apart, or decoding its image
+STAGES = ("storage", "sample", "decode")
+
 
 class ImageDecodeError(RuntimeError):
-    """An image could not be read; the message names the file, the backend and the reason.
+    """A sample is unusable: its bytes could not be fetched, its members make no sample, or its
+    image could not be decoded. The message says which (see :func:`unusable`), and the cause is
+    chained where there is one.
 
     Takes one message argument, so that torch can re-raise it from a worker process.
     """
@@ -49,8 +57,28 @@ def one_line(exc: BaseException) -> str:
 
 
 def cannot_read(path: str, backend: str, why: str) -> ImageDecodeError:
-    """The error for one unreadable file, naming the file, the backend and why."""
+    """The error for one file that could not be decoded, naming the file, the backend and why."""
     return ImageDecodeError(f"cannot read {path!r} with the {backend} backend: {why}")
+
+
+def stage_of(exc: BaseException, *, reading: bool) -> str:
+    """Where a sample failed (one of :data:`STAGES`): ``reading`` its bytes, an ``OSError`` is
+    its storage's (a missing object, an unreachable server) and anything else its members'
+    (a missing label member, a shard cut inside it, a stale index); after that, decoding."""
+    if not reading:
+        return "decode"
+    return "storage" if isinstance(exc, OSError) else "sample"
+
+
+def unusable(path: str, why: str, *, stage: str, backend: str) -> ImageDecodeError:
+    """The error for one unusable sample, worded by where it failed: a storage error names the
+    sample and its storage's reason (which names the URL or shard), a decode error the file and
+    the backend; neither blames the other."""
+    if stage == "storage":
+        return ImageDecodeError(f"cannot read {path!r} from its storage: {why}")
+    if stage == "sample":
+        return ImageDecodeError(f"cannot read {path!r}: {why}")
+    return cannot_read(path, backend, why)
 
 
 def warn_skipped(count: int, *, stacklevel: int = 2) -> None:

@@ -190,7 +190,7 @@ class Read:
         sizes: The shown (width, height) of each readable file.
         infos: What each readable file's header says.
         good: Positions in ``indices`` of the readable files.
-        bad: (path, reason) of the others.
+        bad: (path, reason, stage) of the others, the stage one of ``errors.STAGES``.
         views: Each readable file's planned view, when a planner process planned them.
     """
 
@@ -201,7 +201,7 @@ class Read:
     sizes: list[tuple[int, int]] = field(default_factory=list)
     infos: list[ImageInfo] = field(default_factory=list)
     good: list[int] = field(default_factory=list)
-    bad: list[tuple[str, str]] = field(default_factory=list)
+    bad: list[tuple[str, str, str]] = field(default_factory=list)
     views: list[View] | None = None
 
 
@@ -223,14 +223,16 @@ def read_batch(dataset: Any, indices: list[int]) -> Read:
     read = Read(indices, [dataset.path(i) for i in indices])
     stored = getattr(dataset, "exif_orientation", True) is False
     for k, path in enumerate(read.paths):
+        reading = True
         try:
             data, target = dataset.read_sample(indices[k])
+            reading = False
             info = check_header(data, max_pixels=dataset.max_pixels)
             if stored and info.width is not None and info.height is not None:
                 info = dataclasses.replace(info, orientation=1)  # the pixels as stored
             size = shown_size(data, info)
         except Exception as exc:
-            read.bad.append((path, errors.reason(exc)))
+            read.bad.append((path, errors.reason(exc), errors.stage_of(exc, reading=reading)))
             continue
         read.data.append(np.frombuffer(data, dtype=np.uint8))
         read.targets.append(target)
@@ -638,11 +640,10 @@ class _Epoch:
 
     def _plan(self, read: Read, seeds: list[int | None], seed: int | None) -> Planned | None:
         dataset = self._owner.dataset
-        for path, why in read.bad:
+        for path, why, stage in read.bad:
             if dataset.on_error == "raise":
-                return Planned(
-                    [], [], [], {}, error=errors.cannot_read(path, self._owner.name, why)
-                )
+                error = errors.unusable(path, why, stage=stage, backend=self._owner.name)
+                return Planned([], [], [], {}, error=error)
             dataset.bad_files[path] = why
             self._skipped += 1
         if not read.good:

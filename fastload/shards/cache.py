@@ -155,6 +155,8 @@ class ShardCache:
         self._mine()
         self._raise_if_failed(url)
         path = self.path(url)
+        # from a server that sends whole objects, one ranged read costs the whole shard
+        whole = whole or self.remote.ignores_ranges(url)
         for _ in range(3):  # a shard evicted between its download and its read is fetched again
             data = self._read_cached(path, offset, size)
             if data is not None:

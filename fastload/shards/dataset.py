@@ -8,8 +8,11 @@ index. The bytes then take the decode path of every fastload dataset
 folder.
 
 Problems are met where they are found. At construction: a missing shard, a file that is not an
-uncompressed tar, a tar cut inside a header (what follows is lost), member names that make no
-sample or an ambiguous one. At reading: a member cut short, an index that no longer matches its
+uncompressed tar, a tar cut inside a header (what follows is lost), a shard shorter than its
+manifest says (cut short: the samples that lie whole before the cut are read, and the shard is
+recorded with the byte where it ends and the samples lost; its scan is not kept as its index,
+so the loss is reported again next time), member names that make no sample or an ambiguous
+one. At reading: a member cut short, an index that no longer matches its
 shard, bytes that are not an image, a sample without ``.cls``. Each is one error naming the
 shard and member, or with ``on_error="skip"`` costs only the samples concerned, which are
 recorded in :attr:`ImageShards.bad_files` (at construction, with one warning; at reading, as the
@@ -27,6 +30,7 @@ says which way a dataset reads under a sampler.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -163,7 +167,8 @@ class ImageShards(ImageDataset):
         cache_limit: For remote shards: the most bytes the cache's shards may take (default:
             no bound); see the module's notes for what a limit below the dataset's size does.
         timeout: For remote shards: seconds one request may take before it is cancelled and
-            retried.
+            retried; two stalled requests for one shard fail it (see
+            :mod:`fastload.shards.remote`).
 
     Raises:
         ShardError: With ``on_error="raise"``, a shard or member that cannot be read as samples.
@@ -261,10 +266,11 @@ class ImageShards(ImageDataset):
     ) -> tuple[list[tuple[str, str]], indexes.ShardIndex | None]:
         """A shard's index, and its problems as ``(where, why)``."""
         shard = found.shards[number]
+        expected = found.expected[number] if found.expected is not None else None
         try:
             size = found.sizes[number] if found.sizes else None
             if self._cache is None:
-                index = indexes.load(shard)
+                index = indexes.load(shard, expected=expected)
             elif size is None:
                 raise FileNotFoundError(shard)
             else:
@@ -276,11 +282,12 @@ class ImageShards(ImageDataset):
             why = str(exc) if isinstance(exc, TarError) else f"{type(exc).__name__}: {exc}"
             return [(shard, why)], None
         problems = [(f"{shard}:{name}", why) for name, why in index.problems]
-        if found.expected is not None and index.size != found.expected[number]:
-            problems.insert(
-                0, (shard, f"it has {index.size} bytes, its manifest says {found.expected[number]}")
-            )
+        if expected is not None and index.size > expected:
+            problems.insert(0, (shard, f"it has {index.size} bytes, its manifest says {expected}"))
             return problems, None
+        if expected is not None and index.size < expected:
+            packed = found.manifest.shards[number].samples if found.manifest else None
+            return _before_the_cut(shard, index, expected, packed, problems)
         if index.lost is not None:
             problems.insert(0, (shard, f"{index.lost}: the members after it are lost"))
         return problems, index
@@ -485,6 +492,25 @@ class ImageShards(ImageDataset):
             f"{type(self).__name__}({len(self)} images in {len(self._shards)} shards, "
             f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
         )
+
+
+def _before_the_cut(
+    shard: str,
+    index: indexes.ShardIndex,
+    expected: int,
+    packed: int | None,
+    problems: list[tuple[str, str]],
+) -> tuple[list[tuple[str, str]], indexes.ShardIndex]:
+    """A shard cut short (shorter than its manifest says): the samples that lie whole before
+    the cut, and the loss as the first problem, with the byte where the shard ends."""
+    size = index.size
+    whole = [(key, parts) for key, parts in index.samples if max(p.end for p in parts) <= size]
+    lost = f"{packed - len(whole)} of its {packed} samples" if packed is not None else "samples"
+    why = (
+        f"cut short: it ends at byte {size} of the {expected} its manifest gives; "
+        f"{lost} are lost (the {len(whole)} before the cut are read)"
+    )
+    return [(shard, why), *problems], dataclasses.replace(index, samples=whole, lost=None)
 
 
 def _cache(

@@ -243,9 +243,15 @@ def fits(samples: Samples, size: int) -> bool:
     return len({key for key, _ in samples}) == len(samples)
 
 
-def load(shard: str) -> ShardIndex:
+def load(shard: str, *, expected: int | None = None) -> ShardIndex:
     """A shard's samples: from its index when it has a usable one, else from a scan, whose
     index is then written (beside the shard, or in the cache folder) when the shard is whole.
+
+    Args:
+        shard: The tar file.
+        expected: The size its manifest gives: a shard of another size is not whole, and its
+            scan is not kept (its problem shows again on the next read, and a pack's index
+            beside it is not overwritten).
 
     Raises:
         FileNotFoundError: The shard does not exist.
@@ -261,6 +267,7 @@ def load(shard: str) -> ShardIndex:
     samples, problems = group(scanned.members)
     result = ShardIndex(samples, problems, scanned.problem, scanned.size)
     whole = scanned.problem is None and not problems
+    whole = whole and (expected is None or scanned.size == expected)
     if whole and all(p.end <= scanned.size for _, parts in samples for p in parts) and samples:
         result.index = _save(shard, samples)
     return result

@@ -4,12 +4,23 @@ Every request goes through fsspec (s3fs for ``s3://``, gcsfs, adlfs, aiohttp for
 configured the fsspec way: ``storage_options``, and the environment variables and config files
 those libraries read (``AWS_ENDPOINT_URL``, ``~/.aws/credentials``, ...).
 
-A request that fails for a reason that may pass (a reset or refused connection, a timeout, an
-HTTP 5xx, 408 or 429, S3's throttling) is retried after :data:`RETRY_DELAYS`, and counted in
-:attr:`Remote.counters`; one that cannot succeed (not found, forbidden) fails at once. A request
-that takes longer than ``timeout`` seconds (a stalled transfer) is cancelled and retried: on the
-asynchronous filesystems (S3, GCS, Azure, HTTP) fsspec cancels it; a synchronous one (SFTP, ...)
-relies on its own timeouts. After the last retry, :class:`RemoteError` names the URL.
+A request that fails for a reason that may pass (a reset or refused connection, an HTTP 5xx,
+408 or 429, S3's throttling) is retried after :data:`RETRY_DELAYS`, counted in
+:attr:`Remote.counters` and logged once (a warning of the ``fastload`` logger, with its cause);
+one that cannot succeed (not found, forbidden) fails at once. A request that takes longer than
+``timeout`` seconds (a stalled transfer, a server that accepts connections and never answers)
+is cancelled: on the asynchronous filesystems (S3, GCS, Azure, HTTP) fsspec cancels it, a
+synchronous one (SFTP, ...) relies on its own timeouts. A stall costs a whole ``timeout``, so
+stalls have a budget of their own: :data:`STALLS` stalled requests for one object (a shard's
+download, all its parts together; a size; a ranged read) and it fails, instead of ``timeout``
+times every retry. After the last try, :class:`RemoteError` names the URL, the tries and the
+time they took.
+
+A server that answers a ranged request with the whole object (200 instead of 206: Python's
+``http.server`` and many simple servers) is remembered, per host and process: each shard is
+then downloaded whole with one GET (the answer that taught it is used, not thrown away), a
+ranged read takes its part of the whole object, and the cache downloads a shard whole rather
+than read it a sample at a time.
 
 So that one policy applies, and every retry is counted, the S3 filesystem fastload makes (an
 instance of its own, not fsspec's shared one) has s3fs's and botocore's own retries turned off,
@@ -18,6 +29,7 @@ unless ``storage_options`` sets ``config_kwargs`` itself.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
@@ -29,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fastload._optional import MissingDependencyError
-from fastload.shards.ranged import Refused, get_into, write_all
+from fastload.shards.ranged import RangesIgnored, Refused, get_into, get_whole, write_all
 
 __all__ = [
     "CONNECTIONS",
@@ -37,21 +49,25 @@ __all__ = [
     "INSTALL",
     "PART",
     "RETRY_DELAYS",
+    "STALLS",
     "Counters",
     "Remote",
     "RemoteError",
+    "Stalls",
     "is_remote",
     "protocol_of",
+    "stalled",
     "transient",
 ]
 
 INSTALL = 'pip install "fastload[remote]"'
 RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # seconds before each retry: ~16 s of outage
 DEFAULT_TIMEOUT = 60.0
+STALLS = 2  # requests for one object that may time out before it fails: ~2 x timeout
 PART = 8 * 2**20  # bytes per ranged GET when a shard is downloaded
 CONNECTIONS = 8  # ranged GETs in flight per shard
 
-_LOG = logging.getLogger("fastload.shards")
+_LOG = logging.getLogger("fastload")
 _T = TypeVar("_T")
 
 
@@ -72,13 +88,35 @@ def transient(exc: BaseException) -> bool:
     status = getattr(exc, "status", None)  # aiohttp's ClientResponseError
     if isinstance(status, int):
         return status >= 500 or status in (408, 429)
-    if isinstance(exc, (TimeoutError, ConnectionError)):
+    if stalled(exc) or isinstance(exc, ConnectionError):
         return True
     if isinstance(exc, OSError):
         # s3fs turns S3's error codes into OSErrors; the ones that will not pass carry these
         return exc.errno not in (errno.EINVAL, errno.ENAMETOOLONG, errno.EACCES, errno.ENOENT)
     module = type(exc).__module__.split(".")[0]
     return module in ("aiohttp", "botocore", "aiobotocore", "urllib3", "requests", "http")
+
+
+def stalled(exc: BaseException) -> bool:
+    """Whether a failed request timed out (a stalled transfer, a server that never answers)."""
+    # socket.timeout, fsspec's and aiohttp's timeouts (asyncio's TimeoutError: its own class
+    # before Python 3.11)
+    return isinstance(exc, (TimeoutError, asyncio.TimeoutError))
+
+
+class Stalls:
+    """The stalled requests of one object's requests (a shard's download: all its parts),
+    counted against :data:`STALLS`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> int:
+        """Count one more stall; the count now."""
+        with self._lock:
+            self.count += 1
+            return self.count
 
 
 @dataclass
@@ -135,6 +173,9 @@ class Remote:
         self.plain_gets = plain_gets
         self._plain = protocol in ("http", "https") and not storage_options
         self._plain = plain_gets and (self._plain or protocol in ("s3", "s3a"))
+        # hosts seen answering a ranged request with its range, and with the whole object
+        self._ranged: set[str] = set()
+        self._whole_only: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -181,32 +222,75 @@ class Remote:
         return bool(getattr(self.fs, "async_impl", False))
 
     def call(
-        self, what: str, url: str, request: Callable[..., _T], *args: Any, **kwargs: Any
+        self,
+        what: str,
+        url: str,
+        request: Callable[..., _T],
+        *args: Any,
+        stalls: Stalls | None = None,
+        span: int = 0,
+        **kwargs: Any,
     ) -> _T:
-        """``request(*args, **kwargs)`` with retries; ``what`` says what it is in errors."""
-        if getattr(request, "__self__", None) is self._fs and self._asynchronous():
-            kwargs["timeout"] = self.timeout
+        """``request(*args, **kwargs)`` with retries; ``what`` says what it is in errors and
+        logs, ``stalls`` counts the stalls of the object's requests (a new count by default).
+        fsspec bounds a whole request, not each wait on its socket: one that moves ``span``
+        bytes (a whole shard up or down) gets ``timeout`` for each :data:`PART` of them.
+
+        Raises:
+            RemoteError: It failed for good: a lasting error, the tries or the stalls spent.
+            FileNotFoundError: No object is at ``url``.
+            Refused, RangesIgnored: As the plain GETs raise them, at once.
+        """
+        if self._asynchronous() and _owner(request) is self._fs:
+            # fsspec's sync wrapper cancels the request then
+            kwargs["timeout"] = self.timeout * max(1, -(-span // PART))
+        stalls = stalls if stalls is not None else Stalls()
+        started = time.monotonic()
         for attempt in range(len(RETRY_DELAYS) + 1):
             try:
                 result = request(*args, **kwargs)
-            except Refused:
+            except (Refused, RangesIgnored):
                 raise
             except Exception as exc:
-                if not transient(exc) or attempt == len(RETRY_DELAYS):
+                spent = stalled(exc) and stalls.add() >= STALLS
+                if not transient(exc) or spent or attempt == len(RETRY_DELAYS):
                     if isinstance(exc, FileNotFoundError):
                         raise FileNotFoundError(f"no such object: {url!r}") from exc
                     self.counters.add(failures=1)
-                    tries = f" after {attempt + 1} tries" if attempt else ""
-                    raise RemoteError(
-                        f"cannot {what} {url!r}{tries}: {type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise self._failure(what, url, exc, attempt + 1, started, stalls) from exc
                 self.counters.add(retries=1)
-                _LOG.info("retrying %s of %s in %.2f s: %r", what, url, RETRY_DELAYS[attempt], exc)
-                time.sleep(RETRY_DELAYS[attempt])
+                delay = RETRY_DELAYS[attempt]
+                _LOG.warning(
+                    "retrying the %s of %r (try %d of %d) in %.2f s: %s",
+                    what,
+                    url,
+                    attempt + 2,
+                    len(RETRY_DELAYS) + 1,
+                    delay,
+                    self._cause(exc),
+                )
+                time.sleep(delay)
             else:
                 self.counters.add(requests=1)
                 return result
         raise AssertionError("unreachable")
+
+    def _cause(self, exc: BaseException) -> str:
+        if stalled(exc):
+            return f"no answer within timeout={self.timeout:g} s ({type(exc).__name__})"
+        return f"{type(exc).__name__}: {exc}"
+
+    def _failure(
+        self, what: str, url: str, exc: BaseException, tries: int, started: float, stalls: Stalls
+    ) -> RemoteError:
+        spent = time.monotonic() - started
+        tried = f" after {tries} tries over {spent:.1f} s" if tries > 1 else ""
+        budget = (
+            f"; {stalls.count} requests for it stalled, and {STALLS} stalls fail it"
+            if stalled(exc) and stalls.count >= STALLS
+            else ""
+        )
+        return RemoteError(f"cannot {what} {url!r}{tried}: {self._cause(exc)}{budget}")
 
     # ------------------------------------------------------------ requests
 
@@ -223,20 +307,24 @@ class Remote:
             return False
         return True
 
+    def ignores_ranges(self, url: str) -> bool:
+        """Whether the server of ``url`` was seen answering a ranged request with the whole
+        object (then reading a shard whole costs what one ranged read does)."""
+        return _host(url) in self._whole_only
+
     def read(self, url: str, start: int, end: int) -> bytes:
-        """Bytes ``start`` to ``end`` of the object at ``url`` (fewer if it ends first).
+        """Bytes ``start`` to ``end`` of the object at ``url`` (fewer if it ends first); from
+        the whole object when the server ignores ranges.
 
         Raises:
-            RemoteError: The request failed for good, or the server sent another range.
+            RemoteError: The request failed for good.
             FileNotFoundError: No object is at ``url``.
         """
         data = self.call("read", url, self.fs.cat_file, url, start=start, end=end)
-        if len(data) > end - start:
-            raise RemoteError(
-                f"{url!r}: asked for bytes {start}-{end}, the server sent {len(data)} bytes "
-                "(it ignores Range requests; fastload needs them)"
-            )
         self.counters.add(bytes=len(data))
+        if len(data) > end - start:  # a 200 to a ranged request: the whole object
+            self._whole_only.add(_host(url))
+            return bytes(memoryview(data)[start:end])
         return data
 
     def read_all(self, url: str) -> bytes:
@@ -247,44 +335,102 @@ class Remote:
 
     def download(self, url: str, fd: int, size: int) -> None:
         """Write the object's ``size`` bytes into the open file ``fd``, with up to
-        :data:`CONNECTIONS` ranged GETs of :data:`PART` bytes in flight.
+        :data:`CONNECTIONS` ranged GETs of :data:`PART` bytes in flight. The first download
+        from a host asks for its first part alone, to learn whether the host serves ranges:
+        one that answers with the whole object has it written whole, then and from then on
+        (one GET a shard).
 
         Raises:
-            RemoteError: A part failed for good, or the object is shorter than ``size``.
+            RemoteError: A part failed for good, or the object is not ``size`` bytes long.
             OSError: The file cannot be written (a full disk: ``ENOSPC``).
         """
-
-        plain = self._plain_url(url)
-
-        def part(start: int) -> None:
-            end = min(start + PART, size)
-            got = -1
-            if plain is not None:
-                try:
-                    got = self.call(
-                        "read", url, get_into, plain, start, end, fd, timeout=self.timeout
-                    )
-                except Refused:
-                    self._plain = False  # this store wants fsspec's client: from now on
-                else:
-                    self.counters.add(bytes=got)
-            if got < 0:
-                data = self.read(url, start, end)
-                write_all(fd, data, start)
-                got = len(data)
-            if got < end - start:
-                raise RemoteError(
-                    f"{url!r} ends at byte {start + got}, before the {size} bytes expected"
-                )
-
-        starts = range(0, size, PART)
+        host, stalls = _host(url), Stalls()
+        if host in self._whole_only:
+            self._download_whole(url, fd, size, stalls)
+            return
+        starts = list(range(0, size, PART))
+        probe = host not in self._ranged and starts
+        if probe and not self._part(url, fd, starts.pop(0), size, stalls):
+            return  # the answer was the whole object
         if len(starts) <= 1:
             for start in starts:
-                part(start)
+                self._part(url, fd, start, size, stalls)
             return
         with ThreadPoolExecutor(min(CONNECTIONS, len(starts))) as pool:
-            for done in [pool.submit(part, start) for start in starts]:
+            for done in [pool.submit(self._part, url, fd, s, size, stalls) for s in starts]:
                 done.result()
+
+    def _part(self, url: str, fd: int, start: int, size: int, stalls: Stalls) -> bool:
+        """Download one part of ``url`` into ``fd``; ``False`` when the server sent the whole
+        object instead (it is then written whole)."""
+        end = min(start + PART, size)
+        plain = self._plain_url(url)
+        got = -1
+        if plain is not None:
+            try:
+                got, whole = self.call(
+                    "read",
+                    url,
+                    get_into,
+                    plain,
+                    start,
+                    end,
+                    fd,
+                    timeout=self.timeout,
+                    size=size,
+                    stalls=stalls,
+                )
+            except Refused:
+                self._plain = False  # this store wants fsspec's client: from now on
+            except RangesIgnored:  # asked past byte 0: the whole object, one more GET
+                self._whole_only.add(_host(url))
+                self._download_whole(url, fd, size, stalls)
+                return False
+            else:
+                self.counters.add(bytes=min(got, size))
+                if whole:
+                    self._whole_only.add(_host(url))
+                    _check_size(url, got, size)
+                    return False
+        if got < 0:
+            data = self.call(
+                "read", url, self.fs.cat_file, url, start=start, end=end, stalls=stalls
+            )
+            self.counters.add(bytes=len(data))
+            if len(data) > end - start:  # a 200 to a ranged request: the whole object
+                self._whole_only.add(_host(url))
+                self._write_whole(url, fd, data, size)
+                return False
+            write_all(fd, data, start)
+            got = len(data)
+        self._ranged.add(_host(url))
+        if got < end - start:
+            raise RemoteError(
+                f"{url!r} ends at byte {start + got}, before the {size} bytes expected"
+            )
+        return True
+
+    def _download_whole(self, url: str, fd: int, size: int, stalls: Stalls) -> None:
+        """The whole object in one GET, from a server that does not serve ranges."""
+        plain = self._plain_url(url)
+        if plain is not None:
+            try:
+                got = self.call(
+                    "read", url, get_whole, plain, fd, size, timeout=self.timeout, stalls=stalls
+                )
+            except Refused:
+                self._plain = False
+            else:
+                self.counters.add(bytes=min(got, size))
+                _check_size(url, got, size)
+                return
+        data = self.call("read", url, self.fs.cat_file, url, stalls=stalls, span=size)
+        self.counters.add(bytes=len(data))
+        self._write_whole(url, fd, data, size)
+
+    def _write_whole(self, url: str, fd: int, data: bytes, size: int) -> None:
+        _check_size(url, len(data), size)
+        write_all(fd, data, 0)
 
     def _plain_url(self, url: str) -> str | None:
         """A URL a plain GET can fetch the object at ``url`` from, if there is one."""
@@ -297,8 +443,9 @@ class Remote:
         except Exception:
             return None
 
-    def listing(self, url: str) -> list[tuple[str, int]]:
-        """The objects directly under ``url``, as ``(url, size)``, sorted."""
+    def listing(self, url: str) -> list[tuple[str, int | None]]:
+        """The objects directly under ``url``, as ``(url, size)``, sorted; the size is ``None``
+        where the listing does not give it (an HTTP server's index page)."""
         entries = self.call("list", url, self.fs.ls, url, detail=True)
         prefix = f"{self.protocol}://"
         found = []
@@ -306,7 +453,10 @@ class Remote:
             if entry.get("type") == "directory":
                 continue
             name = entry["name"]
-            found.append((name if "://" in name else prefix + name, int(entry.get("size") or 0)))
+            size = entry.get("size")
+            found.append(
+                (name if "://" in name else prefix + name, None if size is None else int(size))
+            )
         return sorted(found)
 
     def put(self, url: str, data: bytes) -> None:
@@ -315,9 +465,32 @@ class Remote:
 
     def put_file(self, path: str, url: str) -> None:
         """Upload the local file at ``path`` as the object at ``url``."""
-        self.call("upload to", url, self.fs.put_file, path, url)
+        self.call("upload to", url, self.fs.put_file, path, url, span=os.path.getsize(path))
 
 
 def protocol_of(url: str) -> str:
     """The scheme of a URL."""
     return url.partition("://")[0]
+
+
+def _host(url: str) -> str:
+    """The scheme and host of a URL (for S3: the bucket), which servers' habits are kept by."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def _owner(request: Callable[..., Any]) -> Any:
+    """The object whose method ``request`` is: fsspec's blocking methods wrap the asynchronous
+    ones, which know their filesystem."""
+    return getattr(request, "__self__", None) or getattr(
+        getattr(request, "__wrapped__", None), "__self__", None
+    )
+
+
+def _check_size(url: str, got: int, size: int) -> None:
+    if got < size:
+        raise RemoteError(f"{url!r} ends at byte {got}, before the {size} bytes expected")
+    if got > size:
+        raise RemoteError(
+            f"{url!r} is longer than the {size} bytes expected (it changed since it was listed)"
+        )

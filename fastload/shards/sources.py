@@ -6,7 +6,8 @@ one ``.tar`` file, or a list of any of these; each may be the URL of remote stor
 (``s3://bucket/pack``, ``https://host/shards-{0000..0099}.tar``), read through
 :class:`fastload.shards.remote.Remote`: a remote "folder" is a prefix, whose ``manifest.json`` is
 read when it has one, else its ``.tar`` objects are listed. The size of each remote shard comes
-from its manifest, its listing, or one request per shard.
+from its manifest, its listing, or one request per shard (where the listing gives none: an HTTP
+server's index page).
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ def _remote(
             if not listed:
                 raise FileNotFoundError(f"no .tar shards (and no {manifests.MANIFEST}) at {text!r}")
             if len(texts) == 1:
-                return Source([u for u, _ in listed], sizes=[s for _, s in listed])
+                sizes = [s for _, s in listed]
+                if None in sizes:  # an HTTP server's index page lists names alone
+                    sizes = _sizes([u for u, _ in listed], remote)
+                return Source([u for u, _ in listed], sizes=sizes)
             urls += [u for u, _ in listed]
     if not urls:
         raise ValueError("no shards given: the list is empty")

@@ -208,3 +208,12 @@ def test_a_registered_executor_isolates_a_bad_file(registered: None, tmp_path: P
         fastload.ImageDecodeError, match=f"cannot read {str(hollow)!r} with the thirdexec backend"
     ):
         list(fastload.DataLoader(raising, batch_size=2, backend="thirdexec"))
+    gone = tmp_path / "gone.jpg"
+    gone.write_bytes(files["good"].read_bytes())
+    removed = fastload.ImageList([files["good"], gone], [0, 1], transform=T.Resize((16, 16)))
+    gone.unlink()  # a storage failure, not a decoding one: no backend is named
+    with pytest.raises(fastload.ImageDecodeError) as raised:
+        list(fastload.DataLoader(removed, batch_size=2, backend="thirdexec"))
+    assert str(raised.value).startswith(
+        f"cannot read {str(gone)!r} from its storage: FileNotFoundError: "
+    )

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +103,65 @@ def test_the_manifest_url_a_prefix_without_one_and_a_list_of_urls(
 def test_http_brace_pattern_reads_as_local(numbered: Path, tmp_path: Path) -> None:
     with HTTPServer(numbered) as server:
         url = server.url + "/n{000..005}.tar"
+        remote = fastload.ImageShards(url, cache_dir=tmp_path / "cache")
+        _same_samples(remote, fastload.ImageShards(numbered))
+
+
+@contextlib.contextmanager
+def plain_http_server(folder: Path) -> Iterator[str]:
+    """Python's own ``http.server`` file handler, unchanged (it ignores ``Range`` and answers
+    200 with the whole file), on loopback; its URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_without_ranges_serves_a_pack_each_shard_downloaded_once(
+    pack: Path, tmp_path: Path
+) -> None:
+    local = fastload.ImageShards(pack)
+    with plain_http_server(pack) as url:
+        remote = fastload.ImageShards(url + "/", T.CenterCrop(16), cache_dir=tmp_path / "cache")
+        _same_samples(remote, local)
+        assert remote.cache is not None
+        counters = remote.cache.remote.counters
+        assert remote.cache.remote.ignores_ranges(url + "/shard-000000.tar")
+        loader = fastload.DataLoader(remote, batch_size=4, num_workers=2)
+        assert len(_epoch(loader)) == len(local)  # workers read the cached shards
+    # no error, no retry: the manifest, each index and each shard crossed the link once
+    assert counters.retries == 0 and counters.failures == 0
+    assert counters.bytes == sum(f.stat().st_size for f in pack.iterdir())
+
+
+def test_a_server_without_ranges_through_fsspecs_client_and_a_small_cache(
+    pack: Path, tmp_path: Path
+) -> None:
+    local = fastload.ImageShards(pack)
+    shard = pack / "shard-000001.tar"
+    with plain_http_server(pack) as url:
+        # a whole shard through fsspec's client: the ranged answer was the whole object
+        cache = ShardCache(tmp_path / "a", None, Remote("http", None, 60, plain_gets=False))
+        cache.fetch(f"{url}/{shard.name}", shard.stat().st_size)
+        assert Path(cache.path(f"{url}/{shard.name}")).read_bytes() == shard.read_bytes()
+        # a cache smaller than the pack and an order that is not shard-aware: the first sample
+        # is a ranged read that got the whole shard (its part taken), then shards come whole
+        small = fastload.ImageShards(url, cache_dir=tmp_path / "b", cache_limit=1)
+        assert "each sample not cached is one ranged request" in small.reading()
+        _same_samples(small, local)
+        assert small.cache is not None and small.cache.remote.counters.retries == 0
+
+
+def test_a_folder_of_shards_on_a_plain_server_is_sized_by_one_request_each(
+    numbered: Path, tmp_path: Path
+) -> None:
+    with plain_http_server(numbered) as url:  # its index page lists names, no sizes
         remote = fastload.ImageShards(url, cache_dir=tmp_path / "cache")
         _same_samples(remote, fastload.ImageShards(numbered))
 

@@ -5,6 +5,8 @@ it hits, and let go once the retry it causes has been counted."""
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from pathlib import Path
@@ -88,6 +90,41 @@ def test_a_stalled_transfer_times_out_and_is_retried(numbered: Path, tmp_path: P
         assert counters.retries >= 1
 
 
+def test_a_server_that_never_answers_costs_two_timeouts_a_shard_and_says_so(
+    numbered: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with HTTPServer(numbered) as server, FaultProxy(server.url) as proxy:
+        urls = [f"{proxy.url}/n{k:03d}.tar" for k in range(6)]
+        proxy.stall()  # connections accepted, never answered: the HEADs that size the shards
+        with (
+            caplog.at_level(logging.WARNING, logger="fastload"),
+            pytest.raises(RemoteError) as raised,
+        ):
+            fastload.ImageShards(urls, timeout=0.5, cache_dir=tmp_path / "a")
+        message = str(raised.value)
+        assert re.fullmatch(
+            rf"cannot look up '{re.escape(proxy.url)}/n00\d\.tar' after 2 tries over [\d.]+ s: "
+            r"no answer within timeout=0\.5 s \(\w+\); 2 requests for it stalled, and 2 stalls "
+            r"fail it",
+            message,
+        ), message
+        retried = [r.getMessage() for r in caplog.records if r.name == "fastload"]
+        # each shard's one retry, logged once with its cause
+        assert sorted(m.split("'")[1] for m in retried) == urls
+        assert all("(try 2 of 7)" in m and "no answer within timeout=0.5 s" in m for m in retried)
+
+        proxy.resume()
+        dataset = fastload.ImageShards(urls, timeout=0.5, cache_dir=tmp_path / "b")
+        proxy.stall()  # now the download of a shard stalls: two stalls, not seven tries
+        with pytest.raises(ImageDecodeError) as raised:
+            dataset[0]
+        message = str(raised.value)
+        assert message.startswith(f"cannot read '{urls[0]}:") and "from its storage: " in message
+        assert "backend" not in message and "after 2 tries over" in message
+        assert isinstance(raised.value.__cause__, RemoteError)
+        proxy.resume()
+
+
 def test_a_shard_that_stays_unreadable_is_one_error_naming_it(
     s3: S3Server, numbered: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,6 +142,15 @@ def test_a_shard_that_stays_unreadable_is_one_error_naming_it(
         with pytest.raises(RemoteError, match="after 3 tries"):  # remembered: fails at once
             dataset.read_sample(1)
         assert dataset.cache is not None and dataset.cache.remote.counters.failures == 1
+        # through the decode path: worded as storage, never as decoding; the cause chained
+        with pytest.raises(ImageDecodeError) as raised:
+            dataset[2]
+        assert re.fullmatch(
+            rf"cannot read '{url}/n000\.tar:\w+\.jpg' from its storage: RemoteError: cannot "
+            rf"read '{url}/n000\.tar' after 3 tries over [\d.]+ s: \w+: .*",
+            str(raised.value),
+        ), str(raised.value)
+        assert isinstance(raised.value.__cause__, RemoteError)
 
 
 def test_a_shard_deleted_after_the_listing_is_named_or_skipped(
@@ -123,8 +169,13 @@ def test_a_shard_deleted_after_the_listing_is_named_or_skipped(
         for on_error in ("raise", "skip")
     }
     fsspec.filesystem("s3", **options).rm(f"{prefix}/n002.tar")  # samples 16 to 21
-    with pytest.raises(ImageDecodeError, match=rf"no such object: '{prefix}/n002\.tar'"):
+    with pytest.raises(ImageDecodeError) as raised:
         made["raise"][16]
+    assert str(raised.value) == (
+        f"cannot read {made['raise'].path(16)!r} from its storage: FileNotFoundError: no such "
+        f"object: '{prefix}/n002.tar'"
+    )
+    assert isinstance(raised.value.__cause__, FileNotFoundError)
     with pytest.warns(UnreadableImageWarning):
         seen = _labels(made["skip"])
     assert seen == [y for y in range(42) if not 16 <= y < 22]
