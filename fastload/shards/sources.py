@@ -170,6 +170,12 @@ def _remote(
             if remote.exists(f"{prefix}/{manifests.MANIFEST}") and len(texts) == 1:
                 return _remote_manifest(f"{prefix}/{manifests.MANIFEST}", remote)
             listed = [(url, size) for url, size in remote.listing(prefix) if url.endswith(".tar")]
+            named_file = "." in prefix.rsplit("/", 1)[-1]
+            if not listed and named_file and remote.exists(prefix):  # an object, not a prefix
+                raise ValueError(
+                    f"{text!r} is not a .tar shard: shards are read by offset, which needs "
+                    "uncompressed .tar files (decompress a .tgz or .tar.gz first)"
+                )
             if not listed:
                 raise FileNotFoundError(f"no .tar shards (and no {manifests.MANIFEST}) at {text!r}")
             if len(texts) == 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gzip
 import http.server
 import json
 import os
@@ -164,6 +165,14 @@ def test_a_folder_of_shards_on_a_plain_server_is_sized_by_one_request_each(
     with plain_http_server(numbered) as url:  # its index page lists names, no sizes
         remote = fastload.ImageShards(url, cache_dir=tmp_path / "cache")
         _same_samples(remote, fastload.ImageShards(numbered))
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    (packed / "n000.tgz").write_bytes(gzip.compress((numbered / "n000.tar").read_bytes()))
+    with (
+        plain_http_server(packed) as url,
+        pytest.raises(ValueError, match=r"n000\.tgz' is not a \.tar shard: .*decompress"),
+    ):
+        fastload.ImageShards(f"{url}/n000.tgz", cache_dir=tmp_path / "cache")
 
 
 def test_remote_options_on_local_shards_are_refused(numbered: Path) -> None:
