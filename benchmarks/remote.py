@@ -2,7 +2,7 @@
 
 The photos, each ``--repeat`` times, are packed once (``--shards`` shards, bytes unchanged)
 and uploaded to moto's S3
-server on loopback, run in a process of its own (``fastload.loopback.S3Server``). Every row
+server on loopback, run in a process of its own (``fastload.testing.S3Server``). Every row
 reads one epoch of the same pack with the same loader: ``fastload.ImageShards``,
 ``fastload.ShardSampler`` (window 8), RandomResizedCrop 224 + flip fused with decoding,
 ``--workers`` workers, batch ``--batch-size``, float32 normalized batches (``--dtype uint8``:
@@ -12,7 +12,7 @@ none). Each round runs every row once, in a rotated order; each epoch starts its
 * ``s3 first``: from S3, through a new, empty cache folder (no limit): the first epoch, whose
   shards are downloaded ahead of the sampler while the workers decode.
 * ``s3 cached``: the next epoch of the same dataset, from the cache.
-* ``s3 throttled``: from S3 through ``fastload.loopback.FaultProxy`` at ``--rate`` bytes/s with
+* ``s3 throttled``: from S3 through ``fastload.testing.FaultProxy`` at ``--rate`` bytes/s with
   ``--latency`` s per request, into a new cache with ``cache_limit`` a ``--limit`` fraction of
   the pack. Its ratio is against what the link allows: the link's bytes/s over the pack's bytes
   per sample. The cache folder's size is sampled every 20 ms during the epoch; its largest value
@@ -45,8 +45,8 @@ import results
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.loopback import FaultProxy, S3Server
 from fastload.synthetic import default_data
+from fastload.testing import FaultProxy, S3Server
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import fsspec
 
-from fastload.loopback import S3Server
+from fastload.testing import S3Server
 
 _BUCKETS = itertools.count()
 

@@ -52,7 +52,8 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.shards.cache",
         "fastload.shards.readahead",
         "fastload.shards.sampler",
-        "fastload.loopback",
+        "fastload.testing.servers",
+        "fastload.testing",
     ),
     (  # per-sample decoding, batch ops, the prefetcher
         "fastload.gpu.transforms",
@@ -182,3 +183,16 @@ def test_the_checks_see_a_planted_violation(tmp_path: Path) -> None:
     found = imports("fastload.transforms", planted, False, KNOWN)
     assert ("fastload.loader", ["_TORCH_INIT"]) in found and ("fastload", []) in found
     assert layer_of("fastload.loader") > layer_of("fastload.transforms")
+
+
+def test_the_library_never_imports_its_testing_package() -> None:
+    """``fastload.testing`` (servers for tests, as ``torch.testing``) is for tests and benchmarks:
+    no module of the library imports it, so it is never part of ``import fastload``."""
+    users = sorted(
+        name
+        for name, found in GRAPH.items()
+        if not name.startswith("fastload.testing")
+        for module, _ in found
+        if module.startswith("fastload.testing")
+    )
+    assert users == []

@@ -24,6 +24,7 @@ PUBLIC = [
     "fastload.transforms",
     "fastload.integrations.hf_accelerate",
     "fastload.integrations.open_clip",
+    "fastload.testing",
 ]
 
 

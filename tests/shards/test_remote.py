@@ -26,9 +26,9 @@ from test_sampler import numbered_shards
 
 import fastload
 from fastload import transforms as T
-from fastload.loopback import FaultProxy, HTTPServer, S3Server
 from fastload.shards.cache import ShardCache
 from fastload.shards.remote import Remote
+from fastload.testing import FaultProxy, HTTPServer, S3Server
 
 
 @pytest.fixture(scope="module")

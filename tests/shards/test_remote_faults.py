@@ -20,9 +20,9 @@ from test_sampler import numbered_shards
 import fastload
 from fastload import transforms as T
 from fastload.errors import ImageDecodeError, UnreadableImageWarning
-from fastload.loopback import FaultProxy, HTTPServer, S3Server
 from fastload.shards import remote as remotes
 from fastload.shards.remote import RemoteError
+from fastload.testing import FaultProxy, HTTPServer, S3Server
 
 
 @pytest.fixture(scope="module")

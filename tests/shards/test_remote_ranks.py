@@ -15,7 +15,7 @@ from remotes import new_bucket, upload
 from shardsets import tar_of
 
 import fastload
-from fastload.loopback import FaultProxy, S3Server
+from fastload.testing import FaultProxy, S3Server
 
 SAMPLES = [7, 8, 6, 9, 7, 5]  # 42
 

@@ -307,7 +307,7 @@ class FaultProxy(_Server):
     def start(self) -> None:
         if self._in_process:
             code = (
-                "import sys; from fastload.loopback import FaultProxy;"
+                "import sys; from fastload.testing.servers import FaultProxy;"
                 f"p = FaultProxy({self.upstream!r}, rate={self.rate!r}, latency={self.latency!r});"
                 "p.start(); print(p.url, flush=True); sys.stdin.read()"
             )
