@@ -1,7 +1,7 @@
 """What the batch executors' CPU side costs per sample, and what it sustains.
 
 A GPU decoder is only as fast as the CPU work that feeds it. For each sample the executor
-(``backends/executor.py``, then the nvImageCodec engine) runs, on the CPU:
+(``backends/executor/``, then the nvImageCodec engine) runs, on the CPU:
 
 1. **read**: the file's bytes;
 2. **header**: ``check_header`` (format from the content, ``max_pixels``, a truncated JPEG) and

@@ -20,7 +20,7 @@ none). Each round runs every row once, in a rotated order; each epoch starts its
 
 Then the two ways a shard is downloaded, on the largest shard, ``--rounds`` x 8 downloads each,
 interleaved: CPU seconds of this process per GiB with plain ranged GETs
-(``fastload.shards.ranged``) against fsspec's asynchronous client (s3fs).
+(``fastload.shards.storage.ranged``) against fsspec's asynchronous client (s3fs).
 
 Also printed: the CPU seconds the S3 server took (it shares this machine's cores with the
 loader; a real store does not) and this process's, per row.
@@ -157,7 +157,7 @@ def one_round(
 
 def clients(s3: S3Server, url: str, size: int, rounds: int) -> tuple[list[float], list[float]]:
     """CPU seconds per GiB of whole-shard downloads: plain GETs, and fsspec's client."""
-    from fastload.shards.remote import Remote
+    from fastload.shards.storage.remote import Remote
 
     plain, through_fsspec = [], []
     with tempfile.TemporaryFile() as file:
@@ -211,7 +211,7 @@ def main() -> None:
         s3.make_bucket("bench")
         url = "s3://bench/pack"
         began = time.perf_counter()
-        from fastload.shards.remote import Remote
+        from fastload.shards.storage.remote import Remote
 
         remote = Remote("s3", s3.storage_options(), 60)
         for file in sorted(local.iterdir()):

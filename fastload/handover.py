@@ -9,12 +9,11 @@ as the uint8 tensor it takes (:class:`HandBack`). Both are exact: a PIL image an
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 
-__all__ = ["HandBack", "HandOn", "conversion_forms"]
+__all__ = ["HandBack", "HandOn"]
 
 
 class HandOn:
@@ -95,26 +94,3 @@ def _kind(image: Any) -> str:
     if isinstance(image, Image.Image):
         return f"a PIL image of mode {image.mode!r}"
     return type(image).__name__
-
-
-def conversion_forms() -> dict[type, str]:
-    """The conversions of a PIL image that :class:`HandOn` makes exactly from the fused uint8
-    tensor, by class (a subclass may convert otherwise)."""
-    import torchvision.transforms as v1
-    import torchvision.transforms.v2 as v2
-
-    forms: dict[type, str] = {
-        v1.PILToTensor: "uint8",
-        v2.PILToTensor: "uint8",
-        v1.ToTensor: "float",
-        v2.ToTensor: "float",
-        v2.ToImage: "image",
-    }
-    open_clip = sys.modules.get("open_clip.transform")  # imported where its ops are used
-    if open_clip is not None:
-        forms[open_clip.MaybeToTensor] = "float"
-    try:
-        from timm.data import transforms as timm
-    except ImportError:
-        return forms
-    return {**forms, timm.MaybePILToTensor: "uint8", timm.MaybeToTensor: "float"}

@@ -115,8 +115,8 @@ def image_dataset(
     Raises:
         CLIError: A bad backend, a missing library, or no images (the message says which).
     """
-    from fastload.shards.remote import RemoteError
     from fastload.shards.sources import is_shards
+    from fastload.shards.storage.remote import RemoteError
 
     try:
         if is_shards(data):

@@ -113,9 +113,9 @@ def add(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from fastload.shards.format.tables import is_table
     from fastload.shards.pack import pack
-    from fastload.shards.remote import RemoteError
-    from fastload.shards.tables import is_table
+    from fastload.shards.storage.remote import RemoteError
 
     if not os.path.isdir(args.source) and not is_table(args.source):
         raise CLIError(f"{args.source!r} is neither a folder nor a .csv, .tsv or .parquet table")

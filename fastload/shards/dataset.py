@@ -1,7 +1,7 @@
 """``ImageShards``: a map-style dataset of images stored in tar shards (the WebDataset layout).
 
 Each shard's index (DALI's v1.2 format; made by a scan when a shard has none, see
-:mod:`fastload.shards.index`) gives every member's offset, so that a sample is one positioned
+:mod:`fastload.shards.format.index`) gives every member's offset, so that a sample is one positioned
 read: its image and its ``.cls`` member, with their tar headers, which are checked against the
 index. The bytes then take the decode path of every fastload dataset
 (:class:`fastload.datasets.ImageDataset`): the same file bytes give the same pixels as from a
@@ -19,22 +19,20 @@ recorded in :attr:`ImageShards.bad_files` (at construction, with one warning; at
 folder datasets report them).
 
 Remote shards (``s3://``, ``https://``, any fsspec URL) are read through a local cache of whole
-shards (:mod:`fastload.shards.cache`). When the cache can hold them all (``cache_limit=None``,
-the default, or a limit above their size), a worker that needs a shard not yet cached downloads
-it whole, and every later read is local. When it cannot, only the read-ahead of
-:class:`fastload.ShardSampler` downloads whole shards, within the limit, ahead of its order; a
-sample of a shard that is neither cached nor being downloaded (a random order, which is not
-shard-aware) is read with one ranged request, and caches nothing. :meth:`ImageShards.reading`
-says which way a dataset reads under a sampler.
+shards (:mod:`fastload.shards.storage.cache`). When the cache can hold them all
+(``cache_limit=None``, the default, or a limit above their size), a worker that needs a shard
+not yet cached downloads it whole, and every later read is local. When it cannot, only the
+read-ahead of :class:`fastload.ShardSampler` downloads whole shards, within the limit, ahead of
+its order; a sample of a shard that is neither cached nor being downloaded (a random order,
+which is not shard-aware) is read with one ranged request, and caches nothing.
+:meth:`ImageShards.reading` says which way a dataset reads under a sampler.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,23 +42,21 @@ from fastload import backends
 from fastload.compact import Strings
 from fastload.datasets import ImageDataset, OnError, check_options
 from fastload.errors import UnreadableImageWarning
-from fastload.shards import index as indexes
-from fastload.shards import members, sources
-from fastload.shards.cache import ShardCache
-from fastload.shards.readahead import ReadAhead
-from fastload.shards.remote import DEFAULT_TIMEOUT, Remote
+from fastload.shards import indexing, sources
+from fastload.shards.format import index as indexes
+from fastload.shards.format import members
+from fastload.shards.format.tar import BLOCK, Member, check_header
 from fastload.shards.sampler import ShardSampler
-from fastload.shards.storage import read_range
-from fastload.shards.tar import BLOCK, Member, TarError, check_header
+from fastload.shards.storage.cache import ShardCache
+from fastload.shards.storage.local import read_range
+from fastload.shards.storage.readahead import ReadAhead
+from fastload.shards.storage.remote import DEFAULT_TIMEOUT, Remote
 from fastload.system import cache_dir as fastload_cache
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageShards", "ShardError"]
 
 # the members taken as the image, in this order of preference (webdataset's image extensions)
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "ppm", "pgm", "pbm", "pnm", "bmp", "tif", "tiff")
-
-
-_MISSING = "no such shard"
 
 
 class ShardError(ValueError):
@@ -168,7 +164,7 @@ class ImageShards(ImageDataset):
             no bound); see the module's notes for what a limit below the dataset's size does.
         timeout: For remote shards: seconds one request may take before it is cancelled and
             retried; two stalled requests for one shard fail it (see
-            :mod:`fastload.shards.remote`).
+            :mod:`fastload.shards.storage.remote`).
 
     Raises:
         ShardError: With ``on_error="raise"``, a shard or member that cannot be read as samples.
@@ -221,7 +217,7 @@ class ImageShards(ImageDataset):
     def _read_indexes(self, found: sources.Source, on_error: str) -> _Table:
         table = _Table(slots=[_Slot() for _ in self._slots])
         lost: list[tuple[str, str]] = []
-        for number, (problems, index) in enumerate(self._shard_indexes(found)):
+        for number, (problems, index) in enumerate(indexing.index_all(found, self._cache)):
             shard = found.shards[number]
             self._index_files.append(index.index if index is not None else None)
             for key, parts in index.samples if index is not None else ():
@@ -239,7 +235,7 @@ class ImageShards(ImageDataset):
             if problems and on_error == "raise":
                 where, why = problems[0]
                 more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-                error = FileNotFoundError if why == _MISSING else ShardError
+                error = FileNotFoundError if why == indexing.MISSING else ShardError
                 raise error(f"cannot read {where!r}: {why}{more}")
             lost += problems
         if lost:
@@ -251,46 +247,6 @@ class ImageShards(ImageDataset):
                 stacklevel=3,
             )
         return table
-
-    def _shard_indexes(
-        self, found: sources.Source
-    ) -> list[tuple[list[tuple[str, str]], indexes.ShardIndex | None]]:
-        numbers = range(len(found.shards))
-        if self._cache is None:
-            return [self._shard_index(found, number) for number in numbers]
-        with ThreadPoolExecutor(sources.LOOKUPS, thread_name_prefix="fastload-index") as pool:
-            return list(pool.map(lambda number: self._shard_index(found, number), numbers))
-
-    def _shard_index(
-        self, found: sources.Source, number: int
-    ) -> tuple[list[tuple[str, str]], indexes.ShardIndex | None]:
-        """A shard's index, and its problems as ``(where, why)``."""
-        shard = found.shards[number]
-        expected = found.expected[number] if found.expected is not None else None
-        try:
-            size = found.sizes[number] if found.sizes else None
-            if self._cache is None:
-                index = indexes.load(shard, expected=expected)
-            elif size is None:
-                raise FileNotFoundError(shard)
-            else:
-                where = found.indexes[number] if found.indexes else indexes.index_path(shard)
-                index = self._cache.index(shard, size, where)
-        except FileNotFoundError:
-            return [(shard, _MISSING)], None
-        except (TarError, OSError) as exc:
-            why = str(exc) if isinstance(exc, TarError) else f"{type(exc).__name__}: {exc}"
-            return [(shard, why)], None
-        problems = [(f"{shard}:{name}", why) for name, why in index.problems]
-        if expected is not None and index.size > expected:
-            problems.insert(0, (shard, f"it has {index.size} bytes, its manifest says {expected}"))
-            return problems, None
-        if expected is not None and index.size < expected:
-            packed = found.manifest.shards[number].samples if found.manifest else None
-            return _before_the_cut(shard, index, expected, packed, problems)
-        if index.lost is not None:
-            problems.insert(0, (shard, f"{index.lost}: the members after it are lost"))
-        return problems, index
 
     def _set_table(self, shards: list[str], table: _Table) -> None:
         self._shards = list(shards)
@@ -359,7 +315,7 @@ class ImageShards(ImageDataset):
         Raises:
             ValueError: It lacks the target member, the shard is cut short inside it, the
                 index no longer matches the shard, or a target member cannot be read as its
-                extension says (see :func:`fastload.shards.members.value`).
+                extension says (see :func:`fastload.shards.format.members.value`).
             OSError: The shard cannot be read.
         """
         parts = [self._member(index, None)]
@@ -492,25 +448,6 @@ class ImageShards(ImageDataset):
             f"{type(self).__name__}({len(self)} images in {len(self._shards)} shards, "
             f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
         )
-
-
-def _before_the_cut(
-    shard: str,
-    index: indexes.ShardIndex,
-    expected: int,
-    packed: int | None,
-    problems: list[tuple[str, str]],
-) -> tuple[list[tuple[str, str]], indexes.ShardIndex]:
-    """A shard cut short (shorter than its manifest says): the samples that lie whole before
-    the cut, and the loss as the first problem, with the byte where the shard ends."""
-    size = index.size
-    whole = [(key, parts) for key, parts in index.samples if max(p.end for p in parts) <= size]
-    lost = f"{packed - len(whole)} of its {packed} samples" if packed is not None else "samples"
-    why = (
-        f"cut short: it ends at byte {size} of the {expected} its manifest gives; "
-        f"{lost} are lost (the {len(whole)} before the cut are read)"
-    )
-    return [(shard, why), *problems], dataclasses.replace(index, samples=whole, lost=None)
 
 
 def _cache(

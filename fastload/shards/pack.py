@@ -39,11 +39,12 @@ import numpy as np
 from fastload.backends.base import read_file
 from fastload.checks import check_int, differences
 from fastload.image import probe, sniff
-from fastload.shards import manifest as manifests
-from fastload.shards import tables, upload
-from fastload.shards.index import Part, write_index
-from fastload.shards.remote import is_remote
-from fastload.shards.tar import BLOCK, END, header, padding
+from fastload.shards.format import manifest as manifests
+from fastload.shards.format import tables
+from fastload.shards.format.index import Part, write_index
+from fastload.shards.format.tar import BLOCK, END, header, padding
+from fastload.shards.storage import upload
+from fastload.shards.storage.remote import is_remote
 from fastload.system import cpu_cores
 from fastload.version import __version__
 
@@ -417,11 +418,11 @@ def pack(
     Args:
         source: A folder in the ImageFolder layout, a ``fastload.ImageFolder`` /
             ``ImageList``, a torchvision ``ImageFolder``, or an image-text table (a ``.csv``,
-            ``.tsv`` or ``.parquet`` file, see :mod:`fastload.shards.tables`), whose samples
+            ``.tsv`` or ``.parquet`` file, see :mod:`fastload.shards.format.tables`), whose samples
             are ``KEY.jpg`` + ``KEY.txt`` (the caption) + ``KEY.json`` (the other columns).
         out: The folder to write (new, empty, or holding this pack's unfinished run); or the
             URL of a prefix on remote storage (``"s3://bucket/pack"``), where the pack is
-            uploaded once written (see :mod:`fastload.shards.upload`).
+            uploaded once written (see :mod:`fastload.shards.storage.upload`).
         shard_size: The most bytes a shard holds (one larger sample makes a shard of its own).
         shuffle_seed: Shuffle the samples across shards with this seed; ``None`` keeps the
             source's order.

@@ -1,13 +1,13 @@
 """What a user names as shards, turned into shard paths.
 
 A pack's folder or its manifest, a folder of ``.tar`` files, a brace pattern in webdataset's
-convention (``shards-{0000..0099}.tar``, expanded by the ``braceexpand`` package webdataset uses),
-one ``.tar`` file, or a list of any of these; each may be the URL of remote storage instead
-(``s3://bucket/pack``, ``https://host/shards-{0000..0099}.tar``), read through
-:class:`fastload.shards.remote.Remote`: a remote "folder" is a prefix, whose ``manifest.json`` is
-read when it has one, else its ``.tar`` objects are listed. The size of each remote shard comes
-from its manifest, its listing, or one request per shard (where the listing gives none: an HTTP
-server's index page).
+convention (``shards-{0000..0099}.tar``, expanded by the ``braceexpand`` package webdataset
+uses), one ``.tar`` file, or a list of any of these; each may be the URL of remote storage
+instead (``s3://bucket/pack``, ``https://host/shards-{0000..0099}.tar``), read through
+:class:`fastload.shards.storage.remote.Remote`: a remote "folder" is a prefix, whose
+``manifest.json`` is read when it has one, else its ``.tar`` objects are listed. The size of
+each remote shard comes from its manifest, its listing, or one request per shard (where the
+listing gives none: an HTTP server's index page).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastload.shards import manifest as manifests
-from fastload.shards.remote import Remote, is_remote
+from fastload.shards.format import manifest as manifests
+from fastload.shards.storage.remote import Remote, is_remote
 
 __all__ = ["LOOKUPS", "Source", "is_shards", "remote_protocol", "resolve"]
 

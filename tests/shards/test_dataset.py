@@ -204,7 +204,7 @@ def test_pickles_without_open_files_and_reads_after(packed: Path) -> None:
 
 
 def test_open_files_stay_bounded_however_many_shards(tmp_path: Path, folder: Path) -> None:
-    from fastload.shards import storage
+    from fastload.shards.storage import local
 
     out = tmp_path / "many"
     fastload.pack(folder, out, shard_size=4096, workers=1, progress=False)  # a shard a sample
@@ -213,7 +213,7 @@ def test_open_files_stay_bounded_however_many_shards(tmp_path: Path, folder: Pat
     fds = len(os.listdir("/proc/self/fd"))
     for i in range(len(shards)):
         shards.read_sample(i)
-    assert len(os.listdir("/proc/self/fd")) - fds <= storage.OPEN_PER_THREAD
+    assert len(os.listdir("/proc/self/fd")) - fds <= local.OPEN_PER_THREAD
 
 
 @pytest.mark.gpu

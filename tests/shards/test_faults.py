@@ -16,7 +16,7 @@ from shardsets import samples, tar_of
 import fastload
 from fastload import transforms as T
 from fastload.errors import ImageDecodeError, UnreadableImageWarning
-from fastload.shards.tar import scan
+from fastload.shards.format.tar import scan
 
 CROP = T.CenterCrop(32)
 

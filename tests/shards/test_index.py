@@ -10,8 +10,8 @@ import pytest
 from shardsets import samples, tar_of
 from webdataset.tariterators import base_plus_ext
 
-from fastload.shards import index as indexes
-from fastload.shards.tar import scan
+from fastload.shards.format import index as indexes
+from fastload.shards.format.tar import scan
 
 NAMES = [
     "a.jpg",

@@ -19,8 +19,8 @@ import torchvision
 from shardsets import class_folder
 
 import fastload
-from fastload.shards import index as indexes
-from fastload.shards.tar import scan
+from fastload.shards.format import index as indexes
+from fastload.shards.format.tar import scan
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,8 +26,8 @@ from test_sampler import numbered_shards
 
 import fastload
 from fastload import transforms as T
-from fastload.shards.cache import ShardCache
-from fastload.shards.remote import Remote
+from fastload.shards.storage.cache import ShardCache
+from fastload.shards.storage.remote import Remote
 from fastload.testing import FaultProxy, HTTPServer, S3Server
 
 
@@ -273,8 +273,8 @@ def test_a_download_killed_midway_is_never_taken_for_whole(numbered: Path, tmp_p
     with HTTPServer(numbered) as server, FaultProxy(server.url, rate=20_000) as proxy:
         url = f"{proxy.url}/{shard.name}"
         code = (
-            "import sys; from fastload.shards.cache import ShardCache;"
-            "from fastload.shards.remote import Remote;"
+            "import sys; from fastload.shards.storage.cache import ShardCache;"
+            "from fastload.shards.storage.remote import Remote;"
             f"ShardCache({str(tmp_path / 'cache')!r}, None, Remote('http', None, 60))"
             f".fetch({url!r}, {shard.stat().st_size})"
         )

@@ -20,8 +20,8 @@ from test_sampler import numbered_shards
 import fastload
 from fastload import transforms as T
 from fastload.errors import ImageDecodeError, UnreadableImageWarning
-from fastload.shards import remote as remotes
-from fastload.shards.remote import RemoteError
+from fastload.shards.storage import remote as remotes
+from fastload.shards.storage.remote import RemoteError
 from fastload.testing import FaultProxy, HTTPServer, S3Server
 
 
@@ -213,7 +213,7 @@ def test_which_failures_are_retried() -> None:
 
     import aiohttp
 
-    from fastload.shards.ranged import RangeStatusError
+    from fastload.shards.storage.ranged import RangeStatusError
 
     def response_error(status: int) -> aiohttp.ClientResponseError:
         return aiohttp.ClientResponseError(None, (), status=status)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from shardsets import samples, tar_of
 
-from fastload.shards.tar import BLOCK, Member, TarError, check_header, header, scan
+from fastload.shards.format.tar import BLOCK, Member, TarError, check_header, header, scan
 
 LONG = "deep/" * 30 + "name-longer-than-a-ustar-field.jpg"
 

@@ -3,10 +3,11 @@
 Downloading a whole shard through fsspec's asynchronous clients costs about four times the CPU
 of a plain blocking socket read into a reused buffer (their event loop handles each chunk in
 Python). On a training node every core spent there is one less for decoding, so
-:meth:`fastload.shards.remote.Remote.download` uses this path where a URL can be fetched with a
-plain GET: ``http(s)://`` shards with no storage options, and S3 objects through a presigned URL
-(made locally by s3fs from the credentials it found). Everything else, and any request this
-path is refused (an object that needs headers a presigned URL cannot carry), goes through fsspec.
+:meth:`fastload.shards.storage.remote.Remote.download` uses this path where a URL can be fetched
+with a plain GET: ``http(s)://`` shards with no storage options, and S3 objects through a
+presigned URL (made locally by s3fs from the credentials it found). Everything else, and any
+request this path is refused (an object that needs headers a presigned URL cannot carry), goes
+through fsspec.
 
 A server may ignore ``Range`` and answer 200 with the whole object, as RFC 9110 allows (Python's
 own ``http.server`` does). To a request from byte 0 that answer is used: the whole object is

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastload.shards.tar import Member, scan
+from fastload.shards.format.tar import Member, scan
 from fastload.system import cache_dir
 
 __all__ = [

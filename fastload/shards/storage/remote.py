@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from fastload._optional import MissingDependencyError
-from fastload.shards.ranged import RangesIgnored, Refused, get_into, get_whole, write_all
+from fastload.shards.storage.ranged import RangesIgnored, Refused, get_into, get_whole, write_all
 
 __all__ = [
     "CONNECTIONS",
@@ -152,7 +152,7 @@ class Remote:
         storage_options: Passed to ``fsspec.filesystem``.
         timeout: Seconds one request may take before it is cancelled and retried.
         plain_gets: Download whole objects with plain ranged GETs where the URL allows it
-            (see :mod:`fastload.shards.ranged`); ``False``: always through fsspec.
+            (see :mod:`fastload.shards.storage.ranged`); ``False``: always through fsspec.
     """
 
     def __init__(
@@ -169,7 +169,7 @@ class Remote:
         self.counters = Counters()
         self._fs: Any = None
         self._pid = -1
-        # plain GETs for downloads (see fastload.shards.ranged): where a URL allows them
+        # plain GETs for downloads (see fastload.shards.storage.ranged): where a URL allows them
         self.plain_gets = plain_gets
         self._plain = protocol in ("http", "https") and not storage_options
         self._plain = plain_gets and (self._plain or protocol in ("s3", "s3a"))

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from fastload.shards.index import Part
+from fastload.shards.format.index import Part
 
 __all__ = ["Target", "alternatives", "choose", "target_slots", "value"]
 

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fastload.shards import manifest as manifests
-from fastload.shards.remote import DEFAULT_TIMEOUT, Remote, protocol_of
+from fastload.shards.format import manifest as manifests
+from fastload.shards.storage.remote import DEFAULT_TIMEOUT, Remote, protocol_of
 from fastload.system import cache_dir
 
 __all__ = ["UPLOADS", "staging_folder", "upload"]

@@ -15,8 +15,9 @@ What the folder holds, ``NAME`` being a digest of a shard's URL (two URLs never 
 
 Every lock is a ``flock(2)`` lock on a file of the folder, which the kernel lets go when a
 process dies: a killed job leaves nothing held, and no shared memory behind. A reader holds a
-shared lock on a shard while it reads it, and the read-ahead (:mod:`fastload.shards.readahead`)
-holds the shards it fetched until its rank has read past them; neither kind is evicted.
+shared lock on a shard while it reads it, and the read-ahead
+(:mod:`fastload.shards.storage.readahead`) holds the shards it fetched until its rank has read
+past them; neither kind is evicted.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastload.shards import index as indexes
-from fastload.shards.remote import Remote, RemoteError
-from fastload.shards.storage import pread_all
+from fastload.shards.format import index as indexes
+from fastload.shards.storage.local import pread_all
+from fastload.shards.storage.remote import Remote, RemoteError
 
 __all__ = ["CacheFullError", "ShardCache", "free_lock", "held_lock", "release"]
 

@@ -3,7 +3,7 @@
 :class:`fastload.ShardSampler` knows each epoch's order before the epoch starts. When its
 dataset's shards are remote, it starts a :class:`ReadAhead` over its rank's share: the shards
 are downloaded into the cache in the order of their first sample, :data:`PARALLEL` at a time
-(each with several ranged GETs, see :meth:`fastload.shards.remote.Remote.download`), as far
+(each with several ranged GETs, see :meth:`fastload.shards.storage.remote.Remote.download`), as far
 ahead as the cache's limit allows, so that the workers find them there. Each shard downloaded
 is held (not evictable) until the sampler has handed out its last sample and ``lag`` more; a
 shard the cache has no room for yet waits until held shards are let go.
@@ -25,7 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from fastload.shards.cache import ShardCache, release
+from fastload.shards.storage.cache import ShardCache, release
 
 __all__ = ["PARALLEL", "ReadAhead", "Wanted"]
 
