@@ -81,11 +81,9 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.shards.pack",
         "fastload.accelerate.*",
         "fastload.autotune.*",
-        "fastload.scan",
-        "fastload.info",
     ),
     ("fastload.loader.*",),
-    ("fastload.bench", "fastload.diagnosis.*", "fastload.train.*", "fastload.integrations.*"),
+    ("fastload.bench.*", "fastload.diagnosis.*", "fastload.train.*", "fastload.integrations.*"),
     ("fastload.cli", "fastload.commands.*", "fastload.__main__", "fastload"),
 ]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from fastload import backends, bench, scan, synthetic
+from fastload import backends, bench, synthetic
+from fastload.diagnosis import scan
 from fastload.synthetic import make_image_folder
 
 
@@ -512,7 +513,7 @@ def test_num_workers_auto_logs_one_line(data: Path, tmp_path: Path, monkeypatch,
         ("default_data", "synthetic"),
         ("default_root", "synthetic"),
         ("DEFAULT_IMAGES", "synthetic"),
-        ("unreadable_files", "scan"),
+        ("unreadable_files", "diagnosis.scan"),
     ],
 )
 def test_names_that_moved_still_work_with_a_warning(name: str, home: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from images import claim_size, fault_files, jpeg_bytes, photo
 
-from fastload.scan import KINDS, scan
+from fastload.diagnosis.scan import KINDS, scan
 
 EXPECTED = {
     "truncated.jpg": {"truncated"},

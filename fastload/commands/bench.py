@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
 def _checked(data: str) -> list[str]:
     """A folder's image files that are no image (left out on every side), noted."""
     from fastload._progress import Progress
-    from fastload.scan import unreadable_files
+    from fastload.diagnosis.scan import unreadable_files
 
     checking = Progress(
         "checking files", rate=False, log="fastload bench: checking the files' first bytes"

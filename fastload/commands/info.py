@@ -1,4 +1,5 @@
-"""``fastload info``: versions, usable backends and CUDA devices on this machine."""
+"""``fastload info``: versions, usable backends and CUDA devices on this machine (what it
+reports is :func:`collect`; torch is imported only there, so ``--help`` stays fast)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-__all__ = ["HELP", "add", "run"]
+__all__ = ["HELP", "add", "collect", "run"]
 
 HELP = "versions, usable backends and CUDA devices on this machine"
 
@@ -32,8 +33,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"fastload     {__version__}")
         cores = f"{platform.platform()}, {cpu_cores()} cores"
         print(f"python       {platform.python_version()} ({cores})", flush=True)
-    from fastload.info import collect
-
     info = collect()
     if args.json:
         print(json.dumps(info, indent=2))
@@ -70,3 +69,87 @@ def print_info(info: dict[str, Any]) -> None:
         print(
             f"  cuda:{d['index']}  {d['name']}  (compute {d['capability']}, {d['memory_gib']} GiB)"
         )
+
+
+def _torchvision() -> dict[str, Any]:
+    from fastload._optional import version_of
+
+    try:
+        import torchvision
+    except Exception as exc:  # a torchvision built for another torch fails in many ways
+        return {"version": version_of("torchvision"), "usable": False, "reason": str(exc)}
+    return {"version": torchvision.__version__, "usable": True, "reason": None}
+
+
+def _cuda() -> dict[str, Any]:
+    import torch
+
+    devices = []
+    available = torch.cuda.is_available()
+    if available:
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            devices.append(
+                {
+                    "index": index,
+                    "name": props.name,
+                    "capability": f"{props.major}.{props.minor}",
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                }
+            )
+    cudnn = torch.backends.cudnn.version() if available else None
+    return {
+        "available": available,
+        "torch_cuda_build": torch.version.cuda,
+        "cudnn": cudnn,
+        "devices": devices,
+    }
+
+
+def collect() -> dict[str, Any]:
+    """Gather what ``fastload info`` reports.
+
+    Returns:
+        A JSON-serialisable dict with the versions of Python, torch, torchvision and numpy, one
+        entry per decoding backend (usable or not, why not, and the install command), and the
+        CUDA devices torch can see.
+    """
+    import platform
+
+    import torch
+
+    from fastload import backends
+    from fastload.system import cpu_cores
+    from fastload.version import __version__
+
+    found = []
+    for name in backends.names():
+        status = backends.check(name)
+        found.append(
+            {
+                "name": name,
+                "kind": backends.kind(name),
+                "usable": status.usable,
+                "version": status.version,
+                "reason": status.reason,
+                "fix": status.fix,
+                "details": backends.get(name).details() if status.usable else {},
+            }
+        )
+    return {
+        "fastload": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_cores": cpu_cores(),
+        "torch": torch.__version__,
+        "torchvision": _torchvision(),
+        "numpy": _version_of("numpy"),
+        "backends": found,
+        "cuda": _cuda(),
+    }
+
+
+def _version_of(distribution: str) -> str | None:
+    from fastload._optional import version_of
+
+    return version_of(distribution)

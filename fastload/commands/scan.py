@@ -48,7 +48,7 @@ def add(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fastload._progress import Progress
-    from fastload.scan import KINDS, scan
+    from fastload.diagnosis.scan import KINDS, scan
     from fastload.shards.sources import is_shards
 
     shards = is_shards(args.dir)

@@ -20,6 +20,9 @@ subpackage of that name would replace it on the package root when imported):
 * :mod:`~fastload.diagnosis.checks`: what is read off the objects (:data:`CHECKS`);
 * :mod:`~fastload.diagnosis.trials`: what is timed (:data:`TRIALS`);
 * :mod:`~fastload.diagnosis.report`: the findings and the report.
+
+Beside it, the data's own check before a long run: :mod:`~fastload.diagnosis.scan` (``fastload
+scan``: what will not decode, or decode oddly, and which files are no image at all).
 """
 
 from fastload.diagnosis.checks import CHECKS, Context, bias_before_norm, static_findings

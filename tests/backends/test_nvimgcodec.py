@@ -571,7 +571,7 @@ def test_nvjpeg_version_names_the_library_already_loaded_and_loads_none(tmp_path
 
 
 def test_info_says_which_gpu_decoders_and_which_nvjpeg_it_finds() -> None:
-    from fastload.info import collect
+    from fastload.commands.info import collect
 
     entry = next(b for b in collect()["backends"] if b["name"] == "nvimgcodec")
     assert entry["usable"] and entry["kind"] == "executor"

@@ -19,7 +19,7 @@ from fastload.system import cpu_cores
 
 __all__ = [
     "KINDS",
-    "Finding",
+    "ScanFinding",
     "ScanReport",
     "scan",
     "scan_data",
@@ -50,7 +50,7 @@ _EXTENSIONS = {
 
 
 @dataclass(frozen=True)
-class Finding:
+class ScanFinding:
     """One problem with one file."""
 
     path: str
@@ -64,7 +64,7 @@ class ScanReport:
 
     root: str
     files: int
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[ScanFinding] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -81,43 +81,45 @@ class ScanReport:
         }
 
 
-def scan_file(path: str, *, max_pixels: int, backend: backends.Backend) -> list[Finding]:
+def scan_file(path: str, *, max_pixels: int, backend: backends.Backend) -> list[ScanFinding]:
     """Every problem with one file (an empty list when it is fine)."""
     try:
         data = read_file(path)
     except OSError as exc:
-        return [Finding(path, "unreadable", f"cannot read the file: {exc}")]
+        return [ScanFinding(path, "unreadable", f"cannot read the file: {exc}")]
     return scan_data(path, data, max_pixels=max_pixels, backend=backend)
 
 
 def scan_data(
     path: str, data: bytes, *, max_pixels: int, backend: backends.Backend
-) -> list[Finding]:
+) -> list[ScanFinding]:
     """Every problem with one file's bytes, ``path`` naming it (a file, or a shard member)."""
     if not data:
-        return [Finding(path, "unreadable", "empty file")]
+        return [ScanFinding(path, "unreadable", "empty file")]
     info = probe(data)
     findings = []
     named = _EXTENSIONS.get(Path(path).suffix.lower())
     if info.format != "unknown" and named is not None and named != info.format:
         findings.append(
-            Finding(path, "wrong_extension", f"named {Path(path).suffix}, content is {info.format}")
+            ScanFinding(
+                path, "wrong_extension", f"named {Path(path).suffix}, content is {info.format}"
+            )
         )
     if info.pixels is not None and info.pixels > max_pixels:
         detail = f"{info.width} x {info.height} = {info.pixels:,} pixels > {max_pixels:,}"
-        return [*findings, Finding(path, "oversized", detail)]
+        return [*findings, ScanFinding(path, "oversized", detail)]
     mode = _colour(info, data)
     if mode == "cmyk":
         findings.append(
-            Finding(path, "cmyk", "4-component JPEG" if info.format == "jpeg" else "CMYK")
+            ScanFinding(path, "cmyk", "4-component JPEG" if info.format == "jpeg" else "CMYK")
         )
     elif mode == "grayscale":
-        findings.append(Finding(path, "grayscale", f"{info.format}, one channel"))
+        findings.append(ScanFinding(path, "grayscale", f"{info.format}, one channel"))
     try:
         backend.decode(data, max_pixels=max_pixels)
     except Exception as exc:
         reason = str(exc) or type(exc).__name__
-        findings.append(Finding(path, _failure_kind(info, data, reason), reason))
+        findings.append(ScanFinding(path, _failure_kind(info, data, reason), reason))
     return findings
 
 
@@ -174,7 +176,7 @@ def _init_worker(backend: str, max_pixels: int, shards: Any = None) -> None:
     _WORKER["shards"] = shards
 
 
-def _scan_one(item: Any) -> list[Finding]:
+def _scan_one(item: Any) -> list[ScanFinding]:
     options = {"max_pixels": _WORKER["max_pixels"], "backend": _WORKER["backend"]}
     shards = _WORKER["shards"]
     if shards is None:
@@ -183,11 +185,11 @@ def _scan_one(item: Any) -> list[Finding]:
     try:
         data = shards.read_sample(item)[0]
     except Exception as exc:  # a member cut short, an index that no longer fits, no label
-        return [Finding(name, "unreadable", str(exc))]
+        return [ScanFinding(name, "unreadable", str(exc))]
     return scan_data(name, data, **options)
 
 
-def _shard_items(root: str | os.PathLike[str]) -> tuple[Any, list[int], list[Finding]]:
+def _shard_items(root: str | os.PathLike[str]) -> tuple[Any, list[int], list[ScanFinding]]:
     """The shards as a dataset, its sample numbers, and what its construction left out."""
     import warnings
 
@@ -196,7 +198,7 @@ def _shard_items(root: str | os.PathLike[str]) -> tuple[Any, list[int], list[Fin
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what was left out is reported as findings
         shards = ImageShards(root, on_error="skip", target=None)  # the images are checked
-    lost = [Finding(where, "unreadable", why) for where, why in shards.bad_files.items()]
+    lost = [ScanFinding(where, "unreadable", why) for where, why in shards.bad_files.items()]
     return shards, list(range(len(shards))), lost
 
 
@@ -226,7 +228,7 @@ def scan(
     from fastload.shards.sources import is_shards
 
     shards: Any = None
-    lost: list[Finding] = []
+    lost: list[ScanFinding] = []
     items: list[Any]
     if is_shards(root):  # each sample's image member, named SHARD:MEMBER
         shards, items, lost = _shard_items(root)
@@ -237,8 +239,8 @@ def scan(
     resolved = backends.resolve(backend)
     if workers is None:
         workers = cpu_cores()
-    results: Iterable[list[Finding]]
-    findings: list[Finding] = list(lost)
+    results: Iterable[list[ScanFinding]]
+    findings: list[ScanFinding] = list(lost)
     if workers <= 1 or len(items) < 64:
         _init_worker(resolved, max_pixels, shards)
         results = map(_scan_one, items)
@@ -255,9 +257,9 @@ def scan(
 
 
 def _collect(
-    results: Iterable[list[Finding]], total: int, progress: Callable[[int, int], None] | None
-) -> list[Finding]:
-    findings: list[Finding] = []
+    results: Iterable[list[ScanFinding]], total: int, progress: Callable[[int, int], None] | None
+) -> list[ScanFinding]:
+    findings: list[ScanFinding] = []
     for done, found in enumerate(results, 1):
         findings.extend(found)
         if progress is not None:

@@ -1,32 +1,10 @@
-"""Images/s of each decoding backend against the stock torchvision pipeline, in one run.
-
-Each pipeline is measured up to what it hands to the device:
-
-* stock torchvision: ``torchvision.datasets.ImageFolder`` + transforms + ``ToTensor`` +
-  ``Normalize`` through ``torch.utils.data.DataLoader`` (float32 batches);
-* fastload: ``fastload.ImageFolder`` with the same geometry, fused with decoding, through
-  ``fastload.DataLoader`` (uint8 batches; flip and normalize belong on the device);
-* with ``accelerated=True``, also the stock dataset itself, unchanged, through
-  ``fastload.DataLoader(..., accelerate=True)``: the same float32 batches as stock.
-
-Pipelines: ``train`` (RandomResizedCrop 224; stock adds RandomHorizontalFlip), ``val`` (Resize
-256 + CenterCrop 224) and ``decode`` (decoding only: images are counted, not collated). Every
-configuration keeps its workers between rounds; rounds are interleaved and each reports the
-median of its rounds, so drifting machine load hits all configurations alike.
-
-The data is a class folder or shards (``fastload.ImageShards``; the stock side then decodes the
-members with PIL, as a torchvision user would write it: :class:`StockShards`). A folder's files
-whose first bytes are no image format's (empty files, another kind of file) are left out on
-every side (:func:`fastload.scan.unreadable_files`); past that, fastload's sides skip a file
-they cannot decode and the stock side, which cannot skip, reads the next file in its place. A
-configuration that fails mid-run becomes a row with its error.
-"""
+"""The measuring harness behind ``fastload bench``: every configuration's loader kept between
+rounds, rounds interleaved, each row the median of its rounds against the stock round beside it
+(:func:`run`), and the notes on what the figures mean (:func:`notes`)."""
 
 from __future__ import annotations
 
-import functools
 import gc
-import io
 import statistics
 from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import asdict, dataclass, field
@@ -35,36 +13,26 @@ from typing import Any
 
 import torch
 
-from fastload import backends, scan
+from fastload import backends
 from fastload.autotune import autotune
+from fastload.bench.pipelines import (
+    ACCELERATED,
+    PIPELINES,
+    STOCK,
+    THREADS,
+    count,
+    fastload_dataset,
+    stock_dataset,
+)
 from fastload.checks import check_int, choice_error
-from fastload.datasets import ImageFolder
 from fastload.devices import resolve_device
+from fastload.diagnosis import scan
 from fastload.errors import one_line
 from fastload.iteration import endless, read_rate
 from fastload.loader import DataLoader
-from fastload.shards.dataset import ImageShards
 from fastload.shards.sources import is_shards
 
-__all__ = [
-    "ACCELERATED",
-    "PIPELINES",
-    "BenchRow",
-    "StockFailed",
-    "StockShards",
-    "fastload_dataset",
-    "format_table",
-    "notes",
-    "run",
-    "stock_dataset",
-    "write_plot",
-]
-
-PIPELINES = ("train", "val", "decode")
-STOCK = "stock torchvision"
-ACCELERATED = "torchvision, accelerated"
-THREADS = " (threads)"  # a per-sample backend's row with worker_type="thread"
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+__all__ = ["BenchRow", "StockFailed", "notes", "run"]
 
 
 @dataclass
@@ -88,82 +56,6 @@ class BenchRow:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _count(batch: list[Any]) -> int:
-    return len(batch)
-
-
-def _allowed(excluded: frozenset[str], path: str) -> bool:
-    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
-
-    return has_file_allowed_extension(path, IMG_EXTENSIONS) and path not in excluded
-
-
-def stock_dataset(root: Path, pipeline: str, *, exclude: Collection[str] = ()) -> Any:
-    """The stock torchvision dataset for a pipeline: ImageFolder, its transforms, ToTensor,
-    Normalize (float32 samples), without the files in ``exclude``; for shards, the same
-    transforms on the members as PIL decodes them (:class:`StockShards`)."""
-    import torchvision
-    import torchvision.transforms as T
-
-    transform = None
-    if pipeline != "decode":
-        ops = (
-            [T.RandomResizedCrop(224), T.RandomHorizontalFlip()]
-            if pipeline == "train"
-            else [T.Resize(256), T.CenterCrop(224)]
-        )
-        transform = T.Compose([*ops, T.ToTensor(), T.Normalize(MEAN, STD)])
-    if is_shards(root):
-        return StockShards(root, transform)
-    valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
-    return torchvision.datasets.ImageFolder(root, transform=transform, is_valid_file=valid)
-
-
-class StockShards(torch.utils.data.Dataset[Any]):
-    """What a torchvision user writes to read shard members: PIL decodes each image's bytes
-    (found through ``ImageShards``' index, so that reading costs both sides the same) and the
-    torchvision transform runs on it.
-
-    Args:
-        source: The shards (see :class:`fastload.ImageShards`).
-        transform: torchvision's transform, or ``None`` for the PIL image.
-    """
-
-    def __init__(self, source: Any, transform: Any) -> None:
-        self.shards = ImageShards(source, on_error="skip", target=None)  # images, whatever else
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.shards)
-
-    def __getitem__(self, index: int) -> Any:
-        from PIL import Image
-
-        data, _ = self.shards.read_sample(index)
-        image = Image.open(io.BytesIO(data)).convert("RGB")
-        return image if self.transform is None else self.transform(image)
-
-
-def fastload_dataset(
-    root: Path, pipeline: str, backend: str, *, exclude: Collection[str] = ()
-) -> Any:
-    """fastload's dataset for a pipeline: the same geometry, fused with decoding (uint8),
-    without the files in ``exclude``, skipping any other file it cannot decode."""
-    from fastload import transforms as T
-
-    transform: Any = {
-        "train": T.RandomResizedCrop(224),
-        "val": T.Compose([T.Resize(256), T.CenterCrop(224)]),
-        "decode": None,
-    }[pipeline]
-    if is_shards(root):
-        return ImageShards(root, transform, backend=backend, on_error="skip", target=None)
-    valid = functools.partial(_allowed, frozenset(exclude)) if exclude else None
-    return ImageFolder(
-        root, transform=transform, backend=backend, on_error="skip", is_valid_file=valid
-    )
 
 
 def _unusable(name: str) -> str | None:
@@ -205,7 +97,7 @@ def run(
             and round being measured; a :class:`~fastload._progress.Progress` with a ``log``
             attribute also gets a line saying what is measured and for about how long.
         exclude: Files to leave out on every side; by default
-            :func:`fastload.scan.unreadable_files`.
+            :func:`fastload.diagnosis.scan.unreadable_files`.
 
     Returns:
         The stock row first, then the accelerated one if asked, then one row per backend,
@@ -427,7 +319,7 @@ def _workers(
 
 
 def _collate(pipeline: str) -> dict[str, Any]:
-    return {"collate_fn": _count} if pipeline == "decode" else {}
+    return {"collate_fn": count} if pipeline == "decode" else {}
 
 
 def _stream(
@@ -516,86 +408,3 @@ def _to_device(
 def _measure(batches: Iterator[Any], seconds: float, device: torch.device) -> float:
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None
     return read_rate(batches, seconds=seconds, sync=sync).rate
-
-
-def format_table(rows: list[BenchRow]) -> list[str]:
-    """The rows as the lines of a text table: images/s and ratio to stock (medians), the
-    lowest and highest per-round ratio, and workers."""
-    lines = [f"  {'loader':<24} {'images/s':>9} {'x stock':>8} {'rounds':>11} {'workers':>8}"]
-    for r in rows:
-        if r.images_per_sec is None:
-            blank = f"  {r.backend:<24} {'-':>9} {'-':>8} {'-':>11} {'-':>8}"
-            lines.append(f"{blank}  not run: {r.error}")
-        else:
-            rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
-            spread = (
-                "-"
-                if r.backend == STOCK or r.ratio_range is None
-                else "{:.2f}-{:.2f}".format(*r.ratio_range)
-            )
-            lines.append(f"  {r.backend:<24} {rate:>9} {ratio:>8} {spread:>11} {r.num_workers:>8}")
-    return lines
-
-
-def write_plot(rows: list[BenchRow], path: str | Path) -> Path:
-    """Draw the rows as a bar chart of images/s and write it as a PNG."""
-    from PIL import Image, ImageDraw
-
-    path = Path(path)
-    measured = [r for r in rows if r.images_per_sec is not None]
-    width, bar_h, gap, left = 760, 34, 14, 190
-    height = 70 + len(rows) * (bar_h + gap)
-    image = Image.new("RGB", (width, height), "white")
-    draw = ImageDraw.Draw(image)
-    draw.text(
-        (20, 18), f"fastload bench: {rows[0].pipeline} pipeline, images/s (x stock)", fill="black"
-    )
-    top = max((r.images_per_sec or 0.0) for r in measured) if measured else 1.0
-    for i, row in enumerate(rows):
-        y = 55 + i * (bar_h + gap)
-        draw.text((20, y + bar_h // 3), row.backend, fill="black")
-        if row.images_per_sec is None:
-            draw.text((left, y + bar_h // 3), f"not run: {row.error}"[:90], fill=(150, 40, 40))
-            continue
-        length = int((width - left - 140) * row.images_per_sec / top)
-        colour = (120, 120, 120) if row.backend == STOCK else (40, 110, 200)
-        draw.rectangle([left, y, left + max(length, 1), y + bar_h], fill=colour)
-        draw.text(
-            (left + length + 8, y + bar_h // 3),
-            f"{row.images_per_sec:,.0f} ({row.ratio_to_stock:.2f}x)",
-            fill="black",
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    image.save(path)
-    return path
-
-
-# names that moved out of this module: still found here, with a DeprecationWarning
-_MOVED = {
-    "DEFAULT_IMAGES": "fastload.synthetic",
-    "default_data": "fastload.synthetic",
-    "default_root": "fastload.synthetic",
-    "unreadable_files": "fastload.scan",
-}
-
-
-def __getattr__(attribute: str) -> Any:
-    import importlib
-    import warnings
-
-    if attribute == "BACKENDS":
-        warnings.warn(
-            "fastload.bench.BACKENDS is deprecated: call fastload.backends.names()",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return tuple(backends.names())
-    if attribute in _MOVED:
-        home = _MOVED[attribute]
-        warnings.warn(
-            f"fastload.bench.{attribute} is now {home}.{attribute}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(home), attribute)
-    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
