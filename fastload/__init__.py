@@ -7,6 +7,7 @@ The names below are imported on first use (PEP 562), so ``import fastload`` and 
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from fastload.version import __version__
@@ -86,4 +87,12 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    # the public names and the subpackages imported so far; not this module's own helpers
+    loaded = {
+        name
+        for name, value in globals().items()
+        if isinstance(value, ModuleType)
+        and value.__name__ == f"fastload.{name}"
+        and not name.startswith("_")
+    }
+    return sorted({*__all__, *loaded})

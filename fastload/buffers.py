@@ -17,10 +17,12 @@ from collections.abc import Sequence
 
 import torch
 
+from fastload import compat
+
 __all__ = ["BatchRing", "current", "use"]
 
 _LOCAL = threading.local()
-_use_count = getattr(torch._C, "_storage_Use_Count", None)  # absent: nothing is reused
+_use_count = compat.storage_use_count()  # None: nothing is reused
 
 
 def _unreferenced(buffer: torch.Tensor) -> bool:
@@ -28,7 +30,7 @@ def _unreferenced(buffer: torch.Tensor) -> bool:
     object made to ask)."""
     if _use_count is None:
         return False
-    return bool(_use_count(buffer.untyped_storage()._cdata) <= 2)
+    return bool(_use_count(compat.storage_handle(buffer.untyped_storage())) <= 2)
 
 
 class BatchRing:

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fastload"
 LAYERS: list[tuple[str, ...]] = [
     (  # foundations: no fastload imports at all, or only each other
         "fastload.version",
+        "fastload.compat",
         "fastload.checks",
         "fastload.wrappers",
         "fastload.options",
@@ -191,3 +192,120 @@ def test_the_library_never_imports_its_testing_package() -> None:
         if module.startswith("fastload.testing")
     )
     assert users == []
+
+
+# Per-sample ops (fastload.transforms) and batch ops (fastload.gpu) share torchvision's names on
+# purpose: the same op with the same draws, on a sample or on a batch (ARCHITECTURE.md says so).
+SAME_MEANING = {"Compose", "RandomHorizontalFlip", "RandomResizedCrop"}
+
+
+def test_one_public_class_name_one_meaning() -> None:
+    import importlib
+    import inspect
+
+    homes: dict[str, set[str]] = {}
+    for name in KNOWN:
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for attribute, value in vars(module).items():
+            if attribute.startswith("_") or not inspect.isclass(value):
+                continue
+            if value.__module__.startswith("fastload"):
+                homes.setdefault(value.__name__, set()).add(f"{value.__module__}.{value.__name__}")
+    twice = {n: sorted(h) for n, h in homes.items() if len(h) > 1 and n not in SAME_MEANING}
+    assert twice == {}
+
+
+def test_the_package_root_lists_its_api_not_its_helpers() -> None:
+    import subprocess
+    import sys
+
+    code = "import fastload; print(' '.join(dir(fastload)))"
+    listed = set(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    import fastload
+
+    assert set(fastload.__all__) <= listed
+    assert not listed & {"Any", "TYPE_CHECKING", "annotations", "importlib", "_WHERE"}
+    assert all(not n.startswith("_") or n == "__version__" for n in listed)
+
+
+def test_backends_resolves_only_its_own_names() -> None:
+    from fastload import backends
+
+    with pytest.raises(AttributeError, match="has no attribute '_REGISTRY'"):
+        backends._REGISTRY  # noqa: B018
+    with pytest.warns(DeprecationWarning, match="auto_order"):
+        assert list(backends.AUTO_ORDER) == backends.auto_order()
+
+
+# the one module that may use another package's private names (see its docstring)
+COMPAT = "fastload.compat"
+# private names of the standard library that are its documented API
+DOCUMENTED_PRIVATE = {"os._exit", "sys._getframe"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(path: Path) -> list[str]:
+    """Private names of other packages a file takes: ``from x._y import z``, ``from x import
+    _z``, ``import x._y``, and attribute access ``module._name`` on an imported module."""
+    tree = ast.parse(path.read_text())
+    aliases: dict[str, str] = {}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if any(_private(part) for part in alias.name.split(".")):
+                    found.append(f"import {alias.name}")
+                top = alias.asname or alias.name.split(".")[0]
+                aliases[top] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            base = node.module or ""
+            if base.split(".")[0] == "fastload":
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in KNOWN:  # a fastload module, by another name
+                        aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+                continue
+            if any(_private(part) for part in base.split(".")):
+                found.append(f"from {base} import ...")
+            found += [f"from {base} import {a.name}" for a in node.names if _private(a.name)]
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and _private(node.attr)
+        ):
+            name = f"{aliases[node.value.id]}.{node.attr}"
+            if name not in DOCUMENTED_PRIVATE:
+                found.append(name)
+    return found
+
+
+def test_only_compat_uses_other_packages_private_names() -> None:
+    taken = {
+        name: uses
+        for name, (path, _) in sorted(KNOWN.items())
+        if name != COMPAT and (uses := private_uses(path))
+    }
+    assert taken == {}, f"move these into {COMPAT} (with a test in tests/test_compat.py): {taken}"
+
+
+def test_the_private_name_walker_sees_attribute_access(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import torch\nfrom torch.utils.data import _utils\nfrom fastload.gpu import "
+        "functional as F\n\ndef f():\n    return torch._C, F._hidden, _utils\n"
+    )
+    assert private_uses(planted) == [
+        "from torch.utils.data import _utils",
+        "torch._C",
+        "fastload.gpu.functional._hidden",
+    ]

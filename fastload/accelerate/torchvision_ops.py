@@ -148,7 +148,7 @@ def _color_jitter_v2(walk: Walk, op: Any) -> None:
         raise NotAccelerated(repr(op), POLICY_ON_CPU)
     ranges = [r if r is not None else 0 for r in (op.brightness, op.contrast, op.saturation)]
     same = v1.ColorJitter(*ranges, op.hue if op.hue is not None else 0)
-    walk.draw_later(op, policies.ColorJitter.of(same), on_uint8=True)
+    walk.draw_later(op, policies.PerImageColorJitter.of(same), on_uint8=True)
 
 
 POLICY_ON_CPU = (
@@ -158,10 +158,10 @@ POLICY_ON_CPU = (
 
 
 def _random_erasing(walk: Walk, op: Any) -> None:
-    from fastload.gpu.policies import RandomErasing
+    from fastload.gpu.policies import PerImageRandomErasing
 
     # it follows the conversion: the batch it erases is the stage's own, so in place
-    walk.draw_later(op, RandomErasing.of(op, inplace=True), on_uint8=False)
+    walk.draw_later(op, PerImageRandomErasing.of(op, inplace=True), on_uint8=False)
 
 
 def _random_erasing_v2(walk: Walk, op: Any) -> None:
@@ -186,7 +186,7 @@ def translators() -> dict[type, Callable[[Walk, Any], None]]:
         v1.RandAugment: functools.partial(_policy, ours=policies.RandAugment),
         v1.AutoAugment: functools.partial(_policy, ours=policies.AutoAugment),
         v1.AugMix: functools.partial(_policy, ours=policies.AugMix),
-        v1.ColorJitter: functools.partial(_policy, ours=policies.ColorJitter),
+        v1.ColorJitter: functools.partial(_policy, ours=policies.PerImageColorJitter),
         v2.TrivialAugmentWide: _policy_v2,
         v2.RandAugment: _policy_v2,
         v2.AutoAugment: _policy_v2,

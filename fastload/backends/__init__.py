@@ -56,7 +56,8 @@ __all__ = [
 
 
 def __getattr__(attribute: str) -> Any:
-    # AUTO_ORDER (deprecated) is derived from the registry on each access
-    from fastload.backends import registry
+    if attribute == "AUTO_ORDER":  # deprecated; derived from the registry on each access
+        from fastload.backends import registry
 
-    return getattr(registry, attribute)
+        return registry.AUTO_ORDER  # which warns
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

@@ -390,7 +390,7 @@ def _resized_crop_batched(
     return _restore(x, batch, rounding=True)
 
 
-def _one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
+def one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
     if labels.ndim == 2:  # already soft: (N, num_classes)
         if labels.shape[1] != num_classes:
             raise ValueError(f"soft labels have {labels.shape[1]} classes, expected {num_classes}")
@@ -403,7 +403,7 @@ def _one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torc
     return F.one_hot(labels.long(), num_classes).to(dtype)
 
 
-def _label_dtype(images: torch.Tensor) -> torch.dtype:
+def label_dtype(images: torch.Tensor) -> torch.dtype:
     return images.dtype if images.is_floating_point() else torch.float32
 
 
@@ -415,7 +415,7 @@ def mixup(
     Returns the mixed images (same dtype) and soft labels (N x num_classes):
     ``lam * own + (1 - lam) * partner`` for both, with one ``lam`` per sample.
     """
-    soft = _one_hot(labels, num_classes, _label_dtype(images))
+    soft = one_hot(labels, num_classes, label_dtype(images))
     lam_images = _column(lam, images)
     mixed = _working(images) * lam_images + _working(images.roll(1, 0)) * (1.0 - lam_images)
     lam_labels = to_device(lam.to(soft.dtype), soft.device).view(-1, 1)
@@ -433,7 +433,7 @@ def cutmix(
     Labels mix by area: ``own * (1 - box area / image area) + partner * box area / image area``.
     """
     h, w = images.shape[-2:]
-    soft = _one_hot(labels, num_classes, _label_dtype(images))
+    soft = one_hot(labels, num_classes, label_dtype(images))
     mask = _box_mask(boxes, h, w, images.device)
     pasted = torch.where(mask, images.roll(1, 0), images)
     boxes = to_device(boxes, soft.device)

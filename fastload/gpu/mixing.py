@@ -11,7 +11,8 @@ values. Made with ``inplace=True`` (what the loader does: the batch is its own),
 the batch given; on the CPU image by image from the last, so that no batch-sized copy is made
 (v2's two copies of a float batch cost more than the rest of the batch stage).
 
-(``fastload.gpu.MixUp`` and ``CutMix`` are fastload's own: one lambda per sample.)
+(``fastload.gpu.MixUp`` and ``CutMix`` are fastload's own: one lambda per sample; the ``V2``
+in these names says whose draws they make.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CutMix", "MixUp", "RandomChoice", "mixing_of"]
+__all__ = ["CutMixV2", "MixUpV2", "RandomChoice", "mixing_of"]
 
 
 class _Mix:
@@ -81,7 +82,7 @@ class _Mix:
         return f"{name}(alpha={self.alpha}, num_classes={self.num_classes})"
 
 
-class MixUp(_Mix):
+class MixUpV2(_Mix):
     """v2's ``MixUp``: each image blended with the previous one by one lambda for the batch."""
 
     def make_params(self, n: int, height: int, width: int) -> dict[str, Any]:
@@ -96,7 +97,7 @@ class MixUp(_Mix):
         return _mix_whole(images, lam)
 
 
-class CutMix(_Mix):
+class CutMixV2(_Mix):
     """v2's ``CutMix``: one box of the previous image pasted into each; lambda becomes the
     share of the image left."""
 
@@ -142,7 +143,7 @@ class RandomChoice:
     over ``p``), then its own draws.
 
     Args:
-        transforms: The ops (:class:`MixUp`, :class:`CutMix`).
+        transforms: The ops (:class:`MixUpV2`, :class:`CutMixV2`).
         p: Their weights (normalised; equal when ``None``).
     """
 
@@ -177,13 +178,13 @@ class RandomChoice:
         return f"fastload.gpu.mixing.RandomChoice([{inner}], p={self.p})"
 
 
-def mixing_of(op: Any, *, inplace: bool = False) -> MixUp | CutMix | RandomChoice | None:
+def mixing_of(op: Any, *, inplace: bool = False) -> MixUpV2 | CutMixV2 | RandomChoice | None:
     """The op here that is torchvision v2's ``op`` (its ``MixUp``, ``CutMix``, or a
     ``RandomChoice`` of them, with the default ``labels_getter``, by exact class); else
     ``None``. ``inplace``: it mixes in the batch it is given."""
     import torchvision.transforms.v2 as v2
 
-    kinds: dict[type, type[_Mix]] = {v2.MixUp: MixUp, v2.CutMix: CutMix}
+    kinds: dict[type, type[_Mix]] = {v2.MixUp: MixUpV2, v2.CutMix: CutMixV2}
     if type(op) is v2.RandomChoice:
         inner = [mixing_of(t, inplace=inplace) for t in op.transforms]
         if not inner or any(t is None or isinstance(t, RandomChoice) for t in inner):

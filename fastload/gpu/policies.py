@@ -20,16 +20,17 @@ from typing import Any
 
 import torch
 
+from fastload import compat
 from fastload.gpu import policy_ops
 from fastload.gpu.transforms import BatchTransform
 
 __all__ = [
     "AugMix",
     "AutoAugment",
-    "ColorJitter",
+    "PerImageColorJitter",
+    "PerImageRandomErasing",
     "Policy",
     "RandAugment",
-    "RandomErasing",
     "TrivialAugmentWide",
     "interpolation_mode",
 ]
@@ -120,7 +121,9 @@ class TrivialAugmentWide(Policy):
         super().__init__(op, generator=generator)
 
     def space(self, height: int, width: int) -> dict[str, tuple[torch.Tensor, bool]]:
-        return self.torchvision_op._augmentation_space(self.torchvision_op.num_magnitude_bins)
+        return compat.augmentation_space(
+            self.torchvision_op, self.torchvision_op.num_magnitude_bins
+        )
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         space = self.space(height, width)
@@ -155,7 +158,7 @@ class RandAugment(Policy):
 
     def space(self, height: int, width: int) -> dict[str, tuple[torch.Tensor, bool]]:
         op = self.torchvision_op
-        return op._augmentation_space(op.num_magnitude_bins, (height, width))
+        return compat.augmentation_space(op, op.num_magnitude_bins, (height, width))
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         op, space = self.torchvision_op, self.space(height, width)
@@ -192,7 +195,7 @@ class AutoAugment(Policy):
         super().__init__(op, generator=generator)
 
     def space(self, height: int, width: int) -> dict[str, tuple[torch.Tensor, bool]]:
-        return self.torchvision_op._augmentation_space(10, (height, width))
+        return compat.augmentation_space(self.torchvision_op, 10, (height, width))
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         policies = self.torchvision_op.policies
@@ -244,14 +247,14 @@ class AugMix(Policy):
 
     def space(self, height: int, width: int) -> dict[str, tuple[torch.Tensor, bool]]:
         op = self.torchvision_op
-        return op._augmentation_space(op._PARAMETER_MAX, (height, width))
+        return compat.augmentation_space(op, compat.parameter_max(op), (height, width))
 
     def draw(self, height: int, width: int) -> dict[str, Any]:  # type: ignore[override]
         """One sample's mixing weights (the image's, then each chain's) and chains."""
         op, space = self.torchvision_op, self.space(height, width)
-        m = op._sample_dirichlet(torch.tensor([op.alpha, op.alpha]).expand(1, -1))
-        chains_weights = op._sample_dirichlet(
-            torch.tensor([op.alpha] * op.mixture_width).expand(1, -1)
+        m = compat.sample_dirichlet(op, torch.tensor([op.alpha, op.alpha]).expand(1, -1))
+        chains_weights = compat.sample_dirichlet(
+            op, torch.tensor([op.alpha] * op.mixture_width).expand(1, -1)
         ) * m[:, 1].view([1, -1])
         chains = []
         for _ in range(op.mixture_width):
@@ -285,7 +288,7 @@ class AugMix(Policy):
         return mix.to(dtype=images.dtype)
 
 
-class ColorJitter(Policy):
+class PerImageColorJitter(Policy):
     """torchvision's ``ColorJitter`` with its per-image draws: the order of the four
     adjustments and their factors drawn per sample (``fastload.gpu.ColorJitter`` draws the
     order once per batch instead), applied on uint8 batches."""
@@ -302,7 +305,9 @@ class ColorJitter(Policy):
         from torchvision import transforms as v1
 
         if generator is not None:
-            raise ValueError("generator must be None: ColorJitter draws from torch's stream")
+            raise ValueError(
+                "generator must be None: PerImageColorJitter draws from torch's stream"
+            )
         super().__init__(v1.ColorJitter(brightness, contrast, saturation, hue))
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
@@ -316,7 +321,7 @@ class ColorJitter(Policy):
         return policy_ops.apply_jitter(images, params["ops"])
 
 
-class RandomErasing(BatchTransform):
+class PerImageRandomErasing(BatchTransform):
     """torchvision's ``RandomErasing`` with its per-image draws (``fastload.gpu.RandomErasing``
     draws a batch at a time instead): in each sample, with probability ``p``, a rectangle set
     to ``value`` (a number, one per channel, or ``"random"``: normal noise, drawn per sample).
@@ -352,7 +357,7 @@ class RandomErasing(BatchTransform):
         self.inplace = False
 
     @classmethod
-    def of(cls, torchvision_op: Any, *, inplace: bool = False) -> RandomErasing:
+    def of(cls, torchvision_op: Any, *, inplace: bool = False) -> PerImageRandomErasing:
         """This op with the settings of a torchvision ``RandomErasing``; ``inplace``: erase in
         the batch given (a batch that nobody else holds: a copy of 64 float images costs more
         than the erasing)."""

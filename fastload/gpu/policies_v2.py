@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
+from fastload import compat
 from fastload.gpu import policies
 
-__all__ = ["AugMix", "AutoAugment", "RandAugment", "TrivialAugmentWide", "of"]
+__all__ = ["AugMixV2", "AutoAugmentV2", "RandAugmentV2", "TrivialAugmentWideV2", "of"]
 
 _Space = dict[str, tuple[Callable[[int, int, int], torch.Tensor | None], bool]]
 
@@ -57,12 +58,12 @@ class _V2:
         return made
 
 
-class TrivialAugmentWide(_V2, policies.TrivialAugmentWide):
+class TrivialAugmentWideV2(_V2, policies.TrivialAugmentWide):
     """v2's ``TrivialAugmentWide``: one op per sample, a magnitude bin drawn for it."""
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         op = self.torchvision_op
-        name, magnitudes_of, signed = _pick(op._AUGMENTATION_SPACE)
+        name, magnitudes_of, signed = _pick(compat.v2_augmentation_space(op))
         magnitudes = magnitudes_of(op.num_magnitude_bins, height, width)
         magnitude = 0.0
         if magnitudes is not None:
@@ -71,13 +72,13 @@ class TrivialAugmentWide(_V2, policies.TrivialAugmentWide):
         return [_as_v1(name, magnitude)]
 
 
-class RandAugment(_V2, policies.RandAugment):
+class RandAugmentV2(_V2, policies.RandAugment):
     """v2's ``RandAugment``: ``num_ops`` ops per sample at the fixed magnitude bin."""
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         op, drawn = self.torchvision_op, []
         for _ in range(op.num_ops):
-            name, magnitudes_of, signed = _pick(op._AUGMENTATION_SPACE)
+            name, magnitudes_of, signed = _pick(compat.v2_augmentation_space(op))
             magnitudes = magnitudes_of(op.num_magnitude_bins, height, width)
             magnitude = 0.0
             if magnitudes is not None:
@@ -86,17 +87,17 @@ class RandAugment(_V2, policies.RandAugment):
         return drawn
 
 
-class AutoAugment(_V2, policies.AutoAugment):
+class AutoAugmentV2(_V2, policies.AutoAugment):
     """v2's ``AutoAugment``: one sub-policy per sample, each op's coin (and then its sign)
     drawn as its turn comes."""
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         op, drawn = self.torchvision_op, []
-        chosen = op._policies[int(torch.randint(len(op._policies), ()))]
+        chosen = compat.v2_policies(op)[int(torch.randint(len(compat.v2_policies(op)), ()))]
         for name, probability, magnitude_id in chosen:
             if not torch.rand(()) <= probability:
                 continue
-            magnitudes_of, signed = op._AUGMENTATION_SPACE[name]
+            magnitudes_of, signed = compat.v2_augmentation_space(op)[name]
             magnitudes = magnitudes_of(10, height, width)
             magnitude = 0.0
             if magnitudes is not None:
@@ -105,18 +106,18 @@ class AutoAugment(_V2, policies.AutoAugment):
         return drawn
 
 
-class AugMix(_V2, policies.AugMix):
+class AugMixV2(_V2, policies.AugMix):
     """v2's ``AugMix``: the mixing weights and chain depths as v1's; each chain op drawn
     v2's way."""
 
     def space(self, height: int, width: int) -> Any:
         op = self.torchvision_op
-        return op._AUGMENTATION_SPACE if op.all_ops else op._PARTIAL_AUGMENTATION_SPACE
+        return compat.v2_augmentation_space(op, partial=not op.all_ops)
 
     def chain_op(self, space: Any, height: int, width: int) -> tuple[str, float]:
         op = self.torchvision_op
         name, magnitudes_of, signed = _pick(space)
-        magnitudes = magnitudes_of(op._PARAMETER_MAX, height, width)
+        magnitudes = magnitudes_of(compat.parameter_max(op), height, width)
         magnitude = 0.0
         if magnitudes is not None:
             magnitude = _signed(float(magnitudes[int(torch.randint(op.severity, ()))]), signed)
@@ -133,10 +134,10 @@ def of(torchvision_op: Any) -> policies.Policy:
     import torchvision.transforms.v2 as v2
 
     kinds: dict[type, Any] = {
-        v2.TrivialAugmentWide: TrivialAugmentWide,
-        v2.RandAugment: RandAugment,
-        v2.AutoAugment: AutoAugment,
-        v2.AugMix: AugMix,
+        v2.TrivialAugmentWide: TrivialAugmentWideV2,
+        v2.RandAugment: RandAugmentV2,
+        v2.AutoAugment: AutoAugmentV2,
+        v2.AugMix: AugMixV2,
     }
     kind = kinds.get(type(torchvision_op))
     if kind is None:

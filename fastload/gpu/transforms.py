@@ -442,7 +442,7 @@ class _LabelMix(BatchTransform):
         if labels.shape[0] != images.shape[0]:
             raise ValueError(f"{images.shape[0]} images but {labels.shape[0]} labels")
         if images.shape[0] == 0:
-            return images, F._one_hot(labels, self.num_classes, F._label_dtype(images))
+            return images, F.one_hot(labels, self.num_classes, F.label_dtype(images))
         return self.mix(images, labels)
 
     def mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -31,6 +31,7 @@ from typing import Any
 import torch.utils.data
 from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, SequentialSampler
 
+from fastload import compat
 from fastload.loader import DataLoader
 from fastload.options import NAMES
 
@@ -107,7 +108,7 @@ def _prepared(accelerator: Any, loader: DataLoader, *, place: bool) -> DataLoade
     new = type(loader)(**arguments, **options)
     accelerator.register_for_checkpointing(new)
     _PREPARED.add(new)
-    new._is_accelerate_prepared = True  # so that accelerator.prepare() leaves it as it is
+    setattr(new, compat.ACCELERATE_PREPARED, True)  # so that accelerator.prepare() leaves it
     return new
 
 

@@ -44,7 +44,7 @@ from fastload.wrappers import collated_then
 
 __all__ = [
     "ExecutorPlan",
-    "Translation",
+    "PipelineTranslation",
     "WorkerPlan",
     "collate_then",
     "executor_plan",
@@ -119,7 +119,7 @@ def collate_then(collate_fn: Any, *, cuda: bool) -> Callable[..., Any] | None:
 
 
 @dataclass(frozen=True)
-class Translation:
+class PipelineTranslation:
     """What the translate step made of the dataset's pipeline.
 
     Attributes:
@@ -255,7 +255,7 @@ GPU_EXECUTOR = "nvimgcodec"
 
 
 def gpu_executor_plan(
-    loader: Any, options: LoaderOptions, translation: Translation, device: torch.device
+    loader: Any, options: LoaderOptions, translation: PipelineTranslation, device: torch.device
 ) -> ExecutorPlan | None:
     """The GPU step: a fastload dataset (or one accelerate made) on a CUDA device decodes on
     the GPU (:data:`GPU_EXECUTOR`) when the library is here, the dataset's backend was left to
@@ -304,7 +304,9 @@ _HANDED = {
 }
 
 
-def translate(loader: Any, options: LoaderOptions, device: torch.device | None) -> Translation:
+def translate(
+    loader: Any, options: LoaderOptions, device: torch.device | None
+) -> PipelineTranslation:
     """The translate step: the dataset's torchvision pipeline as fastload's ops, when asked
     (``accelerate=True``, or ``"auto"`` with a CUDA device) and possible; why not, said once
     on the ``fastload`` logger, when not."""
@@ -321,7 +323,7 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
                 "not asked: accelerate=True, or a CUDA device with accelerate='auto', turns it on"
             )
         )
-        return Translation(dataset, Acceleration(False, why, kind), ops)
+        return PipelineTranslation(dataset, Acceleration(False, why, kind), ops)
     default = is_default_collate(loader.collate_fn)
     then = None if default else collate_then(loader.collate_fn, cuda=cuda)
     try:
@@ -331,7 +333,7 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
         acceleration = Acceleration(False, str(why), kind, blockers=blockers)
         _say(acceleration)
-        return Translation(dataset, acceleration, ops)
+        return PipelineTranslation(dataset, acceleration, ops)
     if translated.batch_ops is not None:
         ops = translated.batch_ops if ops is None else BatchCompose([translated.batch_ops, ops])
     else:
@@ -358,7 +360,7 @@ def translate(loader: Any, options: LoaderOptions, device: torch.device | None) 
         + tuple(f"{what}: {reason}" for what, reason in translated.blockers),
     )
     _say(acceleration)
-    return Translation(fast, acceleration, ops, then)
+    return PipelineTranslation(fast, acceleration, ops, then)
 
 
 def _collate_blocker(loader: Any, default: bool, then: Any, cuda: bool) -> tuple[str, ...]:
@@ -400,7 +402,7 @@ def _say(acceleration: Acceleration) -> None:
 def executor_plan(
     loader: Any,
     options: LoaderOptions,
-    translation: Translation,
+    translation: PipelineTranslation,
     name: str,
     device: torch.device | None,
 ) -> ExecutorPlan:
@@ -493,7 +495,10 @@ def _shard(loader: Any) -> torch.utils.data.DistributedSampler | None:
 
 
 def worker_plan(
-    loader: Any, options: LoaderOptions, translation: Translation, device: torch.device | None
+    loader: Any,
+    options: LoaderOptions,
+    translation: PipelineTranslation,
+    device: torch.device | None,
 ) -> WorkerPlan:
     """The workers step: the dataset they read, decoding with ``backend=`` when it names a
     per-sample decoder.

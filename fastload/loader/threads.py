@@ -22,17 +22,16 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import torch.utils.data
-from torch.utils.data._utils.pin_memory import pin_memory
-from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from fastload import buffers, drawing
 from fastload.buffers import BatchRing
+from fastload.compat import BaseDataLoaderIter, DatasetKind, pin_memory
 from fastload.system import single_threaded_ops
 
 __all__ = ["ThreadWorkersIter"]
 
 
-class ThreadWorkersIter(_BaseDataLoaderIter):
+class ThreadWorkersIter(BaseDataLoaderIter):
     """torch's iterator protocol over batches made by ``num_workers`` threads.
 
     Args:
@@ -41,7 +40,7 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
 
     def __init__(self, loader: torch.utils.data.DataLoader) -> None:
         super().__init__(loader)
-        self._fetcher = _DatasetKind.create_fetcher(
+        self._fetcher = DatasetKind.create_fetcher(
             self._dataset_kind,
             self._dataset,
             self._auto_collation,

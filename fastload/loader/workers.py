@@ -17,8 +17,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch.utils.data
-from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL
 
+from fastload.compat import (
+    MP_STATUS_CHECK_INTERVAL,
+    MultiProcessingDataLoaderIter,
+    SingleProcessDataLoaderIter,
+)
 from fastload.gpu.stage import BatchStage, DeviceStage
 from fastload.loader.collate import collate_chain
 from fastload.loader.delivery import Counting, counted
@@ -154,15 +158,11 @@ class _ThreadWorkersIter(Counting, ThreadWorkersIter):
 
 
 # torch's two iterators under their own names (torch's profiler labels use them)
-class _SingleProcessDataLoaderIter(
-    Counting, torch.utils.data.dataloader._SingleProcessDataLoaderIter
-):
+class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
     pass
 
 
-class _MultiProcessingDataLoaderIter(
-    Counting, torch.utils.data.dataloader._MultiProcessingDataLoaderIter
-):
+class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
     def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
         try:
             return super()._try_get_data(timeout)

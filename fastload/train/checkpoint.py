@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fastload import compat
+
 __all__ = ["check_same_model", "check_writable", "rng_state", "set_rng_state", "unwrap"]
 
 FORMAT = 1
@@ -22,8 +24,8 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     while True:
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
             model = model.module
-        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
-            model = model._orig_mod  # type: ignore[assignment]
+        elif (inner := compat.compiled_inner(model)) is not None:  # torch.compile's wrapper
+            model = inner
         else:
             return model
 

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from fastload import diagnosis
+from fastload import compat, diagnosis
 from fastload._progress import Progress
 from fastload.checks import check_int
 from fastload.system import distributed
@@ -200,7 +200,7 @@ class Trainer:
             module.forward = functools.partial(_checkpointed, module.forward, module)
         if compile:
             backend = "inductor" if compile is True else compile
-            available = torch._dynamo.list_backends(exclude_tags=())
+            available = compat.dynamo_backends()
             if backend not in available:
                 raise ValueError(
                     f"compile={compile!r}: torch.compile has no backend {backend!r} here; "
@@ -370,7 +370,7 @@ class Trainer:
         if summed:  # gradients of size-weighted losses: make them a mean
             grads = [p.grad for p in self._params_with_grad() if p.grad is not None]
             if grads:
-                torch._foreach_div_(grads, float(n))
+                compat.foreach_div_(grads, float(n))
         # the step's host-device sync (fp16 adds two: the loss scale read before and after)
         value = float(loss.item()) / (n if summed else 1)
         if not math.isfinite(value) and not self.precision.scales_loss:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fastload.gpu.deferred import Deferred, DrawPerSample, Pending, applying, split_drawn
-from fastload.gpu.policies import RandomErasing
+from fastload.gpu.policies import PerImageRandomErasing
 from fastload.sampling import SeededSamples
 from fastload.skipping import Skipped
 
@@ -23,7 +23,7 @@ def test_split_keeps_markers_and_the_batch_seed_and_lines_the_draws_up() -> None
 
 
 def test_a_deferred_op_applies_its_slot_of_each_samples_draws() -> None:
-    erase = RandomErasing(p=1.0, value=9)
+    erase = PerImageRandomErasing(p=1.0, value=9)
     images = torch.zeros(2, 3, 16, 16)
     torch.manual_seed(0)
     pending = [DrawPerSample([erase])(image) for image in images]

@@ -8,7 +8,7 @@ import torchvision.transforms.v2 as v2
 from torch.utils.data import default_collate
 
 from fastload.gpu.deferred import DeferredBatch, applying
-from fastload.gpu.mixing import CutMix, MixUp, RandomChoice, mixing_of
+from fastload.gpu.mixing import CutMixV2, MixUpV2, RandomChoice, mixing_of
 from fastload.gpu.stage import BatchStage, CollateThenStage, DeviceStage, SeedTag
 
 V2_OPS = {
@@ -43,13 +43,13 @@ def test_the_same_draws_and_results_as_torchvision(name: str, labels: str) -> No
 
 
 def test_the_draws_differ_between_batches() -> None:
-    op = CutMix(alpha=1.0, num_classes=4)
+    op = CutMixV2(alpha=1.0, num_classes=4)
     boxes = {op.make_params(8, 32, 32)["box"] for _ in range(10)}
     assert len(boxes) > 5
 
 
 def test_only_v2s_own_ops_with_their_default_labels_are_taken() -> None:
-    assert isinstance(mixing_of(v2.MixUp(num_classes=3)), MixUp)
+    assert isinstance(mixing_of(v2.MixUp(num_classes=3)), MixUpV2)
     assert mixing_of(v2.MixUp(num_classes=3, labels_getter=lambda x: x[1])) is None
 
     class MyMixUp(v2.MixUp):
@@ -63,11 +63,11 @@ def test_only_v2s_own_ops_with_their_default_labels_are_taken() -> None:
 
 def test_bad_settings_name_the_value() -> None:
     with pytest.raises(ValueError, match="alpha=0"):
-        MixUp(alpha=0, num_classes=3)
+        MixUpV2(alpha=0, num_classes=3)
     with pytest.raises(ValueError, match="p has 1 weights for 2 ops"):
-        RandomChoice([MixUp(num_classes=3), CutMix(num_classes=3)], p=[1.0])
+        RandomChoice([MixUpV2(num_classes=3), CutMixV2(num_classes=3)], p=[1.0])
     with pytest.raises(ValueError, match="num_classes must be given"):
-        MixUp()(torch.zeros(2, 3, 4, 4), torch.tensor([0, 1]))
+        MixUpV2()(torch.zeros(2, 3, 4, 4), torch.tensor([0, 1]))
 
 
 def _samples(k: int) -> list:
@@ -96,7 +96,7 @@ def test_drawn_in_the_collate_chain_applied_after_the_copy() -> None:
 
 
 def test_a_batch_without_its_draw_is_refused() -> None:
-    op = DeferredBatch(MixUp(num_classes=3))
+    op = DeferredBatch(MixUpV2(num_classes=3))
     with pytest.raises(RuntimeError, match="came without it"):
         op(torch.zeros(2, 3, 4, 4), torch.tensor([0, 1]))
     with applying(None, {"lam": 0.5}), pytest.raises(ValueError, match="mixes labels too"):

@@ -85,11 +85,11 @@ POLICIES = {
     "augmix": (lambda: v1.AugMix(), lambda: gpu.AugMix()),
     "color-jitter": (
         lambda: v1.ColorJitter(0.4, 0.4, 0.4, 0.1),
-        lambda: gpu.policies.ColorJitter(0.4, 0.4, 0.4, 0.1),
+        lambda: gpu.policies.PerImageColorJitter(0.4, 0.4, 0.4, 0.1),
     ),
     "color-jitter-no-hue": (
         lambda: v1.ColorJitter(0.4, (0.2, 1.8), 0.4),
-        lambda: gpu.policies.ColorJitter(0.4, (0.2, 1.8), 0.4),
+        lambda: gpu.policies.PerImageColorJitter(0.4, (0.2, 1.8), 0.4),
     ),
     "augmix-deep": (
         lambda: v1.AugMix(severity=7, chain_depth=2, all_ops=False),
@@ -132,7 +132,7 @@ def test_random_erasing_draws_and_erases_as_torchvision() -> None:
     images = _batch(16).float() / 255
     for value in [0.0, [0.1, 0.2, 0.3], "random"]:
         tv = v1.RandomErasing(p=0.7, value=value)
-        ours = gpu.policies.RandomErasing(p=0.7, value=value)
+        ours = gpu.policies.PerImageRandomErasing(p=0.7, value=value)
         torch.manual_seed(3)
         want = torch.stack([tv(img) for img in images])
         torch.manual_seed(3)
@@ -145,9 +145,9 @@ def test_random_erasing_in_place_only_when_asked() -> None:
     images = _batch(4).float() / 255
     before = images.clone()
     torch.manual_seed(1)
-    copied = gpu.policies.RandomErasing(p=1.0)(images)
+    copied = gpu.policies.PerImageRandomErasing(p=1.0)(images)
     assert torch.equal(images, before) and not torch.equal(copied, before)
-    own = gpu.policies.RandomErasing.of(v1.RandomErasing(p=1.0), inplace=True)
+    own = gpu.policies.PerImageRandomErasing.of(v1.RandomErasing(p=1.0), inplace=True)
     torch.manual_seed(1)
     erased = own(images)
     assert erased.data_ptr() == images.data_ptr() and torch.equal(erased, copied)

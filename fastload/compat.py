@@ -1,0 +1,107 @@
+"""The private names of torch and torchvision that fastload relies on, in one place.
+
+Each is something their public APIs do not offer: torch's own DataLoader iterators (to subclass
+them, so that fastload's loader stays torch's), the storage use count that tells a reusable
+batch buffer, a fused in-place division, the compiled-module wrapper, and torchvision's policy
+tables and draws (so that a batch op draws exactly what torchvision's per-image op draws). When
+a release moves one, ``tests/test_compat.py`` names it and the release; this module is the one
+place to change. No other module of fastload may reach a private name of another package
+(``tests/test_architecture.py`` checks it).
+
+Checked against torch 2.14 and torchvision 0.29 (what pip installs as this is written), and
+torch 2.11 with torchvision 0.26 (the GPU machine's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.utils.data.dataloader as _torch_loader
+from torch.utils.data import _utils as _torch_utils
+from torch.utils.data._utils import pin_memory as _torch_pin_memory
+
+__all__ = [
+    "ACCELERATE_PREPARED",
+    "MP_STATUS_CHECK_INTERVAL",
+    "BaseDataLoaderIter",
+    "DatasetKind",
+    "MultiProcessingDataLoaderIter",
+    "SingleProcessDataLoaderIter",
+    "augmentation_space",
+    "compiled_inner",
+    "dynamo_backends",
+    "foreach_div_",
+    "parameter_max",
+    "pin_memory",
+    "sample_dirichlet",
+    "storage_use_count",
+    "v2_augmentation_space",
+    "v2_policies",
+]
+
+# torch's DataLoader iterators and their helpers (torch.utils.data.dataloader, ._utils)
+BaseDataLoaderIter = _torch_loader._BaseDataLoaderIter
+SingleProcessDataLoaderIter = _torch_loader._SingleProcessDataLoaderIter
+MultiProcessingDataLoaderIter = _torch_loader._MultiProcessingDataLoaderIter
+DatasetKind = _torch_loader._DatasetKind
+MP_STATUS_CHECK_INTERVAL: float = _torch_utils.MP_STATUS_CHECK_INTERVAL
+pin_memory: Callable[..., Any] = _torch_pin_memory.pin_memory
+
+# Hugging Face Accelerate's mark of a loader its prepare() made (it leaves such a loader as is)
+ACCELERATE_PREPARED = "_is_accelerate_prepared"
+
+
+def storage_use_count() -> Callable[[int], int] | None:
+    """torch's count of the references to a storage (given its ``_cdata``), or ``None`` where
+    this torch has none (then no batch buffer is ever reused)."""
+    return getattr(torch._C, "_storage_Use_Count", None)
+
+
+def storage_handle(storage: Any) -> int:
+    """The handle :func:`storage_use_count` takes for an untyped storage."""
+    return int(storage._cdata)
+
+
+def dynamo_backends() -> list[str]:
+    """The backends ``torch.compile`` accepts here, experimental ones included."""
+    return list(torch._dynamo.list_backends(exclude_tags=()))
+
+
+def foreach_div_(tensors: list[torch.Tensor], divisor: float) -> None:
+    """Divide every tensor in place, in one fused call."""
+    torch._foreach_div_(tensors, divisor)
+
+
+def compiled_inner(model: Any) -> Any | None:
+    """The module inside ``torch.compile``'s wrapper, or ``None`` for any other object."""
+    return getattr(model, "_orig_mod", None)
+
+
+# torchvision's policies (transforms.AutoAugment & co., v1 and v2): their tables and draws
+
+
+def augmentation_space(op: Any, *args: Any) -> dict[str, tuple[Any, bool]]:
+    """A v1 policy's table of ops: name -> (magnitudes, signed)."""
+    return op._augmentation_space(*args)
+
+
+def parameter_max(op: Any) -> int:
+    """``AugMix``'s largest magnitude bin."""
+    return int(op._PARAMETER_MAX)
+
+
+def sample_dirichlet(op: Any, params: torch.Tensor) -> torch.Tensor:
+    """``AugMix``'s Dirichlet draw, from torch's stream as torchvision draws it."""
+    return op._sample_dirichlet(params)
+
+
+def v2_augmentation_space(op: Any, *, partial: bool = False) -> dict[str, Any]:
+    """A v2 policy's table of ops (``partial``: AugMix's table without the image-wide ops)."""
+    return op._PARTIAL_AUGMENTATION_SPACE if partial else op._AUGMENTATION_SPACE
+
+
+def v2_policies(op: Any) -> list[Any]:
+    """v2 ``AutoAugment``'s sub-policies."""
+    return list(op._policies)

@@ -1,0 +1,107 @@
+"""Each private name of torch and torchvision that fastload uses (fastload/compat.py), checked
+on the installed releases: when one moves, its test says which and where to change."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import torchvision
+import torchvision.transforms as v1
+import torchvision.transforms.v2 as v2
+
+from fastload import compat
+
+RELEASES = f"torch {torch.__version__}, torchvision {torchvision.__version__}"
+
+
+def moved(what: str) -> str:
+    return f"{RELEASES} moved or changed {what}: update fastload/compat.py"
+
+
+@pytest.mark.parametrize(
+    "name", ["BaseDataLoaderIter", "SingleProcessDataLoaderIter", "MultiProcessingDataLoaderIter"]
+)
+def test_torchs_loader_iterators(name: str) -> None:
+    iterator = getattr(compat, name)
+    assert inspect.isclass(iterator) and issubclass(iterator, compat.BaseDataLoaderIter), moved(
+        f"torch.utils.data.dataloader._{name}"
+    )
+
+
+def test_the_iterator_methods_fastload_builds_on() -> None:
+    assert callable(getattr(compat.MultiProcessingDataLoaderIter, "_try_get_data", None)), moved(
+        "_MultiProcessingDataLoaderIter._try_get_data (fastload.loader.workers overrides it)"
+    )
+    fetcher = compat.DatasetKind.create_fetcher(
+        compat.DatasetKind.Map, [1, 2], True, lambda batch: batch, False
+    )
+    assert fetcher.fetch([1]) == [2], moved("_DatasetKind.create_fetcher")
+    assert isinstance(compat.MP_STATUS_CHECK_INTERVAL, (int, float)), moved(
+        "torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL"
+    )
+
+
+def test_pin_memory_helper() -> None:
+    assert list(inspect.signature(compat.pin_memory).parameters) == ["data", "device"], moved(
+        "torch.utils.data._utils.pin_memory.pin_memory(data, device)"
+    )
+    if torch.cuda.is_available():  # pinning needs a CUDA driver
+        batch = {"x": torch.ones(2), "y": [torch.zeros(1)]}
+        pinned = compat.pin_memory(batch, None)
+        assert pinned["x"].is_pinned() and pinned["y"][0].is_pinned()
+
+
+def test_storage_use_count() -> None:
+    count = compat.storage_use_count()
+    assert count is not None, moved("torch._C._storage_Use_Count (batch buffers are never reused)")
+    tensor = torch.zeros(4)
+    alone = count(compat.storage_handle(tensor.untyped_storage()))
+    view = tensor[1:]  # noqa: F841 - a second reference to the same storage
+    assert count(compat.storage_handle(tensor.untyped_storage())) > alone, moved("its counting")
+
+
+def test_dynamo_backends_and_the_compiled_wrapper() -> None:
+    assert "inductor" in compat.dynamo_backends(), moved("torch._dynamo.list_backends")
+    model = torch.nn.Linear(2, 2)
+    assert compat.compiled_inner(torch.compile(model)) is model, moved("OptimizedModule._orig_mod")
+    assert compat.compiled_inner(model) is None
+
+
+def test_foreach_div() -> None:
+    tensors = [torch.full((2,), 4.0), torch.full((3,), 8.0)]
+    compat.foreach_div_(tensors, 4.0)
+    assert [t.tolist() for t in tensors] == [[1.0, 1.0], [2.0, 2.0, 2.0]], moved(
+        "torch._foreach_div_"
+    )
+
+
+def test_accelerates_mark_of_a_prepared_loader() -> None:
+    accelerator = pytest.importorskip("accelerate.accelerator")
+    assert compat.ACCELERATE_PREPARED in inspect.getsource(accelerator), (
+        f"accelerate no longer marks prepared objects with {compat.ACCELERATE_PREPARED!r}: "
+        "update fastload/compat.py"
+    )
+
+
+def test_torchvisions_v1_policy_tables_and_draws() -> None:
+    space = compat.augmentation_space(v1.TrivialAugmentWide(), 31)
+    assert "Rotate" in space and len(space["Rotate"]) == 2, moved("TrivialAugmentWide's table")
+    augmix = v1.AugMix()
+    assert compat.parameter_max(augmix) == 10, moved("AugMix._PARAMETER_MAX")
+    assert "Posterize" in compat.augmentation_space(augmix, 10, (32, 32)), moved("AugMix's table")
+    weights = compat.sample_dirichlet(augmix, torch.tensor([[1.0, 1.0]]))
+    assert weights.shape == (1, 2) and torch.allclose(weights.sum(), torch.tensor(1.0)), moved(
+        "AugMix._sample_dirichlet"
+    )
+
+
+def test_torchvisions_v2_policy_tables() -> None:
+    assert "Rotate" in compat.v2_augmentation_space(v2.TrivialAugmentWide()), moved(
+        "v2's _AUGMENTATION_SPACE"
+    )
+    partial = compat.v2_augmentation_space(v2.AugMix(), partial=True)
+    assert "Posterize" in partial and "Color" not in partial, moved("v2 AugMix's partial table")
+    assert compat.v2_policies(v2.AutoAugment()), moved("v2 AutoAugment's _policies")
+    assert compat.parameter_max(v2.AugMix()) == 10, moved("v2 AugMix._PARAMETER_MAX")
