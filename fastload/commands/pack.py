@@ -27,8 +27,6 @@ def byte_size(text: str) -> int:
 
 
 def add(sub: Any) -> None:
-    from fastload.shards.pack import DEFAULT_SHARD_SIZE
-
     pack = sub.add_parser(
         "pack",
         help=HELP,
@@ -49,6 +47,17 @@ def add(sub: Any) -> None:
         metavar="OUT",
         help="the folder to write (new or empty), or a remote prefix such as s3://bucket/pack",
     )
+    _storage_arguments(pack)
+    _table_arguments(pack)
+    pack.add_argument("--no-json", action="store_true", help="leave out KEY.json")
+    pack.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    pack.set_defaults(run=run)
+
+
+def _storage_arguments(pack: Any) -> None:
+    """How the shards are written: where, how big, in which order, re-encoded or not."""
+    from fastload.shards.pack import DEFAULT_SHARD_SIZE
+
     pack.add_argument(
         "--storage-options",
         metavar="JSON",
@@ -90,6 +99,10 @@ def add(sub: Any) -> None:
         default=None,
         help="reading threads or re-encoding processes (default: one per core)",
     )
+
+
+def _table_arguments(pack: Any) -> None:
+    """How an image-text table's columns are read (OpenCLIP's CSV options)."""
     pack.add_argument(
         "--image-key",
         default="filepath",
@@ -105,9 +118,6 @@ def add(sub: Any) -> None:
         default=None,
         help="a CSV table's field separator (default: tab for .tsv, else comma)",
     )
-    pack.add_argument("--no-json", action="store_true", help="leave out KEY.json")
-    pack.add_argument("--json", action="store_true", help="print the manifest as JSON")
-    pack.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

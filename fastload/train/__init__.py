@@ -3,7 +3,8 @@
 ``Precision`` (bf16 / fp16 with loss scaling / fp32), ``adamw`` (fused on CUDA), ``scale_lr``
 (the linear rule), per-step schedules (``one_cycle``, ``warmup_cosine``) and ``Trainer`` (the
 loop: accumulation, clipping, non-finite losses, channels-last, activation checkpointing,
-``torch.compile``, evaluation under ``inference_mode``, exact checkpoints).
+``torch.compile``, evaluation under ``inference_mode``, exact checkpoints), which prepares its
+model with ``prepare_model`` (where the field's defaults are set: ``fastload.train.setup``).
 """
 
 from fastload.train import distributed
@@ -11,6 +12,8 @@ from fastload.train.finders import BatchSizeResult, LRFinderResult, find_batch_s
 from fastload.train.loop import EpochStats, NonFiniteLossError, StepRecord, Trainer, steps_per_epoch
 from fastload.train.optim import adamw, one_cycle, scale_lr, warmup_cosine
 from fastload.train.precision import PRECISIONS, Precision
+from fastload.train.preemption import Preempted
+from fastload.train.setup import prepare_model
 
 __all__ = [
     "PRECISIONS",
@@ -19,6 +22,7 @@ __all__ = [
     "LRFinderResult",
     "NonFiniteLossError",
     "Precision",
+    "Preempted",
     "StepRecord",
     "Trainer",
     "adamw",
@@ -26,6 +30,7 @@ __all__ = [
     "find_batch_size",
     "find_lr",
     "one_cycle",
+    "prepare_model",
     "scale_lr",
     "steps_per_epoch",
     "warmup_cosine",

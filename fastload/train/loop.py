@@ -37,7 +37,8 @@ from fastload.system import distributed
 from fastload.tensors import inputs_of, targets_of
 from fastload.train import checkpoint as ckpt
 from fastload.train.precision import Precision
-from fastload.train.preemption import StopSignals
+from fastload.train.preemption import Preempted, StopSignals
+from fastload.train.setup import prepare_model
 
 __all__ = ["EpochStats", "NonFiniteLossError", "StepRecord", "Trainer", "steps_per_epoch"]
 
@@ -115,12 +116,6 @@ def _rank() -> int:
     return dist.get_rank() if distributed() else 0
 
 
-def _checkpointed(forward: Callable[..., Any], module: torch.nn.Module, *args: Any, **kw: Any):
-    if module.training and torch.is_grad_enabled():
-        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kw)
-    return forward(*args, **kw)
-
-
 class Trainer:
     """Trains a classifier-style model on ``(inputs, targets)`` batches.
 
@@ -168,45 +163,18 @@ class Trainer:
         on_nonfinite: str = "raise",
         progress: bool | None = None,
     ) -> None:
-        check_int("accumulate", accumulate, minimum=1)
-        if clip_grad_norm is not None and not clip_grad_norm > 0:
-            raise ValueError(f"clip_grad_norm={clip_grad_norm!r} must be positive")
-        if on_nonfinite not in _NONFINITE:
-            raise ValueError(f"on_nonfinite={on_nonfinite!r} is not valid; valid: raise, skip")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing={label_smoothing!r} must be within [0, 1)")
+        _check_options(accumulate, clip_grad_norm, on_nonfinite, label_smoothing)
         _check_optimizer_holds(model, optimizer)
         parameter = next(model.parameters(), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
         self.precision = Precision.resolve(precision, self.device)
         log.info("precision %s (%s)", self.precision.name, self.precision.reason)
-        if self.device.type == "cuda":
-            torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest kernels
-        if channels_last and _is_ddp(model):
-            four_d = [p for p in model.parameters() if p.ndim == 4]
-            if not all(p.is_contiguous(memory_format=torch.channels_last) for p in four_d):
-                raise ValueError(
-                    "channels_last=True with a model already in DistributedDataParallel: convert "
-                    "it before wrapping, with train.distributed.wrap(model, world, "
-                    "channels_last=True); DDP lays out its gradient buckets by the strides it "
-                    "sees when wrapping"
-                )
-        elif channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        for name in checkpoint_activations:
-            module = dict(ckpt.unwrap(model).named_modules()).get(name)
-            if module is None:
-                raise ValueError(f"checkpoint_activations: the model has no submodule {name!r}")
-            module.forward = functools.partial(_checkpointed, module.forward, module)
-        if compile:
-            backend = "inductor" if compile is True else compile
-            available = compat.dynamo_backends()
-            if backend not in available:
-                raise ValueError(
-                    f"compile={compile!r}: torch.compile has no backend {backend!r} here; "
-                    f"valid: {', '.join(sorted(available))}"
-                )
-            model = torch.compile(model, backend=backend)  # type: ignore[assignment]
+        model = prepare_model(
+            model,
+            channels_last=channels_last,
+            compile=compile,
+            checkpoint_activations=checkpoint_activations,
+        )
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn or torch.nn.CrossEntropyLoss(label_smoothing=label_smoothing)
@@ -287,10 +255,7 @@ class Trainer:
     def train_epoch(self, loader: Iterable[Any]) -> EpochStats:
         """Train one pass over ``loader`` and return what it did."""
         self.model.train()
-        try:
-            total: int | None = len(loader)  # type: ignore[arg-type]
-        except TypeError:  # an iterable (or an IterableDataset's loader) without a length
-            total = None
+        total = _length(loader)
         show = self.progress if self.progress is not None else sys.stderr.isatty()
         bar = Progress(f"epoch {self.epoch}", enabled=show and _rank() == 0, rate=False)
         start = time.perf_counter()
@@ -340,12 +305,18 @@ class Trainer:
         if group_n:  # an iterable without a length ended mid-step: finish that step
             steps.append(self._finish_step(group_n, group_loss, summed=self.accumulate > 1))
         bar.close()
+        return self._close_epoch(steps, images, time.perf_counter() - start, data_seconds)
+
+    def _close_epoch(
+        self, steps: list[StepRecord], images: int, seconds: float, data_seconds: float
+    ) -> EpochStats:
+        """Record and report the epoch just trained; the next one starts."""
         stats = EpochStats(
             self.epoch,
             len(steps),
             sum(not s.taken for s in steps),
             images,
-            time.perf_counter() - start,
+            seconds,
             data_seconds,
             self._mean_loss([(s.loss, s.samples) for s in steps if s.taken]),
         )
@@ -549,7 +520,8 @@ class Trainer:
             ValueError: ``epochs`` is not an int >= 0, or a bad ``checkpoint_every``.
             PermissionError: The checkpoint's folder cannot be written (named as given).
             NotADirectoryError: The checkpoint's path runs through a file.
-            SystemExit: A stop signal arrived (status ``128 + signal``).
+            fastload.train.Preempted: A stop signal arrived; uncaught, it ends the process with
+                status ``128 + signal`` (it is a ``SystemExit``).
         """
         _check_fit(train_loader, epochs, checkpoint, checkpoint_every)
         if checkpoint is not None:
@@ -651,7 +623,7 @@ class Trainer:
                 f"fastload: {stop.received} received: stopped at {where}; {what}", file=sys.stderr
             )
         number = getattr(signal.Signals, stop.received or "", signal.SIGTERM)
-        raise SystemExit(128 + int(number))
+        raise Preempted(int(number), saved=checkpoint is not None and _is_stateful(loader))
 
     def steps_per_epoch(self, loader: Any) -> int:
         """Optimizer steps one epoch over ``loader`` takes (see :func:`steps_per_epoch`)."""
@@ -668,6 +640,15 @@ def _is_stateful(loader: Any) -> bool:
     )
 
 
+def _length(loader: Iterable[Any]) -> int | None:
+    """The loader's batches, or ``None`` for an iterable (an IterableDataset's loader) without
+    a length."""
+    try:
+        return len(loader)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
 def _count(inputs: Any, targets: Any) -> int:
     return len(targets) if hasattr(targets, "__len__") else len(inputs)
 
@@ -682,6 +663,19 @@ def steps_per_epoch(batches: int, accumulate: int = 1) -> int:
     if batches < 0 or accumulate < 1:
         raise ValueError(f"need batches >= 0 and accumulate >= 1, got {batches} and {accumulate}")
     return -(-batches // accumulate)
+
+
+def _check_options(
+    accumulate: int, clip_grad_norm: float | None, on_nonfinite: str, label_smoothing: float
+) -> None:
+    """Refuse ``Trainer`` options that could not train as asked."""
+    check_int("accumulate", accumulate, minimum=1)
+    if clip_grad_norm is not None and not clip_grad_norm > 0:
+        raise ValueError(f"clip_grad_norm={clip_grad_norm!r} must be positive")
+    if on_nonfinite not in _NONFINITE:
+        raise ValueError(f"on_nonfinite={on_nonfinite!r} is not valid; valid: raise, skip")
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing={label_smoothing!r} must be within [0, 1)")
 
 
 def _check_optimizer_holds(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:

@@ -20,11 +20,29 @@ import torch.distributed as dist
 
 from fastload.system import distributed
 
-__all__ = ["SIGNALS", "StopSignals"]
+__all__ = ["SIGNALS", "Preempted", "StopSignals"]
 
 log = logging.getLogger("fastload")
 
 SIGNALS = ("SIGTERM", "SIGUSR1")
+
+
+class Preempted(SystemExit):
+    """``Trainer.fit`` stopped on a scheduler's signal, after the step in flight (and the
+    checkpoint, where it could write one).
+
+    A ``SystemExit`` with the status ``128 + signal`` that a job killed by that signal would
+    have, so that a script which does not catch it ends as schedulers expect; an entry point
+    that wants to go on (clean up, report) catches it.
+
+    Attributes:
+        signal: The signal's number.
+        saved: Whether a mid-epoch checkpoint was written.
+    """
+
+    def __init__(self, number: int, *, saved: bool) -> None:
+        super().__init__(128 + number)
+        self.signal, self.saved = number, saved
 
 
 class StopSignals:

@@ -85,24 +85,29 @@ def build_pipeline(
                 out_of_bounds_policy="pad",
                 fill_values=0,
             )
-        mirror = feed("mirror", types.INT32, 0)
-        normalize = folded.normalize
-        if normalize is None:
-            images = fn.crop_mirror_normalize(
-                images, mirror=mirror, dtype=types.UINT8, output_layout="CHW"
-            )
-        else:  # fastload.gpu.Normalize's units are [0, 1]: DALI's are the pixels' 0-255
-            images = fn.crop_mirror_normalize(
-                images,
-                mirror=mirror,
-                mean=[255.0 * m for m in normalize.mean],
-                std=[255.0 * s for s in normalize.std],
-                dtype=types.FLOAT16 if normalize.dtype == torch.float16 else types.FLOAT,
-                output_layout="CHW",
-            )
+        images = _mirror_normalize(images, feed("mirror", types.INT32, 0), folded.normalize)
         pipe.set_outputs(images)
     pipe.build()
     return track(pipe)
+
+
+def _mirror_normalize(images: Any, mirror: Any, normalize: Any) -> Any:
+    """The graph's last op: the flip, the folded ``Normalize`` if any, channels-first."""
+    from nvidia.dali import fn, types
+
+    if normalize is None:
+        return fn.crop_mirror_normalize(
+            images, mirror=mirror, dtype=types.UINT8, output_layout="CHW"
+        )
+    # fastload.gpu.Normalize's units are [0, 1]: DALI's are the pixels' 0-255
+    return fn.crop_mirror_normalize(
+        images,
+        mirror=mirror,
+        mean=[255.0 * m for m in normalize.mean],
+        std=[255.0 * s for s in normalize.std],
+        dtype=types.FLOAT16 if normalize.dtype == torch.float16 else types.FLOAT,
+        output_layout="CHW",
+    )
 
 
 def _device_index(device: torch.device) -> int:
