@@ -27,15 +27,23 @@ def assert_figures(path: Path, benchmark: str) -> dict[str, Any]:
     return doc
 
 
+def run_script(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/<name>.py``, which must succeed (the end of its output otherwise)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
 def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=12, classes=2)
-    script = ROOT / "benchmarks" / "decode_floor.py"
     args = ["--data", str(data), "--images", "12", "--rounds", "1", "--backend", "opencv"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("decode_floor", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "decode_floor")
     assert "opencv, one core, 12 images" in done.stdout
     ratios = re.findall(r"stock / fastload(.*?)(\d+\.\d+)x", done.stdout)
@@ -55,14 +63,10 @@ def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
     tmp_path: Path,
 ) -> None:
     data = make_image_folder(tmp_path / "set", images=48, classes=2)
-    script = ROOT / "benchmarks" / "autotune_sweep.py"
     args = ["--data", str(data), "--io-latency", "5", "--io-sigma", "1", "--max-workers", "2"]
     args += ["--budget", "2", "--rounds", "2", "--batch-size", "4", "--epoch-images", "100"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("autotune_sweep", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "autotune_sweep")
     assert "48 images (100 samples an epoch), 5 ms mean wait per sample (sigma 1)" in done.stdout
     assert re.search(r"exhaustive sweep \(0\.\.2\)", done.stdout)
@@ -72,13 +76,9 @@ def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
 
 
 def test_prefetch_waits_compares_each_factor_with_the_default(tmp_path: Path) -> None:
-    script = ROOT / "benchmarks" / "prefetch_waits.py"
     args = ["--workers", "2", "--io-latency", "2", "--seconds", "0.5", "--rounds", "1"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("prefetch_waits", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "prefetch_waits")
     assert "ceiling (workers / mean wait): 1,000 images/s" in done.stdout
     rows = re.findall(
@@ -94,21 +94,16 @@ def test_prefetch_waits_compares_each_factor_with_the_default(tmp_path: Path) ->
 
 def test_accelerate_torchvision_measures_the_three_loaders(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
-    script = ROOT / "benchmarks" / "accelerate_torchvision.py"
     args = ["--data", str(data), "--workers", "0", "--batch-size", "8", "--seconds", "1"]
     args += ["--rounds", "1", "--backend", "opencv", "--pipelines", "val"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("accelerate_torchvision", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "accelerate_torchvision")
     assert "torchvision, accelerated" in done.stdout and "opencv" in done.stdout
     assert re.search(r"accelerated / hand-written fastload: \d+\.\d\d", done.stdout)
 
 
 def test_fault_soak_passes_its_checks(tmp_path: Path) -> None:
-    script = ROOT / "benchmarks" / "fault_soak.py"
     args = [
         "--images",
         "24",
@@ -121,10 +116,7 @@ def test_fault_soak_passes_its_checks(tmp_path: Path) -> None:
         "nvimgcodec",
     ]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_script("fault_soak", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "fault_soak")
     assert "FAIL" not in done.stdout and "every check passed" in done.stdout
     assert "nvimgcodec: 2 epochs" in done.stdout and "seen exactly once (24 of 24)" in done.stdout
@@ -132,14 +124,10 @@ def test_fault_soak_passes_its_checks(tmp_path: Path) -> None:
 
 def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
-    script = ROOT / "benchmarks" / "reference_recipes.py"
     args = ["--data", str(data), "--workers", "0", "--batch-size", "8", "--crop", "32"]
     args += ["--seconds", "0.2", "--rounds", "1"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("reference_recipes", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "reference_recipes")
     rounds = re.findall(r"round 1\s+(\S+): stock .*? \((whole|in part)\): ([\d.]+)x", done.stdout)
     how = {name: part for name, part, _ in rounds}
@@ -161,15 +149,11 @@ def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> Non
 
 def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=16, classes=2)
-    script = ROOT / "benchmarks" / "train_ceiling.py"
     args = ["--data", str(data), "--archs", "resnet18", "--cores", "1", "--device", "cpu"]
     args += ["--batch-size", "4", "--image-size", "32", "--steps", "1", "--rounds", "1"]
     args += ["--stock-workers", "0"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("train_ceiling", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "train_ceiling")
     rows = re.findall(r"resnet18\s+(fastload, 1 cores|stock, 0 workers)\s+synthetic", done.stdout)
     assert rows == ["fastload, 1 cores", "stock, 0 workers"], done.stdout
@@ -179,13 +163,9 @@ def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Pat
 
 def test_executor_cpu_side_times_each_step(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
-    script = ROOT / "benchmarks" / "executor_cpu_side.py"
     args = ["--data", str(data), "--rounds", "1", "--processes", "1", "2"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("executor_cpu_side", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "executor_cpu_side")
     steps = re.findall(r"^  (\w[\w ]*?)\s+([\d.]+) us", done.stdout, re.M)
     names = [name for name, _ in steps]
@@ -195,14 +175,10 @@ def test_executor_cpu_side_times_each_step(tmp_path: Path) -> None:
 
 def test_shards_benchmark_runs_every_part(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=48, classes=3)
-    script = ROOT / "benchmarks" / "shards.py"
     args = ["--data", str(data), "--seconds", "2", "--rounds", "1", "--batch-size", "8"]
     args += ["--shards", "3", "--many", "12", "--max-side", "64", "--backend", "pillow"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("shards", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "shards")
     for row in ("stock folder", "fastload folder", "fastload shards", "webdataset"):
         assert re.search(rf"  {row}\s+[\d,]+ images/s", done.stdout), done.stdout
@@ -218,13 +194,7 @@ def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
     args = ["--data", str(data), "--rounds", "1", "--batch-size", "8", "--shards", "6"]
     args += ["--repeat", "1", "--rate", "5e6", "--latency", "0.005"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "remote.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("remote", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "remote")
     for row in ("local", "s3 first", "s3 cached", "s3 throttled"):
         assert re.search(rf"  {row}\s+\d+ \(\d+-\d+\)", done.stdout), done.stdout
@@ -237,15 +207,11 @@ def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
 def test_open_clip_swap_runs_openclips_loader_and_main_beside_fastloads(tmp_path: Path) -> None:
     """With OpenCLIP's pinned webdataset from the folder scripts/install.sh makes (dev)."""
     data = make_image_folder(tmp_path / "set", images=96, classes=3)
-    script = ROOT / "benchmarks" / "open_clip_swap.py"
     args = ["--data", str(data), "--work", str(tmp_path / "work"), "--rounds", "1"]
     args += ["--shards", "4", "--batch-size", "16", "--batches", "3", "--main"]
     args += ["--main-samples", "32"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_script("open_clip_swap", *args, timeout=900)
     assert_figures(tmp_path / "figures.json", "open_clip_swap")
     for row in ("open_clip", "fastload", "fastload text", "fastload cls"):
         assert re.search(rf"round 1 {row} +[\d.]+ images/s \[16, 3, 224, 224\]", done.stdout)
@@ -265,15 +231,11 @@ def test_open_clip_swap_runs_openclips_loader_and_main_beside_fastloads(tmp_path
 
 def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=24, classes=2)
-    script = ROOT / "benchmarks" / "worker_threads.py"
     args = ["--data", str(data), "--batch-size", "8", "--seconds", "0.5", "--rounds", "1"]
     # pinned to one core, with one worker of each kind (as the GPU check pins 4, 8 and 16)
     args += ["--cores", "1"]
     args += ["--json", str(tmp_path / "figures.json")]
-    done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_script("worker_threads", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "worker_threads")
     assert "pinned to 1 cores:" in done.stdout and "1 workers / threads" in done.stdout
     for ratio in ("thread float32 / process float32", "thread float32 / DALI CPU float32"):
@@ -287,14 +249,7 @@ def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) 
 def run_benchmark(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
     """Run ``benchmarks/<name>.py`` with ``--json``; the figures it wrote."""
     out = tmp_path / f"{name}.json"
-    script = ROOT / "benchmarks" / f"{name}.py"
-    done = subprocess.run(
-        [sys.executable, str(script), *args, "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_script(name, *args, "--json", str(out))
     return assert_figures(out, name)
 
 

@@ -309,7 +309,7 @@ def test_host_syncs_in_the_users_step_are_found_on_cuda() -> None:
 def test_a_slow_loader_is_tried_with_the_workers_autotune_finds(
     clock: FakeTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker count autotune finds (faked here: its search is tested in test_autotune) is
+    """The worker count autotune finds (faked here: its search is tested in tests/autotune) is
     priced as the step's throughput with it against now."""
     from fastload.autotune import AutotuneResult
     from fastload.diagnosis import trials
@@ -332,7 +332,7 @@ def test_a_slow_loader_is_tried_with_the_workers_autotune_finds(
 
 def test_the_prefetch_factor_autotune_finds_is_in_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     """Waiting workers whose batches arrive unevenly: autotune keeps the worker count and finds
-    a prefetch_factor (faked here; its search is tested in test_autotune), and the fix names it."""
+    a prefetch_factor (faked here; its search is tested in tests/autotune), and the fix names it."""
     from fastload.autotune import AutotuneResult
     from fastload.diagnosis import trials
 
@@ -393,7 +393,7 @@ def test_worker_processes_are_tried_as_threads_where_threads_mean_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A fastload loader that cannot keep up is measured again with its workers as threads
-    (faked here: the loader's measuring is tested in test_autotune); one whose workers cannot
+    (faked here: the loader's measuring is tested in tests/autotune); one whose workers cannot
     be threads with the same meaning is not tried."""
     import fastload
     from fastload.autotune import AutotuneResult

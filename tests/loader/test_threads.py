@@ -316,7 +316,7 @@ def test_ranks_under_ddp_get_the_processes_batches_from_their_own_shard(
 ) -> None:
     """Two gloo ranks, each with a DistributedSampler: thread workers give each rank the worker
     processes' batches, epoch by epoch, and the ranks read disjoint halves."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from ranks import run_ranks
 
     script = tmp_path / "rank.py"

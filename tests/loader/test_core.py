@@ -255,7 +255,7 @@ def test_ctrl_c_during_iteration_exits_cleanly(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, like a job in a terminal
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     line = proc.stdout.readline()
     assert line.startswith("WORKERS"), proc.stderr.read()
