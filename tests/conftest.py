@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from images import jpeg_bytes, photo
+from strictness import STRICT_ENV, backends_required
 
 from fastload.backends import check
-
-STRICT_ENV = "FASTLOAD_REQUIRE_ALL_BACKENDS"
-
-
-def backends_required() -> bool:
-    """In CI (CI=true) every backend must be installed: a skipped backend is an untested one."""
-    flag = os.environ.get(STRICT_ENV, os.environ.get("CI", ""))
-    return flag.strip().lower() not in ("", "0", "false", "no")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

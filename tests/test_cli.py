@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import backends_required
+from strictness import backends_required
 
 import fastload
 
