@@ -103,5 +103,5 @@ def v2_augmentation_space(op: Any, *, partial: bool = False) -> dict[str, Any]:
 
 
 def v2_policies(op: Any) -> list[Any]:
-    """v2 ``AutoAugment``'s sub-policies."""
-    return list(op._policies)
+    """v2 ``AutoAugment``'s sub-policies (its own list: read, never changed)."""
+    return op._policies

@@ -93,7 +93,8 @@ class AutoAugmentV2(_V2, policies.AutoAugment):
 
     def draw(self, height: int, width: int) -> list[tuple[str, float]]:
         op, drawn = self.torchvision_op, []
-        chosen = compat.v2_policies(op)[int(torch.randint(len(compat.v2_policies(op)), ()))]
+        policies = compat.v2_policies(op)
+        chosen = policies[int(torch.randint(len(policies), ()))]
         for name, probability, magnitude_id in chosen:
             if not torch.rand(()) <= probability:
                 continue

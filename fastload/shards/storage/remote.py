@@ -176,6 +176,8 @@ class Remote:
         # hosts seen answering a ranged request with its range, and with the whole object
         self._ranged: set[str] = set()
         self._whole_only: set[str] = set()
+        # object stores serve ranges by their API: only a web server's habit is learned
+        self._probes = protocol in ("http", "https")
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -336,7 +338,7 @@ class Remote:
     def download(self, url: str, fd: int, size: int) -> None:
         """Write the object's ``size`` bytes into the open file ``fd``, with up to
         :data:`CONNECTIONS` ranged GETs of :data:`PART` bytes in flight. The first download
-        from a host asks for its first part alone, to learn whether the host serves ranges:
+        from a web server asks for its first part alone, to learn whether it serves ranges:
         one that answers with the whole object has it written whole, then and from then on
         (one GET a shard).
 
@@ -349,7 +351,7 @@ class Remote:
             self._download_whole(url, fd, size, stalls)
             return
         starts = list(range(0, size, PART))
-        probe = host not in self._ranged and starts
+        probe = self._probes and host not in self._ranged and starts
         if probe and not self._part(url, fd, starts.pop(0), size, stalls):
             return  # the answer was the whole object
         if len(starts) <= 1:
