@@ -166,7 +166,11 @@ def test_doctor_on_a_folder(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["model"] == "resnet18" and report["batch_size"] == 4 and report["steps"] == 2
     assert report["device"] == "cpu" and report["bound"] in ("loader", "model")
-    assert set(report["tried"]) == {"channels_last", "bf16_autocast", "larger_batch"}
+    # the worker trials run only when the measured step waits for the loader, which on a loaded
+    # machine it may or may not: the model trials are always tried
+    model_trials = {"channels_last", "bf16_autocast", "larger_batch"}
+    worker_trials = {"more_workers", "thread_workers"} if report["bound"] == "loader" else set()
+    assert model_trials <= set(report["tried"]) <= model_trials | worker_trials, report["tried"]
     text = run("doctor", str(tmp_path / "data"), *args, "--device", "cpu")
     assert text.returncode == 0, text.stderr
     assert "resnet18 on" in text.stdout and "waiting for data" in text.stdout
