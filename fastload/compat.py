@@ -37,6 +37,7 @@ __all__ = [
     "pin_memory",
     "sample_dirichlet",
     "storage_use_count",
+    "tv_tensor_wrapped",
     "v2_augmentation_space",
     "v2_policies",
 ]
@@ -105,3 +106,13 @@ def v2_augmentation_space(op: Any, *, partial: bool = False) -> dict[str, Any]:
 def v2_policies(op: Any) -> list[Any]:
     """v2 ``AutoAugment``'s sub-policies (its own list: read, never changed)."""
     return op._policies
+
+
+def tv_tensor_wrapped(dataset: Any) -> tuple[Any, Any] | None:
+    """The dataset ``wrap_dataset_for_transforms_v2`` wrapped and the target keys it was given,
+    when ``dataset`` is torchvision's wrapper (read, never changed); else ``None``."""
+    from torchvision.tv_tensors._dataset_wrapper import VisionDatasetTVTensorWrapper
+
+    if not isinstance(dataset, VisionDatasetTVTensorWrapper):
+        return None
+    return dataset._dataset, dataset._target_keys

@@ -50,6 +50,7 @@ __all__ = [
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomShortestSize",
     "Resize",
     "Transform",
     "TransformSplit",
@@ -250,6 +251,47 @@ class Resize(Transform):
         return view.resize(w, h)
 
 
+class RandomShortestSize(Resize):
+    """Resize the shorter side to a size drawn from ``min_size`` (aspect kept), the longer
+    side capped by ``max_size``: torchvision v2's ``RandomShortestSize`` (the detection
+    references' multiscale training), same draw, same output size.
+
+    Args:
+        min_size: The sizes the shorter side is drawn from (an int: that one).
+        max_size: The longer side's cap, or ``None``.
+        interpolation: ``"bilinear"`` (default), ``"nearest"`` or ``"bicubic"``.
+        antialias: Average areas when shrinking by more than 2x.
+    """
+
+    def __init__(
+        self,
+        min_size: int | Sequence[int],
+        max_size: int | None = None,
+        interpolation: Any = "bilinear",
+        antialias: bool = True,
+    ) -> None:
+        sizes = [min_size] if isinstance(min_size, int) else list(min_size)
+        if not sizes or any(not isinstance(s, int) or s <= 0 for s in sizes):
+            raise ValueError(f"min_size={min_size!r} must be positive ints")
+        if max_size is not None and (not isinstance(max_size, int) or max_size <= 0):
+            raise ValueError(f"max_size={max_size!r} must be a positive int or None")
+        super().__init__(sizes[0], interpolation, antialias=antialias)
+        self.min_size, self.max_size = tuple(sizes), max_size
+
+    def make_params(self, view: View) -> tuple[int, int]:
+        """The (height, width) after resizing: one ``torch.randint`` draw of the size."""
+        short = self.min_size[_randint(0, len(self.min_size))]
+        height, width = view.height, view.width
+        ratio = short / min(height, width)
+        if self.max_size is not None:
+            ratio = min(ratio, self.max_size / max(height, width))
+        return int(height * ratio), int(width * ratio)
+
+    def apply_params(self, view: View, params: tuple[int, int]) -> View:
+        height, width = params
+        return view.resize(width, height)
+
+
 class CenterCrop(Transform):
     """Crop the centre; a crop larger than the image is padded with zeros, as in torchvision.
 
@@ -400,7 +442,14 @@ class TransformSplit:
 
 # fastload's planned ops, which draw from torch's stream only (as torchvision's do), through
 # _uniform and _randint
-_TORCH_DRAWN = (RandomResizedCrop, Resize, CenterCrop, RandomCrop, RandomHorizontalFlip)
+_TORCH_DRAWN = (
+    RandomResizedCrop,
+    Resize,
+    RandomShortestSize,
+    CenterCrop,
+    RandomCrop,
+    RandomHorizontalFlip,
+)
 
 
 def split_transform(transform: Callable[[Any], Any] | None) -> TransformSplit:

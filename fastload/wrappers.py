@@ -26,6 +26,7 @@ _LOADS = {
     "LOAD_FAST_CHECK": "LOAD_FAST",
 }
 
+_PAIRED_LOADS = frozenset({"LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"})
 # instructions that do not change what a function computes (prologue, inline caches, the
 # calling convention's bookkeeping)
 _BOOKKEEPING = frozenset(
@@ -34,8 +35,9 @@ _BOOKKEEPING = frozenset(
 
 
 def delegate_of(obj: Any) -> Any:
-    """The callable ``obj`` hands its argument to, when its ``__call__`` is provably
-    ``return self.<attribute>(<argument>)``; else ``None``.
+    """The callable ``obj`` hands its arguments to, when its ``__call__`` is provably
+    ``return self.<attribute>(<arguments>)`` (the same arguments, in order: a detection
+    preset hands on ``(image, target)``); else ``None``.
 
     The attribute must be one of the object's own (not a property, which could compute), and
     the class must not reroute attribute access.
@@ -47,22 +49,28 @@ def delegate_of(obj: Any) -> Any:
     if "__getattr__" in vars(kind) or "__getattribute__" in vars(kind):
         return None
     code = call.__code__
-    plain = code.co_argcount == 2 and not code.co_kwonlyargcount
+    count = code.co_argcount - 1  # the arguments besides self
+    plain = count >= 1 and not code.co_kwonlyargcount
     if not plain or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
         return None
-    self_name, arg_name = code.co_varnames[:2]
+    self_name, *arg_names = code.co_varnames[: count + 1]
     steps = [i for i in dis.get_instructions(call) if i.opname not in _BOOKKEEPING]
     # LOAD_METHOD (3.11) and LOAD_ATTR (3.12 on) load the attribute; LOAD_FAST_BORROW (3.14)
     # is LOAD_FAST without a reference count
-    shape = [(_LOADS.get(i.opname, i.opname), i.argval) for i in steps]
-    if len(shape) != 5 or shape[1][0] != "LOAD_ATTR":
+    shape = []
+    for step in steps:
+        if step.opname in _PAIRED_LOADS:  # 3.13 on: two locals loaded by one instruction
+            shape += [("LOAD_FAST", name) for name in step.argval]
+        else:
+            shape.append((_LOADS.get(step.opname, step.opname), step.argval))
+    if len(shape) != count + 4 or shape[1][0] != "LOAD_ATTR":
         return None
     attribute = shape[1][1]
     if shape != [
         ("LOAD_FAST", self_name),
         ("LOAD_ATTR", attribute),
-        ("LOAD_FAST", arg_name),
-        ("CALL", 1),
+        *(("LOAD_FAST", name) for name in arg_names),
+        ("CALL", count),
         ("RETURN_VALUE", None),
     ]:
         return None

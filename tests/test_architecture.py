@@ -77,6 +77,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     (
         "fastload.datasets",
+        "fastload.detection.*",
         "fastload.shards.dataset",
         "fastload.shards.storage.upload",
         "fastload.shards.pack",

@@ -273,3 +273,29 @@ def test_each_op_draws_apart_from_applying(op: fl.Transform) -> None:
     assert torch.equal(torch.get_rng_state(), after_draws)
     if isinstance(op, (fl.Resize, fl.CenterCrop)):
         assert params is None  # nothing to draw
+
+
+@pytest.mark.parametrize("width, height", [(320, 240), (240, 320), (1500, 300)])
+@pytest.mark.parametrize("min_size, max_size", [((480, 512, 800), 1333), (160, None), (200, 400)])
+def test_random_shortest_size_draws_torchvisions_sizes(width, height, min_size, max_size) -> None:
+    image = tensor(width, height)
+    for seed in range(6):
+        torch.manual_seed(seed)
+        theirs = T.RandomShortestSize(min_size, max_size)(image)
+        torch.manual_seed(seed)
+        ours = fl.RandomShortestSize(min_size, max_size)(image)
+        assert ours.shape == theirs.shape
+        assert mad(ours, theirs) <= 1.5
+    torch.manual_seed(0)
+    T.RandomShortestSize(min_size, max_size)(image)
+    after_theirs = torch.rand(1)
+    torch.manual_seed(0)
+    fl.RandomShortestSize(min_size, max_size)(image)
+    assert torch.equal(torch.rand(1), after_theirs)  # one draw, as torchvision's
+
+
+def test_random_shortest_size_refuses_bad_sizes() -> None:
+    with pytest.raises(ValueError, match=r"min_size=\[0\] must be positive ints"):
+        fl.RandomShortestSize([0])
+    with pytest.raises(ValueError, match=r"max_size=-1"):
+        fl.RandomShortestSize(10, -1)

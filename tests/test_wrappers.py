@@ -94,3 +94,23 @@ def test_a_wrapper_is_its_inner_transform() -> None:
             return self.transforms(img)
 
     assert delegate_of(Preset()) is abs
+
+
+def test_a_detection_preset_hands_on_image_and_target() -> None:
+    class Preset:
+        def __init__(self) -> None:
+            self.transforms = max
+
+        def __call__(self, img, target):
+            return self.transforms(img, target)
+
+    class Swapped(Preset):
+        def __call__(self, img, target):
+            return self.transforms(target, img)
+
+    class Dropped(Preset):
+        def __call__(self, img, target):
+            return self.transforms(img)
+
+    assert delegate_of(Preset()) is max
+    assert delegate_of(Swapped()) is None and delegate_of(Dropped()) is None

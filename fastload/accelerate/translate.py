@@ -201,6 +201,10 @@ def accelerate_dataset(
     Raises:
         NotAccelerated: The dataset or an op of its transform cannot be run fastload's way.
     """
+    from fastload.accelerate.detection_ops import accelerate_detection, is_detection
+
+    if is_detection(dataset):  # images with boxes and masks: COCO, torchvision's or fastload's
+        return accelerate_detection(dataset)
     if isinstance(dataset, ImageDataset):  # fastload's own: a folder, a list, shards
         return _accelerate_own(dataset, batches=batches, policies=policies)
     from torchvision.datasets import DatasetFolder

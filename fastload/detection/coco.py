@@ -1,0 +1,214 @@
+"""COCO-format detection over a folder, read fastload's way.
+
+:class:`CocoDetection` gives, for the same annotation file and folder, the samples that
+``wrap_dataset_for_transforms_v2(torchvision.datasets.CocoDetection(root, annFile))`` gives:
+the same order (image ids sorted), the same targets
+(:func:`fastload.detection.targets.coco_target`).
+What differs is the way there: fastload's planned ops (``fastload.transforms``) at the head of
+``transforms`` run fused with decoding, and the boxes and masks move with them; the ops after
+them get ``(image, target)`` and run as written. ``fastload.DataLoader(...,
+accelerate=True)`` makes one from torchvision's wrapped dataset and its v2 pipeline.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from fastload import backends, errors
+from fastload.backends.base import read_file
+from fastload.datasets import ImageDataset, OnError, check_options
+from fastload.detection.targets import DEFAULT_KEYS, TARGET_KEYS, coco_target, move_target
+from fastload.drawing import drawing, drawn, own_draws
+from fastload.handover import HandOn
+from fastload.resampling import View
+from fastload.skipping import Skipped
+
+__all__ = ["CocoDetection"]
+
+
+class CocoDetection(ImageDataset):
+    """Images of a folder with their COCO-format annotations: ``ds[i]`` is ``(image,
+    target)`` as torchvision's v2-wrapped ``CocoDetection`` gives it.
+
+    The image is a C x H x W uint8 ``tv_tensors.Image`` when ``transforms`` is ``None`` or
+    ends with fastload's ops. ``transforms`` is called as ``transforms(image, target)``:
+
+    * a ``fastload.transforms.Compose`` whose leading ops are fastload's: those run fused with
+      decoding and move the target's boxes and masks alike; the callables after them get
+      ``(image, target)`` (a ``HandOn`` among them gets the image alone);
+    * anything else (torchvision's v2 pipeline): it gets the PIL image and the target, as
+      torchvision's wrapped dataset gives them.
+
+    Args:
+        root: The folder the annotations' ``file_name`` are relative to.
+        annFile: The COCO annotation file (JSON), or its content already parsed (as
+            pycocotools' ``COCO.dataset`` holds it).
+        transforms: What to do with each ``(image, target)`` (see above).
+        ids: The image ids to read, in this order; ``None``: every image, sorted by id.
+        target_keys: Which keys the target has (torchvision's wrapper's ``target_keys``):
+            a collection of ``"image_id"``, ``"boxes"``, ``"masks"``, ``"labels"`` and COCO's
+            own keys, or ``"all"``; ``None``: ``image_id``, ``boxes`` and ``labels``.
+        backend: ``"auto"`` or a per-sample decoder of ``fastload.backends.names()``.
+        on_error: ``"raise"`` or ``"skip"`` (see ``fastload.ImageList``).
+        max_pixels: Refuse images whose header claims more pixels.
+
+    Raises:
+        ValueError: A bad option, a target key torchvision does not offer, an annotation
+            naming an image the file does not list, or an id that is not an image's.
+        FileNotFoundError: ``annFile`` does not exist.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        annFile: str | os.PathLike[str] | dict[str, Any],  # torchvision's name
+        transforms: Callable[..., Any] | None = None,
+        *,
+        ids: Collection[int] | None = None,
+        target_keys: Collection[str] | str | None = None,
+        backend: str = "auto",
+        on_error: OnError = "raise",
+        max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+    ) -> None:
+        check_options(on_error, max_pixels)
+        self.root = os.fspath(root)
+        self.target_keys = _target_keys(target_keys)
+        if isinstance(annFile, dict):
+            coco, source = annFile, "the annotations"
+        else:
+            source = os.fspath(annFile)
+            with open(source, encoding="utf-8") as file:
+                coco = json.load(file)
+        images = {int(image["id"]): image for image in coco.get("images", [])}
+        by_image: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for annotation in coco.get("annotations", []):
+            image_id = int(annotation["image_id"])
+            if image_id not in images:
+                raise ValueError(
+                    f"{source}: annotation {annotation.get('id')!r} names image {image_id}, "
+                    "which its 'images' do not list"
+                )
+            by_image[image_id].append(annotation)
+        # torchvision's order: pycocotools' image ids, sorted
+        self.ids = sorted(images) if ids is None else [int(i) for i in ids]
+        missing = [i for i in self.ids if i not in images]
+        if missing:
+            raise ValueError(f"ids={missing[:5]!r}...: not images of {source}")
+        self._files = [str(images[i]["file_name"]) for i in self.ids]
+        self._annotations = [by_image.get(i, []) for i in self.ids]
+        self.categories = list(coco.get("categories", []))
+        self._setup(transforms, None, backend, on_error, max_pixels, exif_orientation=False)
+        self.transforms = transforms
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def path(self, index: int) -> str:
+        """The file of image ``index``."""
+        return os.path.join(self.root, self._files[index])
+
+    def read_sample(self, index: int) -> tuple[bytes, list[dict[str, Any]]]:
+        """The bytes of image ``index``'s file, and its annotations."""
+        return read_file(self.path(index)), self._annotations[index]
+
+    def subset(self, indices: Sequence[int]) -> CocoDetection:
+        """A copy holding the images at ``indices``, in that order (what
+        ``torch.utils.data.Subset(self, indices)`` serves, as a dataset of its own).
+
+        The copy shares the transforms, the backend and :attr:`bad_files` with this dataset.
+        """
+        other = copy.copy(self)
+        picked = [int(i) for i in indices]
+        other.ids = [self.ids[i] for i in picked]
+        other._files = [self._files[i] for i in picked]
+        other._annotations = [self._annotations[i] for i in picked]
+        return other
+
+    def with_transform(self, transform: Callable[..., Any] | None) -> Any:
+        other = super().with_transform(transform)
+        other.transforms = transform
+        return other
+
+    def _load(self, index: int) -> Any:
+        reading = True
+        try:
+            data, annotations = self.read_sample(index)
+            reading = False
+            array, views = self._decode_viewed(data)
+        except Exception as exc:
+            path, why = self.path(index), errors.reason(exc)
+            if self.on_error == "skip":
+                self.bad_files[path] = why
+                return Skipped(path, why)
+            stage = errors.stage_of(exc, reading=reading)
+            raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
+        canvas = (views[0].height, views[0].width)
+        target = coco_target(annotations, self.ids[index], canvas, self.target_keys)
+        if self._split.pil is not None:
+            from PIL import Image
+
+            with drawing():
+                return self._split.pil(Image.fromarray(array), target)
+        return self._after(torch.from_numpy(array).permute(2, 0, 1), move_target(target, views))
+
+    def _after(self, image: torch.Tensor, target: dict[str, Any]) -> Any:
+        """The ops after the fused ones, on the image and its target."""
+        from torchvision import tv_tensors
+
+        sample: Any = image
+        if not self._split.after or not isinstance(self._split.after[0], HandOn):
+            sample = tv_tensors.Image(image)
+        with drawing():
+            for op in self._split.after:
+                if isinstance(op, HandOn):
+                    sample = op(sample)
+                else:
+                    sample, target = op(sample, target)
+        return sample, target
+
+    def _decode_viewed(self, data: bytes) -> tuple[np.ndarray, list[View]]:
+        """Decode with the fused ops, and the views they planned: the canvas, then one per op."""
+        fused = self._split.fused
+        if not fused:
+            array = self._backend().decode(
+                data, plan=None, render={}, max_pixels=self.max_pixels, exif_orientation=False
+            )
+            return array, [View.full(array.shape[1], array.shape[0])]
+        views: list[View] = []
+
+        def plan(view: View) -> View:
+            views.append(view)
+            for op in fused:
+                view = op.plan(view)
+                views.append(view)
+            return view
+
+        array = self._backend().decode(
+            data,
+            plan=drawn(plan) if self._split.draws_python else own_draws(plan),
+            render=self._split.render,
+            max_pixels=self.max_pixels,
+            exif_orientation=False,
+        )
+        return array, views
+
+
+def _target_keys(keys: Collection[str] | str | None) -> frozenset[str]:
+    if keys is None:
+        return DEFAULT_KEYS
+    if keys == "all":
+        return TARGET_KEYS
+    if isinstance(keys, str) or not set(keys) <= TARGET_KEYS:
+        raise ValueError(
+            f"target_keys={keys!r} is not valid; valid: 'all', None, or a collection of "
+            f"{', '.join(sorted(TARGET_KEYS))}"
+        )
+    return frozenset(keys)
