@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fastload.version import __version__
 
 if TYPE_CHECKING:
-    from fastload import autotune, backends, gpu, train, transforms
+    from fastload import autotune, backends, detection, gpu, train, transforms
     from fastload._optional import MissingDependencyError
     from fastload.accelerate import explain
     from fastload.datasets import ImageFolder, ImageList
@@ -42,6 +42,7 @@ _WHERE = {
     "UnreadableImageWarning": "fastload.errors",
     "autotune": "fastload.autotune",
     "backends": "fastload.backends",
+    "detection": "fastload.detection",
     "doctor": "fastload.diagnosis",
     "explain": "fastload.accelerate",
     "gpu": "fastload.gpu",
@@ -66,6 +67,7 @@ __all__ = [
     "__version__",
     "autotune",
     "backends",
+    "detection",
     "doctor",
     "explain",
     "gpu",

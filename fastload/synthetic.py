@@ -1,6 +1,7 @@
 """Stand-ins for real data, for benchmarks and demos that must not download anything.
 
-:func:`make_image_folder` makes ImageNet-like JPEG folders. The images are not photos, but they
+:func:`make_image_folder` makes ImageNet-like JPEG folders; :func:`make_coco` a COCO-like
+detection set of such pictures with boxes and polygons. The images are not photos, but they
 are shaped like ImageNet's: shorter side 300-500 px, aspect 0.75-1.33, JPEG quality 85-96, about
 one in ten progressive, smooth shapes with camera-like grain so that files weigh 60-120 KB and
 decode at the speed real photos do.
@@ -25,7 +26,14 @@ import numpy as np
 
 from fastload.system import cache_dir
 
-__all__ = ["DEFAULT_IMAGES", "SlowStorage", "default_data", "default_root", "make_image_folder"]
+__all__ = [
+    "DEFAULT_IMAGES",
+    "SlowStorage",
+    "default_data",
+    "default_root",
+    "make_coco",
+    "make_image_folder",
+]
 
 
 class SlowStorage:
@@ -120,6 +128,60 @@ def make_image_folder(
             progressive=bool(rng.random() < 0.1),
         )
     return root
+
+
+def make_coco(
+    root: str | os.PathLike[str], *, images: int = 200, seed: int = 0
+) -> tuple[Path, Path]:
+    """Write a COCO-like detection set: JPEGs shaped like COCO's (the longer side 640 px, the
+    shorter 360-640) in ``root/images``, and ``root/annotations.json`` giving each 1-8 objects
+    (a box, a category of 1-80 and a polygon inside the box). The pictures are
+    :func:`make_image_folder`'s; the objects are drawn at random, not seen in them.
+
+    Args:
+        root: The folder to fill (created if missing).
+        images: How many images.
+        seed: The same seed makes the same files.
+
+    Returns:
+        The image folder and the annotation file.
+    """
+    import json
+
+    from PIL import Image
+
+    if images < 1:
+        raise ValueError(f"images={images!r} must be at least 1")
+    folder = Path(root) / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    entries, annotations = [], []
+    for i in range(images):
+        short = int(rng.integers(360, 641))
+        width, height = (640, short) if rng.random() < 0.7 else (short, 640)
+        name = f"{i:012d}.jpg"
+        Image.fromarray(_image(rng, width, height)).save(folder / name, quality=90)
+        entries.append({"id": i + 1, "file_name": name, "width": width, "height": height})
+        for _ in range(int(rng.integers(1, 9))):
+            w, h = rng.uniform(16, width / 2), rng.uniform(16, height / 2)
+            x, y = rng.uniform(0, width - w), rng.uniform(0, height - h)
+            polygon = [x, y, x + w, y + h * 0.2, x + w * 0.8, y + h, x + w * 0.1, y + h * 0.7]
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": i + 1,
+                    "category_id": int(rng.integers(1, 81)),
+                    "bbox": [round(float(v), 2) for v in (x, y, w, h)],
+                    "area": round(float(w * h), 2),
+                    "iscrowd": 0,
+                    "segmentation": [[round(float(v), 2) for v in polygon]],
+                }
+            )
+    categories = [{"id": c, "name": f"category_{c}"} for c in range(1, 81)]
+    path = Path(root) / "annotations.json"
+    coco = {"images": entries, "annotations": annotations, "categories": categories}
+    path.write_text(json.dumps(coco))
+    return folder, path
 
 
 DEFAULT_IMAGES = 600  # in the default set

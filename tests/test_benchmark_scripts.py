@@ -310,3 +310,17 @@ def test_worker_memory_sets_the_sample_arrays_against_a_list(tmp_path: Path) -> 
     base, ours = doc["rows"]
     assert base["name"] == "list of (path, label) tuples"
     assert ours["name"] == "fastload.ImageList" and len(ours["rates"]) == 2
+
+
+def test_detection_swap_sets_the_swap_against_the_stock_reference_loader(tmp_path: Path) -> None:
+    args = ["--images", "12", "--seconds", "0.5", "--rounds", "2", "--workers", "1"]
+    args += ["--pipelines", "multiscale, masks", "--json", str(tmp_path / "figures.json")]
+    done = run_script("detection_swap", *args)
+    doc = assert_figures(tmp_path / "figures.json", "detection_swap")
+    assert [row["name"] for row in doc["rows"]] == [
+        "stock torchvision",
+        "fastload, accelerate=True",
+    ]
+    assert all(len(row["rates"]) == 2 for row in doc["rows"])
+    assert "accelerated in part" in done.stdout and "RandomShortestSize" in done.stdout
+    assert re.search(r"fastload [\d,]+: \d+\.\d\dx \(", done.stdout), done.stdout

@@ -40,3 +40,25 @@ def test_slow_storage_returns_the_sample_after_its_wait() -> None:
 def test_slow_storage_refuses_bad_waits(ms: float, sigma: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SlowStorage([], ms=ms, sigma=sigma)
+
+
+def test_make_coco_writes_a_set_torchvision_reads(tmp_path) -> None:
+    import torchvision
+
+    from fastload.synthetic import make_coco
+
+    folder, annotations = make_coco(tmp_path, images=3, seed=1)
+    coco = torchvision.datasets.CocoDetection(str(folder), str(annotations))
+    assert len(coco) == 3
+    for image, objects in coco:
+        assert 640 in image.size and 360 <= min(image.size) <= 640
+        assert 1 <= len(objects) <= 8
+        for annotation in objects:
+            x, y, w, h = annotation["bbox"]
+            assert (
+                x >= 0
+                and x + w <= image.size[0] + 0.01
+                and y >= 0
+                and y + h <= image.size[1] + 0.01
+            )
+            assert 1 <= annotation["category_id"] <= 80
