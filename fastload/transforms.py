@@ -48,7 +48,9 @@ __all__ = [
     "CenterCrop",
     "Compose",
     "RandomCrop",
+    "RandomCropWithPadding",
     "RandomHorizontalFlip",
+    "RandomResize",
     "RandomResizedCrop",
     "RandomShortestSize",
     "Resize",
@@ -58,6 +60,7 @@ __all__ = [
     "View",
     "Visible",
     "resample",
+    "shorter_side_to",
     "source_window",
     "split_transform",
     "visible_part",
@@ -201,6 +204,18 @@ class RandomResizedCrop(Transform):
         return view.crop(top, left, h, w).resize(self.size[1], self.size[0])
 
 
+def shorter_side_to(
+    height: int, width: int, size: int, max_size: int | None = None
+) -> tuple[int, int]:
+    """(height, width) of an image whose shorter side is resized to ``size``, aspect kept and
+    the longer side capped by ``max_size``, as torchvision computes it."""
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = size, int(size * long / short)
+    if max_size is not None and new_long > max_size:
+        new_short, new_long = int(max_size * new_short / new_long), max_size
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
 class Resize(Transform):
     """Resize: an int sets the shorter side (aspect kept), (height, width) sets both.
 
@@ -240,11 +255,7 @@ class Resize(Transform):
         """(height, width) after resizing an image of this size, as torchvision computes it."""
         if not isinstance(self.size, int):
             return self.size
-        short, long = (width, height) if width <= height else (height, width)
-        new_short, new_long = self.size, int(self.size * long / short)
-        if self.max_size is not None and new_long > self.max_size:
-            new_short, new_long = int(self.max_size * new_short / new_long), self.max_size
-        return (new_long, new_short) if width <= height else (new_short, new_long)
+        return shorter_side_to(height, width, self.size, self.max_size)
 
     def apply_params(self, view: View, params: None) -> View:
         h, w = self.output_size(view.height, view.width)
@@ -290,6 +301,94 @@ class RandomShortestSize(Resize):
     def apply_params(self, view: View, params: tuple[int, int]) -> View:
         height, width = params
         return view.resize(width, height)
+
+
+class RandomResize(Resize):
+    """Resize the shorter side to a size drawn from ``[min_size, max_size)`` (aspect kept):
+    torchvision v2's ``RandomResize`` (the segmentation references' training scale), same
+    draw, same output size.
+
+    Args:
+        min_size: The smallest size drawn.
+        max_size: One past the largest size drawn.
+        interpolation: ``"bilinear"`` (default), ``"nearest"`` or ``"bicubic"``.
+        antialias: Average areas when shrinking by more than 2x.
+    """
+
+    def __init__(
+        self,
+        min_size: int,
+        max_size: int,
+        interpolation: Any = "bilinear",
+        antialias: bool = True,
+    ) -> None:
+        if not 0 < min_size < max_size:
+            raise ValueError(
+                f"min_size={min_size!r}, max_size={max_size!r}: need 0 < min_size < max_size"
+            )
+        super().__init__(min_size, interpolation, antialias=antialias)
+        self.min_size, self.max_size_drawn = min_size, max_size
+
+    def make_params(self, view: View) -> tuple[int, int]:
+        """The (height, width) after resizing: one ``torch.randint`` draw of the size."""
+        return shorter_side_to(
+            view.height, view.width, _randint(self.min_size, self.max_size_drawn)
+        )
+
+    def apply_params(self, view: View, params: tuple[int, int]) -> View:
+        height, width = params
+        return view.resize(width, height)
+
+
+class RandomCropWithPadding(Transform):
+    """torchvision v2's ``RandomCrop`` with ``padding`` and ``pad_if_needed``: padding first
+    (the image with zeros, masks with ``mask_fill``), then a crop drawn as v2 draws it (one
+    draw per axis the padded image is longer on).
+
+    Args:
+        size: An int for a square, or (height, width).
+        padding: (left, right, top, bottom) added before cropping.
+        pad_if_needed: Pad each side by what the crop lacks, on an axis shorter than the crop.
+        mask_fill: What masks show in the padding.
+
+    Raises:
+        ValueError: (when planning) The padded image is smaller than the crop.
+    """
+
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        *,
+        padding: Sequence[int] = (0, 0, 0, 0),
+        pad_if_needed: bool = False,
+        mask_fill: int = 0,
+    ) -> None:
+        self.size = _size_pair(size)
+        if len(padding) != 4 or any(p < 0 for p in padding):
+            raise ValueError(f"padding={padding!r} must be 4 sizes >= 0: left, right, top, bottom")
+        self.padding = tuple(padding)
+        self.pad_if_needed, self.mask_fill = pad_if_needed, mask_fill
+
+    def make_params(self, view: View) -> tuple[int, int]:
+        """The crop's (top, left) in the view's own pixels (negative: in the padding)."""
+        left, right, top, bottom = self.padding
+        height, width = view.height + top + bottom, view.width + left + right
+        ch, cw = self.size
+        if self.pad_if_needed and height < ch:
+            top, height = top + ch - height, height + 2 * (ch - height)
+        if self.pad_if_needed and width < cw:
+            left, width = left + cw - width, width + 2 * (cw - width)
+        if height < ch or width < cw:
+            raise ValueError(
+                f"RandomCrop of {ch} x {cw} (height x width) is larger than the padded {height} "
+                f"x {width} image"
+            )
+        y = _randint(0, height - ch + 1) if height > ch else 0
+        x = _randint(0, width - cw + 1) if width > cw else 0
+        return y - top, x - left
+
+    def apply_params(self, view: View, params: tuple[int, int]) -> View:
+        return view.crop(*params, *self.size)
 
 
 class CenterCrop(Transform):
@@ -446,6 +545,8 @@ _TORCH_DRAWN = (
     RandomResizedCrop,
     Resize,
     RandomShortestSize,
+    RandomResize,
+    RandomCropWithPadding,
     CenterCrop,
     RandomCrop,
     RandomHorizontalFlip,

@@ -299,3 +299,38 @@ def test_random_shortest_size_refuses_bad_sizes() -> None:
         fl.RandomShortestSize([0])
     with pytest.raises(ValueError, match=r"max_size=-1"):
         fl.RandomShortestSize(10, -1)
+
+
+@pytest.mark.parametrize("width, height", [(320, 240), (90, 300)])
+def test_random_resize_draws_torchvisions_sizes(width, height) -> None:
+    image = tensor(width, height)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        theirs = T.RandomResize(100, 400)(image)
+        after_theirs = torch.rand(1)
+        torch.manual_seed(seed)
+        ours = fl.RandomResize(100, 400)(image)
+        assert ours.shape == theirs.shape and mad(ours, theirs) <= 1.5
+        assert torch.equal(torch.rand(1), after_theirs)
+
+
+@pytest.mark.parametrize("padding", [None, [3, 5, 7, 2], 4])
+@pytest.mark.parametrize("size", [(200, 150), (300, 400), 100])
+def test_random_crop_with_padding_is_v2s_exactly(padding, size) -> None:
+    image = tensor(320, 240)
+    theirs_op = T.RandomCrop(size, padding=padding, pad_if_needed=True)
+    ours_op = fl.RandomCropWithPadding(
+        size, padding=tuple(theirs_op.padding or (0, 0, 0, 0)), pad_if_needed=True
+    )
+    for seed in range(4):
+        torch.manual_seed(seed)
+        theirs = theirs_op(image)
+        torch.manual_seed(seed)
+        assert torch.equal(ours_op(image), theirs)
+
+
+def test_random_crop_with_padding_refuses_what_it_cannot_crop() -> None:
+    with pytest.raises(ValueError, match="larger than the padded 240 x 320"):
+        fl.RandomCropWithPadding(300)(tensor(320, 240))
+    with pytest.raises(ValueError, match="must be 4 sizes"):
+        fl.RandomCropWithPadding(10, padding=(1, 2))

@@ -1,13 +1,17 @@
-"""torchvision's v2 detection pipelines on COCO, fastload's way: the leading geometry of the
-pipeline (``RandomShortestSize``, ``Resize``, ``RandomHorizontalFlip``: the references'
-``hflip`` and ``multiscale`` presets and their eval preset) fused with decoding, the boxes and
+"""torchvision's v2 detection and segmentation pipelines, fastload's way: the leading geometry
+of the pipeline (``RandomShortestSize``, ``RandomResize``, ``Resize``, ``RandomCrop``,
+``RandomHorizontalFlip``: the detection references' ``hflip`` and ``multiscale`` presets and
+their eval preset, the segmentation references' train preset) fused with decoding, the boxes and
 masks moved with it (:mod:`fastload.detection.targets`), and the ops after it run as written
 on ``(image, target)``, so that ``SanitizeBoundingBoxes``, ``ConvertBoundingBoxFormat`` and the
 rest keep torchvision's own meaning.
 
-The dataset is ``wrap_dataset_for_transforms_v2(torchvision.datasets.CocoDetection(...))``
-(or a ``Subset`` of it, as the references' training set is), or fastload's own
-:class:`fastload.detection.CocoDetection` with a v2 pipeline.
+The dataset is ``wrap_dataset_for_transforms_v2`` of torchvision's ``CocoDetection`` or
+``VOCSegmentation`` (or a ``Subset`` of it, as the references' detection training set is), or
+fastload's own :class:`fastload.detection.CocoDetection` or
+:class:`fastload.detection.SegmentationList` with a v2 pipeline. The segmentation references'
+geometry (``RandomResize``, ``RandomCrop`` with padding and the mask's own fill) is fused the
+same way.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastload import transforms as ft
+from fastload.accelerate.torchvision_ops import RandomCropV2
 from fastload.accelerate.walk import NotAccelerated, Translated, flatten, interpolation, name_of
-from fastload.detection import CocoDetection
+from fastload.detection import CocoDetection, SegmentationList
+from fastload.detection.joint import JointDataset
 from fastload.handover import HandOn
 
 __all__ = ["accelerate_detection", "is_detection", "translate_joint"]
@@ -33,11 +39,12 @@ def is_detection(dataset: Any) -> bool:
 
     if type(dataset) is Subset:
         return is_detection(dataset.dataset)
-    return isinstance(dataset, CocoDetection) or tv_tensor_wrapped(dataset) is not None
+    return isinstance(dataset, JointDataset) or tv_tensor_wrapped(dataset) is not None
 
 
-def accelerate_detection(dataset: Any) -> tuple[CocoDetection, Translated]:
-    """A fastload ``CocoDetection`` that runs ``dataset``'s v2 pipeline fused with decoding.
+def accelerate_detection(dataset: Any) -> tuple[JointDataset, Translated]:
+    """A fastload dataset (``CocoDetection``, ``SegmentationList``) that runs ``dataset``'s v2
+    pipeline fused with decoding.
 
     Returns:
         The dataset to load from (given a ``Subset``, the images it serves, in its order), and
@@ -51,7 +58,7 @@ def accelerate_detection(dataset: Any) -> tuple[CocoDetection, Translated]:
     if type(dataset) is Subset:
         fast, translated = accelerate_detection(dataset.dataset)
         return fast.subset(dataset.indices), translated
-    if isinstance(dataset, CocoDetection):
+    if isinstance(dataset, JointDataset):
         if dataset.transform_split.pil is None:
             raise NotAccelerated(
                 type(dataset).__name__, "its transforms are fastload's own already"
@@ -61,27 +68,32 @@ def accelerate_detection(dataset: Any) -> tuple[CocoDetection, Translated]:
     return _from_torchvision(dataset)
 
 
-def _from_torchvision(dataset: Any) -> tuple[CocoDetection, Translated]:
+def _from_torchvision(dataset: Any) -> tuple[JointDataset, Translated]:
     import torchvision
     from torchvision.datasets import CocoDetection as TorchvisionCoco
+    from torchvision.datasets import VOCSegmentation
     from torchvision.datasets.vision import StandardTransform
 
     from fastload.compat import tv_tensor_wrapped
 
     wrapped = tv_tensor_wrapped(dataset)
     if wrapped is None:
-        raise NotAccelerated(type(dataset).__name__, "not a v2-wrapped CocoDetection")
+        raise NotAccelerated(type(dataset).__name__, "not a v2-wrapped torchvision dataset")
     inner, keys = wrapped
-    if type(inner) is not TorchvisionCoco:
-        raise NotAccelerated(type(inner).__name__, "fastload reads torchvision's CocoDetection")
+    if type(inner) not in (TorchvisionCoco, VOCSegmentation):
+        raise NotAccelerated(
+            type(inner).__name__, "fastload reads torchvision's CocoDetection and VOCSegmentation"
+        )
     if torchvision.get_image_backend() != "PIL":
         raise NotAccelerated("loader", f"torchvision's {torchvision.get_image_backend()} backend")
     transforms = dataset.transforms
     if isinstance(transforms, StandardTransform):  # transform= given, not transforms=
         raise NotAccelerated(
-            "transform=", "a transform of the image alone would leave the boxes where they were"
+            "transform=", "a transform of the image alone would leave its target where it was"
         )
     translated = translate_joint(transforms)
+    if type(inner) is VOCSegmentation:
+        return SegmentationList(inner.images, inner.masks, translated.transform), translated
     try:
         fast = CocoDetection(
             inner.root, inner.coco.dataset, translated.transform, ids=inner.ids, target_keys=keys
@@ -99,7 +111,9 @@ def _geometry(op: Any) -> ft.Transform | None:
     kind = type(op)
     if kind is v2.RandomHorizontalFlip:
         return ft.RandomHorizontalFlip(op.p)
-    if kind not in (v2.RandomShortestSize, v2.Resize):
+    if kind is v2.RandomCrop:
+        return _random_crop(op)
+    if kind not in (v2.RandomShortestSize, v2.Resize, v2.RandomResize):
         return None
     if op.antialias is not True:
         raise NotAccelerated(repr(op), "antialias=False (fastload resamples with antialiasing)")
@@ -107,9 +121,42 @@ def _geometry(op: Any) -> ft.Transform | None:
         return ft.RandomShortestSize(
             list(op.min_size), op.max_size, interpolation=interpolation(op)
         )
+    if kind is v2.RandomResize:
+        return ft.RandomResize(op.min_size, op.max_size, interpolation=interpolation(op))
     if op.size is None:
         raise NotAccelerated(repr(op), "size=None (max_size alone)")
     return ft.Resize(op.size, interpolation(op), max_size=op.max_size)
+
+
+def _random_crop(op: Any) -> ft.Transform:
+    """v2's ``RandomCrop``: without padding, v2's draws; with it, the image padded with zeros
+    and masks with their own fill."""
+    from PIL import Image
+    from torchvision import tv_tensors
+
+    if op.padding is None and not op.pad_if_needed:
+        return RandomCropV2(tuple(op.size))
+    if op.padding_mode != "constant":
+        raise NotAccelerated(
+            repr(op), f"padding_mode={op.padding_mode!r} (fastload pads with a fill)"
+        )
+    fills = dict(op.fill)
+    image_fill = fills.get(Image.Image, fills.get("others"))
+    if not _zero(image_fill):
+        raise NotAccelerated(repr(op), f"the image's fill {image_fill!r} (fastload pads with 0)")
+    mask_fill = fills.get(tv_tensors.Mask, fills.get("others"))
+    return ft.RandomCropWithPadding(
+        tuple(op.size),
+        padding=tuple(op.padding) if op.padding is not None else (0, 0, 0, 0),
+        pad_if_needed=op.pad_if_needed,
+        mask_fill=int(mask_fill) if mask_fill is not None else 0,
+    )
+
+
+def _zero(fill: Any) -> bool:
+    if fill is None or isinstance(fill, (int, float)):
+        return not fill
+    return all(v == 0 for v in fill)
 
 
 def translate_joint(transforms: Any) -> Translated:

@@ -1,17 +1,22 @@
-"""Detection: images with their boxes, labels and masks, read fastload's way.
+"""Detection and segmentation: images with their boxes, labels and masks, read fastload's way.
 
 * :mod:`fastload.detection.targets`: a COCO image's target as torchvision's v2 wrapper of
   ``CocoDetection`` makes it, and the target moved with the image by the planned ops;
+* :mod:`fastload.detection.joint`: what such datasets share (the decode that keeps the planned
+  views, the target moved through them, the other ops called on ``(image, target)``);
 * :mod:`fastload.detection.coco`: :class:`CocoDetection`, a COCO-format folder as a fastload
-  dataset (the planned ops fused with decoding, the rest of a v2 pipeline run as written).
+  dataset;
+* :mod:`fastload.detection.segmentation`: :class:`SegmentationList`, images with their mask
+  PNGs (VOC's layout).
 
 ``fastload.DataLoader(..., accelerate=True)`` reads torchvision's
-``wrap_dataset_for_transforms_v2(CocoDetection(...))`` with the detection references' v2
-pipeline this way (:mod:`fastload.accelerate.detection_ops`).
+``wrap_dataset_for_transforms_v2`` of ``CocoDetection`` or ``VOCSegmentation`` with the
+references' v2 pipelines this way (:mod:`fastload.accelerate.detection_ops`).
 """
 
 from __future__ import annotations
 
 from fastload.detection.coco import CocoDetection
+from fastload.detection.segmentation import SegmentationList
 
-__all__ = ["CocoDetection"]
+__all__ = ["CocoDetection", "SegmentationList"]

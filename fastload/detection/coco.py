@@ -19,22 +19,17 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-import numpy as np
-import torch
-
-from fastload import backends, errors
+from fastload import backends
 from fastload.backends.base import read_file
-from fastload.datasets import ImageDataset, OnError, check_options
+from fastload.datasets import OnError, check_options
+from fastload.detection.joint import JointDataset
 from fastload.detection.targets import DEFAULT_KEYS, TARGET_KEYS, coco_target, move_target
-from fastload.drawing import drawing, drawn, own_draws
-from fastload.handover import HandOn
 from fastload.resampling import View
-from fastload.skipping import Skipped
 
 __all__ = ["CocoDetection"]
 
 
-class CocoDetection(ImageDataset):
+class CocoDetection(JointDataset):
     """Images of a folder with their COCO-format annotations: ``ds[i]`` is ``(image,
     target)`` as torchvision's v2-wrapped ``CocoDetection`` gives it.
 
@@ -105,8 +100,7 @@ class CocoDetection(ImageDataset):
         self._files = [str(images[i]["file_name"]) for i in self.ids]
         self._annotations = [by_image.get(i, []) for i in self.ids]
         self.categories = list(coco.get("categories", []))
-        self._setup(transforms, None, backend, on_error, max_pixels, exif_orientation=False)
-        self.transforms = transforms
+        self._setup_joint(transforms, backend, on_error, max_pixels)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -132,73 +126,12 @@ class CocoDetection(ImageDataset):
         other._annotations = [self._annotations[i] for i in picked]
         return other
 
-    def with_transform(self, transform: Callable[..., Any] | None) -> Any:
-        other = super().with_transform(transform)
-        other.transforms = transform
-        return other
+    def make_target(self, index: int, extra: Any, canvas: tuple[int, int]) -> dict[str, Any]:
+        """Image ``index``'s target from its annotations (``extra``), on its canvas."""
+        return coco_target(extra, self.ids[index], canvas, self.target_keys)
 
-    def _load(self, index: int) -> Any:
-        reading = True
-        try:
-            data, annotations = self.read_sample(index)
-            reading = False
-            array, views = self._decode_viewed(data)
-        except Exception as exc:
-            path, why = self.path(index), errors.reason(exc)
-            if self.on_error == "skip":
-                self.bad_files[path] = why
-                return Skipped(path, why)
-            stage = errors.stage_of(exc, reading=reading)
-            raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
-        canvas = (views[0].height, views[0].width)
-        target = coco_target(annotations, self.ids[index], canvas, self.target_keys)
-        if self._split.pil is not None:
-            from PIL import Image
-
-            with drawing():
-                return self._split.pil(Image.fromarray(array), target)
-        return self._after(torch.from_numpy(array).permute(2, 0, 1), move_target(target, views))
-
-    def _after(self, image: torch.Tensor, target: dict[str, Any]) -> Any:
-        """The ops after the fused ones, on the image and its target."""
-        from torchvision import tv_tensors
-
-        sample: Any = image
-        if not self._split.after or not isinstance(self._split.after[0], HandOn):
-            sample = tv_tensors.Image(image)
-        with drawing():
-            for op in self._split.after:
-                if isinstance(op, HandOn):
-                    sample = op(sample)
-                else:
-                    sample, target = op(sample, target)
-        return sample, target
-
-    def _decode_viewed(self, data: bytes) -> tuple[np.ndarray, list[View]]:
-        """Decode with the fused ops, and the views they planned: the canvas, then one per op."""
-        fused = self._split.fused
-        if not fused:
-            array = self._backend().decode(
-                data, plan=None, render={}, max_pixels=self.max_pixels, exif_orientation=False
-            )
-            return array, [View.full(array.shape[1], array.shape[0])]
-        views: list[View] = []
-
-        def plan(view: View) -> View:
-            views.append(view)
-            for op in fused:
-                view = op.plan(view)
-                views.append(view)
-            return view
-
-        array = self._backend().decode(
-            data,
-            plan=drawn(plan) if self._split.draws_python else own_draws(plan),
-            render=self._split.render,
-            max_pixels=self.max_pixels,
-            exif_orientation=False,
-        )
-        return array, views
+    def move(self, target: dict[str, Any], views: Sequence[View]) -> dict[str, Any]:
+        return move_target(target, views, mask_fill=self.mask_fill)
 
 
 def _target_keys(keys: Collection[str] | str | None) -> frozenset[str]:

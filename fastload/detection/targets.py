@@ -7,16 +7,18 @@ canvas), ``masks`` (one ``Mask`` per object, rasterized by pycocotools), ``label
 native key asked for; an image with no annotation has ``image_id`` alone.
 
 :func:`move_target` moves a target through the views the fused ops planned, op by op and in
-their order, with torchvision's arithmetic for each: a resize multiplies the boxes by the
-float32 ratios, a flip mirrors them on the canvas of the moment, and the masks take the rows
-and columns torch's nearest resize picks, composed once and gathered once (no mask is resized
-at full size and then flipped). A crop (a view whose region changes) is not among the ops
-translated for detection yet, and is refused here.
+their order (:func:`steps`: a resize, a flip, a crop that may reach past the image): the boxes
+by torchvision's own functions for each step (its arithmetic and its clamping), the masks by
+the rows and columns each output pixel reads, composed through the steps (torch's own nearest
+pick for a resize) and gathered once, so that no mask is resized at full size, then flipped,
+then cropped. An op that crops and resizes in one view is not among those translated for
+detection yet, and is refused here.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -29,10 +31,14 @@ from fastload.resampling import View
 __all__ = [
     "DEFAULT_KEYS",
     "TARGET_KEYS",
+    "Step",
     "coco_target",
+    "move_boxes",
+    "move_mask",
     "move_target",
     "pycocotools_mask",
     "rasterize",
+    "steps",
 ]
 
 # what torchvision's wrapper offers for CocoDetection, and what it gives when not told
@@ -129,43 +135,108 @@ def pycocotools_mask() -> Any:
     return mask
 
 
-def move_target(target: dict[str, Any], views: Sequence[View]) -> dict[str, Any]:
+def move_target(
+    target: dict[str, Any], views: Sequence[View], *, mask_fill: int = 0
+) -> dict[str, Any]:
     """The target after the ops that took the image through ``views`` (the canvas first, then
-    the view after each op).
+    the view after each op): its ``boxes`` and ``masks`` moved, the rest as it was.
+
+    Args:
+        target: A detection target (see :func:`coco_target`).
+        views: The views the planned ops went through.
+        mask_fill: What the masks show where a crop reaches past the image (padding).
 
     Raises:
-        ValueError: An op crops (its region changes): not a move this module makes yet.
+        ValueError: An op crops and resizes in one (a view whose scale changes with its region).
     """
-    from torchvision import tv_tensors
-
     moved = dict(target)
-    boxes = target.get("boxes")
-    masks = target.get("masks")
-    rows = cols = None
-    if masks is not None:
-        rows, cols = torch.arange(masks.shape[-2]), torch.arange(masks.shape[-1])
+    moving = steps(views)
+    if "boxes" in target:
+        moved["boxes"] = move_boxes(target["boxes"], moving)
+    if "masks" in target:
+        moved["masks"] = move_mask(target["masks"], moving, fill=mask_fill)
+    return moved
+
+
+Step = tuple[str, tuple[int, ...]]  # ("resize", (h, w)), ("flip", ()), ("crop", (t, l, h, w))
+
+
+def steps(views: Sequence[View]) -> list[Step]:
+    """What each op did, read from the views it planned: a resize, a flip, or a crop (its
+    offset in the output pixels of the view before it; negative or past the edge: padding).
+
+    Raises:
+        ValueError: A view that crops and resizes in one.
+    """
+    out: list[Step] = []
     for before, after in itertools.pairwise(views):
         if after.box != before.box:
-            raise ValueError(f"a crop ({before} -> {after}) does not move detection targets yet")
-        if (after.width, after.height) != (before.width, before.height):
-            if boxes is not None:
-                boxes = _resized_boxes(boxes, (after.height, after.width))
-            if rows is not None and cols is not None:
-                rows, cols = (
-                    rows[_nearest(len(rows), after.height)],
-                    cols[_nearest(len(cols), after.width)],
-                )
+            out.append(("crop", _crop_of(before, after)))
+        elif (after.width, after.height) != (before.width, before.height):
+            out.append(("resize", (after.height, after.width)))
         if after.mirror != before.mirror:
-            if boxes is not None:
-                boxes = _flipped_boxes(boxes)
-            if cols is not None:
-                cols = cols.flip(0)
-    if boxes is not None:
-        moved["boxes"] = boxes
-    if masks is not None and rows is not None and cols is not None:
-        plain = masks.as_subclass(torch.Tensor)
-        moved["masks"] = tv_tensors.Mask(plain.index_select(-2, rows).index_select(-1, cols))
-    return moved
+            out.append(("flip", ()))
+    return out
+
+
+def _crop_of(before: View, after: View) -> tuple[int, int, int, int]:
+    (x0, y0, x1, y1), (a0, b0, a1, b1) = before.box, after.box
+    sx, sy = (x1 - x0) / before.width, (y1 - y0) / before.height
+    if not (
+        math.isclose((a1 - a0) / after.width, sx) and math.isclose((b1 - b0) / after.height, sy)
+    ):
+        raise ValueError(
+            f"an op that crops and resizes in one ({before} -> {after}) does not move "
+            "detection targets yet"
+        )
+    left = round((x1 - a1) / sx) if before.mirror else round((a0 - x0) / sx)
+    return round((b0 - y0) / sy), left, after.height, after.width
+
+
+def move_boxes(boxes: Any, moving: Sequence[Step]) -> Any:
+    """Boxes moved step by step by torchvision's own functions (its arithmetic, its clamping)."""
+    import torchvision.transforms.v2.functional as F
+
+    for kind, args in moving:
+        if kind == "resize":
+            boxes = F.resize(boxes, list(args))
+        elif kind == "flip":
+            boxes = F.horizontal_flip(boxes)
+        else:
+            boxes = F.crop(boxes, *args)
+    return boxes
+
+
+def move_mask(mask: Any, moving: Sequence[Step], *, fill: int = 0) -> Any:
+    """A mask (``... x H x W``) moved: the rows and columns each output pixel reads composed
+    through the steps (torch's nearest pick for a resize), then gathered once; ``fill`` where
+    a crop reached past the image."""
+    from torchvision import tv_tensors
+
+    rows, cols = torch.arange(mask.shape[-2]), torch.arange(mask.shape[-1])
+    for kind, args in moving:
+        if kind == "resize":
+            rows, cols = rows[_nearest(len(rows), args[0])], cols[_nearest(len(cols), args[1])]
+        elif kind == "flip":
+            cols = cols.flip(0)
+        else:
+            top, left, height, width = args
+            rows, cols = _window(rows, top, height), _window(cols, left, width)
+    plain = mask.as_subclass(torch.Tensor)
+    out = plain.index_select(-2, rows.clamp(min=0)).index_select(-1, cols.clamp(min=0))
+    if bool((rows < 0).any()) or bool((cols < 0).any()):
+        out[..., rows < 0, :] = fill
+        out[..., :, cols < 0] = fill
+    return tv_tensors.Mask(out) if isinstance(mask, tv_tensors.Mask) else out
+
+
+def _window(index: torch.Tensor, start: int, length: int) -> torch.Tensor:
+    """``index[start : start + length]``, with -1 where that reaches outside ``index``."""
+    wanted = torch.arange(start, start + length)
+    inside = (wanted >= 0) & (wanted < len(index))
+    out = torch.full((length,), -1, dtype=index.dtype)
+    out[inside] = index[wanted[inside]]
+    return out
 
 
 def _nearest(size: int, out: int) -> torch.Tensor:
@@ -176,17 +247,3 @@ def _nearest(size: int, out: int) -> torch.Tensor:
     source = torch.arange(size, dtype=torch.float32).view(1, 1, size)
     picked = torch.nn.functional.interpolate(source, size=out, mode="nearest")
     return picked.view(out).long()
-
-
-def _resized_boxes(boxes: Any, size: tuple[int, int]) -> Any:
-    """torchvision's resize of boxes to a canvas of ``size`` (height, width)."""
-    import torchvision.transforms.v2.functional as F
-
-    return F.resize(boxes, list(size))
-
-
-def _flipped_boxes(boxes: Any) -> Any:
-    """torchvision's horizontal flip of boxes, on their canvas."""
-    import torchvision.transforms.v2.functional as F
-
-    return F.horizontal_flip(boxes)

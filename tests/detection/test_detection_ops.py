@@ -204,7 +204,7 @@ def test_what_does_not_translate_says_why(coco: tuple[Path, Path]) -> None:
         accelerate_dataset(wrapped(*coco, photometric, masks=False), batches=False)
     image_only = TorchvisionCoco(str(coco[0]), str(coco[1]), transform=T.RandomHorizontalFlip())
     wrapped_image_only = torchvision.datasets.wrap_dataset_for_transforms_v2(image_only)
-    with pytest.raises(NotAccelerated, match="boxes where they were"):
+    with pytest.raises(NotAccelerated, match="its target where it was"):
         accelerate_dataset(wrapped_image_only, batches=False)
 
 
