@@ -1,13 +1,15 @@
-"""torchvision's detection reference input, unchanged: torch's DataLoader against fastload's
-``accelerate=True``.
+"""torchvision's detection and segmentation reference input, unchanged: torch's DataLoader
+against fastload's ``accelerate=True``.
 
 The user's objects are the same in both, built as ``references/detection`` builds them with
 ``--use-v2`` (backend "pil"): ``wrap_dataset_for_transforms_v2(CocoDetection(...),
 target_keys=...)``, the training set a ``Subset`` of the images with annotations, the preset's
 v2 ops (hflip or multiscale, then ``ToImage``, ``ToDtype(float32, scale=True)``,
 ``ConvertBoundingBoxFormat(XYXY)``, ``SanitizeBoundingBoxes``, ``ToPureTensor``), and the
-references' ``collate_fn`` (``tuple(zip(*batch))``). Both loaders deliver the same lists of
-float32 images and target dicts; the rounds alternate between them.
+references' ``collate_fn`` (``tuple(zip(*batch))``). The segmentation pipeline is the
+segmentation references' train preset (base 520, crop 480) on a v2-wrapped ``VOCSegmentation``
+of the same pictures, with a mask PNG each, batched by torch's default collate. Both loaders
+deliver the same float32 images and targets; the rounds alternate between them.
 
 The set is a COCO-like one made here (``fastload.synthetic.make_coco``: COCO's image sizes,
 1-8 objects each, polygon masks), or ``--data FOLDER --annotations FILE`` for a real one.
@@ -34,11 +36,13 @@ from fastload.iteration import endless, read_rate
 from fastload.synthetic import make_coco
 
 MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
-PIPELINES = {  # name: (augmentation, masks)
+PIPELINES = {  # name: (augmentation, masks); "segmentation": the segmentation preset
     "multiscale": ("multiscale", False),
     "multiscale, masks": ("multiscale", True),
     "hflip, masks": ("hflip", True),
+    "segmentation": ("segmentation", True),
 }
+BASE, CROP = 520, 480  # the segmentation references' training sizes
 
 
 class Preset:
@@ -61,6 +65,59 @@ def collate(batch: list[Any]) -> tuple[Any, ...]:
     return tuple(zip(*batch, strict=True))
 
 
+def segmentation_preset() -> T.Compose:
+    """``SegmentationPresetTrain(base_size=520, crop_size=480, backend="pil", use_v2=True)``'s
+    ops, with torchvision's ``RandomCrop(pad_if_needed=True)`` and the same fills in place of
+    the reference's own ``PadIfSmaller`` (which pads right and bottom only)."""
+    fill = {tv_tensors.Mask: 255, "others": 0}
+    dtypes = {torch.Tensor: torch.float32, tv_tensors.Mask: torch.int64, "others": None}
+    return T.Compose(
+        [
+            T.RandomResize(min_size=BASE // 2, max_size=BASE * 2),
+            T.RandomHorizontalFlip(0.5),
+            T.RandomCrop(CROP, pad_if_needed=True, fill=fill),
+            T.PILToTensor(),
+            T.ToDtype(dtype=dtypes, scale=True),
+            T.Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+            T.ToPureTensor(),
+        ]
+    )
+
+
+def voc_from(folder: Path, annotations: Path, root: Path) -> Path:
+    """VOC 2012's layout made from a COCO set: the same JPEGs, and a palette PNG per image
+    with each object's polygon filled with its class (1-20) and outlined with 255."""
+    import json
+
+    from PIL import Image, ImageDraw
+
+    coco = json.loads(annotations.read_text())
+    base = root / "VOCdevkit" / "VOC2012"
+    for name in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    objects: dict[int, list[Any]] = {}
+    for annotation in coco["annotations"]:
+        objects.setdefault(annotation["image_id"], []).append(annotation)
+    names = []
+    for image in coco["images"]:
+        name = Path(image["file_name"]).stem
+        (base / "JPEGImages" / f"{name}.jpg").write_bytes(
+            (folder / image["file_name"]).read_bytes()
+        )
+        mask = Image.new("P", (image["width"], image["height"]), 0)
+        draw = ImageDraw.Draw(mask)
+        for annotation in objects.get(image["id"], []):
+            polygon = annotation["segmentation"][0]
+            label = 1 + annotation["category_id"] % 20
+            draw.polygon(
+                list(zip(polygon[::2], polygon[1::2], strict=True)), fill=label, outline=255
+            )
+        mask.save(base / "SegmentationClass" / f"{name}.png")
+        names.append(name)
+    (base / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
+    return root
+
+
 def dataset(folder: Path, annotations: Path, augmentation: str, masks: bool) -> Any:
     keys = ["boxes", "labels", "image_id"] + (["masks"] if masks else [])
     coco = torchvision.datasets.CocoDetection(
@@ -71,17 +128,25 @@ def dataset(folder: Path, annotations: Path, augmentation: str, masks: bool) -> 
     return torch.utils.data.Subset(wrapped, kept)
 
 
+def segmentation(root: Path) -> Any:
+    voc = torchvision.datasets.VOCSegmentation(
+        str(root), year="2012", transforms=segmentation_preset()
+    )
+    return torchvision.datasets.wrap_dataset_for_transforms_v2(voc)
+
+
 def measure(
-    data: Any, *, workers: int, batch_size: int, seconds: float, rounds: int
+    data: Any, *, workers: int, batch_size: int, seconds: float, rounds: int, batched: bool
 ) -> tuple[list[float], list[float], str]:
     """Images/s of the stock loader and the swapped one, round after round, alternating."""
-    common = {
+    common: dict[str, Any] = {
         "batch_size": batch_size,
         "shuffle": True,
         "num_workers": workers,
-        "collate_fn": collate,
         "persistent_workers": workers > 0,
     }
+    if not batched:  # the detection references' lists; segmentation crops batch as tensors
+        common["collate_fn"] = collate
     stock = torch.utils.data.DataLoader(data, **common)
     fast = fastload.DataLoader(data, accelerate=True, **common)
     explained = fastload.explain(fast)
@@ -126,13 +191,17 @@ def main() -> None:
         figures = []
         for name in args.pipelines:
             augmentation, masks = PIPELINES[name]
-            data = dataset(folder, annotations, augmentation, masks)
+            if augmentation == "segmentation":
+                data = segmentation(voc_from(folder, annotations, Path(scratch) / "voc"))
+            else:
+                data = dataset(folder, annotations, augmentation, masks)
             stock, fast, explained = measure(
                 data,
                 workers=args.workers,
                 batch_size=args.batch_size,
                 seconds=args.seconds,
                 rounds=args.rounds,
+                batched=augmentation == "segmentation",
             )
             ratios = [f / s for f, s in zip(fast, stock, strict=True)]
             print(f"\n{name}\n{explained}")

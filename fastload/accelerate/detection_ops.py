@@ -153,6 +153,13 @@ def _random_crop(op: Any) -> ft.Transform:
     )
 
 
+def _is_geometry(op: Any) -> bool:
+    try:
+        return _geometry(op) is not None
+    except NotAccelerated:
+        return True
+
+
 def _zero(fill: Any) -> bool:
     if fill is None or isinstance(fill, (int, float)):
         return not fill
@@ -187,6 +194,8 @@ def translate_joint(transforms: Any) -> Translated:
         why = "not geometry fastload moves boxes and masks with"
         if isinstance(first, (v2.ToImage, v2.PILToTensor)):
             why = "the geometry after it would resample a tensor, which fastload does not match"
+            if not any(_is_geometry(op) for op in ops[1:]):
+                why = "no geometry follows: nothing to fuse (the image is decoded whole either way)"
         raise NotAccelerated(name_of(first), why)
     rest = ops[len(fused) :]
     hand_on = HandOn("pil")

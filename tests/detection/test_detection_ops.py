@@ -53,8 +53,8 @@ def detection_train(augmentation: str) -> Preset:
 
 
 def detection_eval() -> Preset:
-    """``DetectionPresetEval(backend="pil", use_v2=True)``'s ops, with a resize in front (as
-    evaluation at a fixed scale adds)."""
+    """``DetectionPresetEval(backend="pil", use_v2=True)``'s ops with a resize in front, as
+    evaluation at a fixed scale adds (the preset alone has no geometry: nothing to fuse)."""
     return Preset([T.Resize(600, max_size=1000), T.ToImage(), T.ToDtype(torch.float, scale=True)])
 
 
@@ -199,6 +199,9 @@ def test_what_does_not_translate_says_why(coco: tuple[Path, Path]) -> None:
     tensor_first = Preset([T.ToImage(), T.RandomHorizontalFlip(), T.ToDtype(torch.float)])
     with pytest.raises(NotAccelerated, match="resample a tensor"):
         accelerate_dataset(wrapped(*coco, tensor_first, masks=False), batches=False)
+    evaluation = Preset([T.ToImage(), T.ToDtype(torch.float, scale=True), T.ToPureTensor()])
+    with pytest.raises(NotAccelerated, match="no geometry follows: nothing to fuse"):
+        accelerate_dataset(wrapped(*coco, evaluation, masks=False), batches=False)
     photometric = Preset([T.RandomPhotometricDistort(), T.ToImage()])
     with pytest.raises(NotAccelerated, match="RandomPhotometricDistort"):
         accelerate_dataset(wrapped(*coco, photometric, masks=False), batches=False)
