@@ -7,7 +7,9 @@
 * :mod:`fastload.detection.coco`: :class:`CocoDetection`, a COCO-format folder as a fastload
   dataset;
 * :mod:`fastload.detection.segmentation`: :class:`SegmentationList`, images with their mask
-  PNGs (VOC's layout).
+  PNGs (VOC's layout);
+* :mod:`fastload.detection.batching`: :class:`PaddedBatch`, a ``collate_fn`` giving one padded
+  tensor per batch of images of different sizes, and the sizes beside it.
 
 ``fastload.DataLoader(..., accelerate=True)`` reads torchvision's
 ``wrap_dataset_for_transforms_v2`` of ``CocoDetection`` or ``VOCSegmentation`` with the
@@ -16,7 +18,8 @@ references' v2 pipelines this way (:mod:`fastload.accelerate.detection_ops`).
 
 from __future__ import annotations
 
+from fastload.detection.batching import PaddedBatch, pad_images
 from fastload.detection.coco import CocoDetection
 from fastload.detection.segmentation import SegmentationList
 
-__all__ = ["CocoDetection", "SegmentationList"]
+__all__ = ["CocoDetection", "PaddedBatch", "SegmentationList", "pad_images"]
