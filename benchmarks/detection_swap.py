@@ -14,7 +14,11 @@ deliver the same float32 images and targets; the rounds alternate between them.
 The set is a COCO-like one made here (``fastload.synthetic.make_coco``: COCO's image sizes,
 1-8 objects each, polygon masks), or ``--data FOLDER --annotations FILE`` for a real one.
 
+With ``--device cuda`` both deliver on the device: fastload with ``device="cuda"`` (its
+prefetcher), stock torch with the references' loops' copies (each image and target tensor).
+
 Run: python benchmarks/detection_swap.py [--workers 2] [--batch-size 4] [--seconds 20]
+[--device cuda]
 """
 
 from __future__ import annotations
@@ -135,10 +139,31 @@ def segmentation(root: Path) -> Any:
     return torchvision.datasets.wrap_dataset_for_transforms_v2(voc)
 
 
+def to_device(batches: Any, device: torch.device) -> Any:
+    """The references' training loops' copies: each image and each target tensor, one by one
+    (detection), or the two batch tensors (segmentation)."""
+    for images, targets in batches:
+        if isinstance(images, torch.Tensor):
+            yield images.to(device), targets.to(device)
+            continue
+        moved = [
+            {k: v.to(device) if torch.is_tensor(v) else v for k, v in t.items()} for t in targets
+        ]
+        yield [image.to(device) for image in images], moved
+
+
 def measure(
-    data: Any, *, workers: int, batch_size: int, seconds: float, rounds: int, batched: bool
+    data: Any,
+    *,
+    workers: int,
+    batch_size: int,
+    seconds: float,
+    rounds: int,
+    batched: bool,
+    device: torch.device,
 ) -> tuple[list[float], list[float], str]:
-    """Images/s of the stock loader and the swapped one, round after round, alternating."""
+    """Images/s of the stock loader and the swapped one, round after round, alternating (with
+    a CUDA device: on the device, stock copied as the references' loops copy)."""
     common: dict[str, Any] = {
         "batch_size": batch_size,
         "shuffle": True,
@@ -148,16 +173,20 @@ def measure(
     if not batched:  # the detection references' lists; segmentation crops batch as tensors
         common["collate_fn"] = collate
     stock = torch.utils.data.DataLoader(data, **common)
-    fast = fastload.DataLoader(data, accelerate=True, **common)
+    cuda = device.type == "cuda"
+    fast = fastload.DataLoader(data, accelerate=True, device=device if cuda else None, **common)
     explained = fastload.explain(fast)
     streams = {"stock": endless(stock), "fastload": endless(fast)}
+    if cuda:
+        streams["stock"] = to_device(streams["stock"], device)
+    sync = torch.cuda.synchronize if cuda else None
     for stream in streams.values():  # warm up: workers started, first batches out
         for _ in range(3 * max(workers, 1)):
             next(stream)
     rates: dict[str, list[float]] = {"stock": [], "fastload": []}
     for _ in range(rounds):
         for name, stream in streams.items():
-            reading = read_rate(stream, seconds=seconds)
+            reading = read_rate(stream, seconds=seconds, sync=sync)
             rates[name].append(reading.rate)
     return rates["stock"], rates["fastload"], explained
 
@@ -172,6 +201,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="per loader per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
     results.add_argument(parser)
     args = parser.parse_args()
     if (args.data is None) != (args.annotations is None):
@@ -186,7 +216,8 @@ def main() -> None:
         print(
             f"fastload {fastload.__version__}, torch {torch.__version__}, torchvision "
             f"{torchvision.__version__}; {args.workers} workers, batch {args.batch_size}, "
-            f"{args.rounds} interleaved rounds of {args.seconds:g} s; data: {where}"
+            f"{args.rounds} interleaved rounds of {args.seconds:g} s, device {args.device}; "
+            f"data: {where}"
         )
         figures = []
         for name in args.pipelines:
@@ -202,6 +233,7 @@ def main() -> None:
                 seconds=args.seconds,
                 rounds=args.rounds,
                 batched=augmentation == "segmentation",
+                device=torch.device(args.device),
             )
             ratios = [f / s for f, s in zip(fast, stock, strict=True)]
             print(f"\n{name}\n{explained}")
@@ -219,11 +251,12 @@ def main() -> None:
         benchmark="detection_swap",
         title=(
             f"torchvision's detection reference input, unchanged, with accelerate=True, "
-            f"{args.workers} workers, batch {args.batch_size}"
+            f"{args.workers} workers, batch {args.batch_size}, {args.device}"
         ),
         baseline="stock torchvision",
         rows=figures,
         settings={
+            "device": args.device,
             "workers": args.workers,
             "batch_size": args.batch_size,
             "seconds": args.seconds,

@@ -15,7 +15,9 @@ First, where the region backend's extension does not import (the GPU machine run
 the source tree), it is compiled in place, with the libjpeg-turbo .debs ``--fetch`` carries.
 The parts: the GPU-marked tests; ``fastload bench --device cuda --backend all`` (train and val,
 stock torchvision with one worker per core as the baseline); the prefetcher's overlap;
-``fastload.gpu`` against torchvision v2's per-image loop; the training recipe side by side
+``fastload.gpu`` against torchvision v2's per-image loop; torchvision's detection and
+segmentation reference input on the device (``benchmarks/detection_swap.py``); the training
+recipe side by side
 (ResNet-50, 224 px, bf16, channels-last); how close ResNet-18 and ResNet-50 train to their
 synthetic-data speed fed by the loader on 4, 8 and 16 cores (``benchmarks/train_ceiling.py``);
 worker threads against worker processes pinned to 4, 8 and 16 cores
@@ -54,6 +56,8 @@ WHEELS = [
     # several test modules import webdataset at the top: without it "gpu tests" stops at collection
     "webdataset==1.0.2",
     "braceexpand>=0.1.7",
+    # COCO's masks, for the detection part and its GPU test (torchvision's wrapper draws them)
+    "pycocotools>=2.0",
     "pytest>=8",
     "pygments>=2.15",
     "pytest-timeout>=2.2",
@@ -133,6 +137,27 @@ def parts(python: str) -> list[Part]:
             90,
             "gpu_augment.txt",
             figures="gpu_augment.json",
+        ),
+        Part(
+            "detection",
+            [
+                python,
+                "benchmarks/detection_swap.py",
+                "--device",
+                "cuda",
+                "--workers",
+                n,
+                "--batch-size",
+                "8",
+                "--seconds",
+                "8",
+                "--rounds",
+                "2",
+            ],
+            True,
+            240,
+            "detection_swap.txt",
+            figures="detection_swap.json",
         ),
         Part(
             "train side by side",
