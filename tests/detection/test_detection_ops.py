@@ -248,3 +248,46 @@ def test_the_swap_with_the_references_collate_in_workers(
             seen.append(target["image_id"])
     stock = torch.utils.data.DataLoader(dataset, batch_size=2, collate_fn=collate)
     assert sorted(seen) == sorted(t["image_id"] for _, targets in stock for t in targets)
+
+
+class AspectGroups(torch.utils.data.Sampler):
+    """The shape of the references' ``GroupedBatchSampler``: batches of indices drawn from a
+    sampler, each batch from one aspect-ratio group (written here)."""
+
+    def __init__(self, sampler: Any, groups: list[int], batch_size: int) -> None:
+        self.sampler, self.groups, self.batch_size = sampler, groups, batch_size
+
+    def __iter__(self) -> Any:
+        waiting: dict[int, list[int]] = {}
+        for index in self.sampler:
+            group = waiting.setdefault(self.groups[index], [])
+            group.append(index)
+            if len(group) == self.batch_size:
+                yield list(group)
+                group.clear()
+        for group in waiting.values():
+            if group:
+                yield list(group)
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+def test_an_aspect_ratio_batch_sampler_keeps_its_batches(coco: tuple[Path, Path]) -> None:
+    whole = wrapped(*coco, detection_train("hflip"), masks=False)
+    kept = [i for i, image_id in enumerate(whole.ids) if whole.coco.getAnnIds(imgIds=image_id)]
+    dataset = torch.utils.data.Subset(whole, kept)
+    groups = []
+    for index in kept:
+        info = whole.coco.imgs[whole.ids[index]]
+        groups.append(int(info["width"] >= info["height"]))
+    sampler = AspectGroups(torch.utils.data.SequentialSampler(dataset), groups, 2)
+    loader = fastload.DataLoader(
+        dataset, batch_sampler=sampler, num_workers=2, collate_fn=collate, accelerate=True
+    )
+    assert "accelerated in part" in fastload.explain(loader)
+    batches = [[t["image_id"] for t in targets] for _, targets in loader]
+    assert batches == [[whole.ids[kept[i]] for i in batch] for batch in sampler]
+    for images, _ in loader:
+        landscape = {int(image.shape[-1] >= image.shape[-2]) for image in images}
+        assert len(landscape) == 1
