@@ -33,6 +33,7 @@ __all__ = [
     "compiled_inner",
     "dynamo_backends",
     "foreach_div_",
+    "new_shared_storage",
     "parameter_max",
     "pin_memory",
     "sample_dirichlet",
@@ -116,3 +117,9 @@ def tv_tensor_wrapped(dataset: Any) -> tuple[Any, Any] | None:
     if not isinstance(dataset, VisionDatasetTVTensorWrapper):
         return None
     return dataset._dataset, dataset._target_keys
+
+
+def new_shared_storage(nbytes: int) -> torch.UntypedStorage:
+    """A storage of ``nbytes`` made in shared memory (what torch's worker processes copy a
+    tensor into to hand it over), so that handing it over copies nothing."""
+    return torch.UntypedStorage._new_shared(nbytes)

@@ -320,7 +320,8 @@ def test_detection_swap_sets_the_swap_against_the_stock_reference_loader(tmp_pat
     assert [row["name"] for row in doc["rows"]] == [
         "stock torchvision",
         "fastload, accelerate=True",
+        "fastload, accelerate=True, worker_type='thread'",
     ]
     assert all(len(row["rates"]) == 2 for row in doc["rows"])
     assert "accelerated in part" in done.stdout and "RandomShortestSize" in done.stdout
-    assert re.search(r"fastload [\d,]+: \d+\.\d\dx \(", done.stdout), done.stdout
+    assert len(re.findall(r"accelerate=True.*? [\d,]+: \d+\.\d\dx \(", done.stdout)) == 2

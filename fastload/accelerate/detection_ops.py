@@ -22,6 +22,7 @@ from fastload import transforms as ft
 from fastload.accelerate.torchvision_ops import RandomCropV2
 from fastload.accelerate.walk import NotAccelerated, Translated, flatten, interpolation, name_of
 from fastload.detection import CocoDetection, SegmentationList
+from fastload.detection.convert import FloatImage
 from fastload.detection.joint import JointDataset
 from fastload.handover import HandOn
 
@@ -153,6 +154,22 @@ def _random_crop(op: Any) -> ft.Transform:
     )
 
 
+def _converts_to_float32(op: Any, form: str) -> bool:
+    """Whether ``op`` is v2's ``ToDtype`` making the image (a ``tv_tensors.Image`` for the
+    ``"image"`` form, a plain tensor for ``"uint8"``) float32 scaled to [0, 1]."""
+    import torch
+    import torchvision.transforms.v2 as v2
+    from torchvision import tv_tensors
+
+    if type(op) is not v2.ToDtype or not op.scale:
+        return False
+    dtype = op.dtype
+    if isinstance(dtype, dict):
+        kind = tv_tensors.Image if form == "image" else torch.Tensor
+        dtype = dtype.get(kind, dtype.get("others"))
+    return dtype is torch.float32
+
+
 def _is_geometry(op: Any) -> bool:
     try:
         return _geometry(op) is not None
@@ -202,6 +219,8 @@ def translate_joint(transforms: Any) -> Translated:
     form = conversion_forms().get(type(rest[0])) if rest else None
     if form in ("uint8", "image"):
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
+        if rest and _converts_to_float32(rest[0], form):
+            rest = [FloatImage(rest[0]), *rest[1:]]
     return Translated(
         tuple(fused),
         (),
@@ -210,5 +229,5 @@ def translate_joint(transforms: Any) -> Translated:
         None,
         rest=tuple(rest),
         hand_on=hand_on,
-        blockers=tuple((name_of(op), AS_WRITTEN) for op in rest[:1]),
+        blockers=tuple((name_of(op), AS_WRITTEN) for op in ops[len(fused) + 1 :][:1]),
     )

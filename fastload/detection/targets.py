@@ -223,11 +223,33 @@ def move_mask(mask: Any, moving: Sequence[Step], *, fill: int = 0) -> Any:
             top, left, height, width = args
             rows, cols = _window(rows, top, height), _window(cols, left, width)
     plain = mask.as_subclass(torch.Tensor)
-    out = plain.index_select(-2, rows.clamp(min=0)).index_select(-1, cols.clamp(min=0))
+    rows_np, cols_np = rows.numpy(), cols.numpy()
+    array = _take(_take(plain.numpy(), rows_np, axis=-2), cols_np, axis=-1)
+    out = torch.from_numpy(np.ascontiguousarray(array))
     if bool((rows < 0).any()) or bool((cols < 0).any()):
         out[..., rows < 0, :] = fill
         out[..., :, cols < 0] = fill
     return tv_tensors.Mask(out) if isinstance(mask, tv_tensors.Mask) else out
+
+
+def _take(array: np.ndarray, index: np.ndarray, *, axis: int) -> np.ndarray:
+    """``array`` indexed by ``index`` along ``axis`` (-1 read as 0: the caller fills those):
+    a view where the index is a run up or down (a crop, a flip), else one gather."""
+    index = np.maximum(index, 0)
+    if len(index) > 1:
+        step = int(index[1]) - int(index[0])
+        first, last = int(index[0]), int(index[-1])
+        run = step in (1, -1) and last - first == step * (len(index) - 1)
+        if run and bool((np.diff(index) == step).all()):
+            ends = (
+                slice(first, last + 1)
+                if step == 1
+                else slice(first, last - 1 if last else None, -1)
+            )
+            where = [slice(None)] * array.ndim
+            where[axis] = ends
+            return array[tuple(where)]
+    return np.take(array, index, axis=axis)
 
 
 def _window(index: torch.Tensor, start: int, length: int) -> torch.Tensor:
