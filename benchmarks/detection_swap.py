@@ -4,7 +4,7 @@ against fastload's ``accelerate=True``.
 The user's objects are the same in both, built as ``references/detection`` builds them with
 ``--use-v2`` (backend "pil"): ``wrap_dataset_for_transforms_v2(CocoDetection(...),
 target_keys=...)``, the training set a ``Subset`` of the images with annotations, the preset's
-v2 ops (hflip or multiscale, then ``ToImage``, ``ToDtype(float32, scale=True)``,
+v2 ops (hflip, multiscale or ssdlite, then ``ToImage``, ``ToDtype(float32, scale=True)``,
 ``ConvertBoundingBoxFormat(XYXY)``, ``SanitizeBoundingBoxes``, ``ToPureTensor``), and the
 references' ``collate_fn`` (``tuple(zip(*batch))``). The segmentation pipeline is the
 segmentation references' train preset (base 520, crop 480) on a v2-wrapped ``VOCSegmentation``
@@ -46,6 +46,7 @@ PIPELINES = {  # name: (augmentation, masks); "segmentation": the segmentation p
     "multiscale": ("multiscale", False),
     "multiscale, masks": ("multiscale", True),
     "hflip, masks": ("hflip", True),
+    "ssdlite": ("ssdlite", False),
     "segmentation": ("segmentation", True),
 }
 BASE, CROP = 520, 480  # the segmentation references' training sizes
@@ -60,6 +61,8 @@ class Preset:
         ops: list[Any] = []
         if augmentation == "multiscale":
             ops.append(T.RandomShortestSize(min_size=MULTISCALE, max_size=1333))
+        elif augmentation == "ssdlite":
+            ops.append(T.RandomIoUCrop())
         ops += [T.RandomHorizontalFlip(p=0.5), T.ToImage(), T.ToDtype(torch.float, scale=True)]
         ops += [T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY)]
         ops += [T.SanitizeBoundingBoxes(), T.ToPureTensor()]

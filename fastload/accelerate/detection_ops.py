@@ -1,10 +1,10 @@
 """torchvision's v2 detection and segmentation pipelines, fastload's way: the leading geometry
 of the pipeline (``RandomShortestSize``, ``RandomResize``, ``Resize``, ``RandomCrop``,
-``RandomHorizontalFlip``: the detection references' ``hflip`` and ``multiscale`` presets and
-their eval preset, the segmentation references' train preset) fused with decoding, the boxes and
-masks moved with it (:mod:`fastload.detection.targets`), and the ops after it run as written
-on ``(image, target)``, so that ``SanitizeBoundingBoxes``, ``ConvertBoundingBoxFormat`` and the
-rest keep torchvision's own meaning.
+``RandomIoUCrop``, ``RandomHorizontalFlip``: the detection references' ``hflip``,
+``multiscale`` and ``ssdlite`` presets, the segmentation references' train preset) fused with
+decoding, the boxes and masks moved with it (:mod:`fastload.detection.targets`), and the ops
+after it run as written on ``(image, target)``, so that ``SanitizeBoundingBoxes``,
+``ConvertBoundingBoxFormat`` and the rest keep torchvision's own meaning.
 
 The dataset is ``wrap_dataset_for_transforms_v2`` of torchvision's ``CocoDetection`` or
 ``VOCSegmentation`` (or a ``Subset`` of it, as the references' detection training set is), or
@@ -23,6 +23,7 @@ from fastload.accelerate.torchvision_ops import RandomCropV2
 from fastload.accelerate.walk import NotAccelerated, Translated, flatten, interpolation, name_of
 from fastload.detection import CocoDetection, SegmentationList
 from fastload.detection.convert import FloatImage
+from fastload.detection.iou_crop import RandomIoUCrop
 from fastload.detection.joint import JointDataset
 from fastload.handover import HandOn
 
@@ -112,6 +113,15 @@ def _geometry(op: Any) -> ft.Transform | None:
     kind = type(op)
     if kind is v2.RandomHorizontalFlip:
         return ft.RandomHorizontalFlip(op.p)
+    if kind is v2.RandomIoUCrop:
+        return RandomIoUCrop(
+            op.min_scale,
+            op.max_scale,
+            op.min_aspect_ratio,
+            op.max_aspect_ratio,
+            op.options,
+            op.trials,
+        )
     if kind is v2.RandomCrop:
         return _random_crop(op)
     if kind not in (v2.RandomShortestSize, v2.Resize, v2.RandomResize):

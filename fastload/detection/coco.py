@@ -23,8 +23,13 @@ from fastload import backends
 from fastload.backends.base import read_file
 from fastload.datasets import OnError, check_options
 from fastload.detection.joint import JointDataset
-from fastload.detection.targets import DEFAULT_KEYS, TARGET_KEYS, coco_target, move_target
-from fastload.resampling import View
+from fastload.detection.targets import (
+    DEFAULT_KEYS,
+    TARGET_KEYS,
+    Step,
+    coco_target,
+    move_target,
+)
 
 __all__ = ["CocoDetection"]
 
@@ -130,8 +135,8 @@ class CocoDetection(JointDataset):
         """Image ``index``'s target from its annotations (``extra``), on its canvas."""
         return coco_target(extra, self.ids[index], canvas, self.target_keys)
 
-    def move(self, target: dict[str, Any], views: Sequence[View]) -> dict[str, Any]:
-        return move_target(target, views, mask_fill=self.mask_fill)
+    def move(self, target: dict[str, Any], moving: Sequence[Step]) -> dict[str, Any]:
+        return move_target(target, moving, mask_fill=self.mask_fill)
 
 
 def _target_keys(keys: Collection[str] | str | None) -> frozenset[str]:

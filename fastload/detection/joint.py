@@ -12,8 +12,10 @@ import torch
 
 from fastload import errors
 from fastload.datasets import ImageDataset, OnError
+from fastload.detection.targets import Step, move_boxes, steps
 from fastload.drawing import drawing, drawn, own_draws
 from fastload.handover import HandOn
+from fastload.image import probe
 from fastload.resampling import View
 from fastload.skipping import Skipped
 
@@ -53,8 +55,8 @@ class JointDataset(ImageDataset):
         :meth:`read_sample` read beside the image."""
         raise NotImplementedError
 
-    def move(self, target: Any, views: Sequence[View]) -> Any:
-        """The target after the fused ops took the image through ``views``."""
+    def move(self, target: Any, moving: Sequence[Step]) -> Any:
+        """The target after what the fused ops did (:func:`fastload.detection.targets.steps`)."""
         raise NotImplementedError
 
     def with_transform(self, transform: Callable[..., Any] | None) -> Any:
@@ -69,8 +71,7 @@ class JointDataset(ImageDataset):
         try:
             data, extra = self.read_sample(index)
             reading = False
-            array, views = self._decode_viewed(data)
-            target = self.make_target(index, extra, (views[0].height, views[0].width))
+            array, target, moving = self._decode_and_target(index, data, extra)
         except Exception as exc:
             path, why = self.path(index), errors.reason(exc)
             if self.on_error == "skip":
@@ -83,7 +84,24 @@ class JointDataset(ImageDataset):
 
             with drawing():
                 return self._split.pil(Image.fromarray(array), target)
-        return self._after(torch.from_numpy(array).permute(2, 0, 1), self.move(target, views))
+        return self._after(torch.from_numpy(array).permute(2, 0, 1), self.move(target, moving))
+
+    def _decode_and_target(
+        self, index: int, data: bytes, extra: Any
+    ) -> tuple[np.ndarray, Any, list[Step]]:
+        """The decoded image, its target on the canvas and the steps that move it. An op that
+        draws from the boxes (``RandomIoUCrop``) needs the target before decoding: its canvas
+        is then the header's."""
+        if not any(getattr(op, "needs_boxes", False) for op in self._split.fused):
+            array, views, effects = self._decode_viewed(data, None)
+            target = self.make_target(index, extra, (views[0].height, views[0].width))
+            return array, target, steps(views, effects)
+        info = probe(data)
+        if info.width is None or info.height is None:
+            raise ValueError(f"its {info.format} header gives no size, which RandomIoUCrop needs")
+        target = self.make_target(index, extra, (info.height, info.width))
+        array, views, effects = self._decode_viewed(data, target)
+        return array, target, steps(views, effects)
 
     def _after(self, image: torch.Tensor, target: Any) -> Any:
         """The ops after the fused ones, on the image and its target."""
@@ -100,21 +118,36 @@ class JointDataset(ImageDataset):
                     sample, target = op(sample, target)
         return sample, target
 
-    def _decode_viewed(self, data: bytes) -> tuple[np.ndarray, list[View]]:
-        """Decode with the fused ops, and the views they planned: the canvas, then one per op."""
+    def _decode_viewed(
+        self, data: bytes, target: Any
+    ) -> tuple[np.ndarray, list[View], list[list[Step]]]:
+        """Decode with the fused ops: the views they planned (the canvas, then one per op), and
+        what each op does to the target besides. ``target``: what ops that draw from the boxes
+        draw from (``None`` when none does)."""
         fused = self._split.fused
         if not fused:
             array = self._backend().decode(
                 data, plan=None, render={}, max_pixels=self.max_pixels, exif_orientation=False
             )
-            return array, [View.full(array.shape[1], array.shape[0])]
+            return array, [View.full(array.shape[1], array.shape[0])], []
         views: list[View] = []
+        effects: list[list[Step]] = []
+        boxes = target.get("boxes") if isinstance(target, dict) else None
 
         def plan(view: View) -> View:
+            nonlocal boxes
             views.append(view)
             for op in fused:
-                view = op.plan(view)
-                views.append(view)
+                if getattr(op, "needs_boxes", False):
+                    params = op.make_params_with(view, boxes)
+                    after, effect = op.apply_params(view, params), op.target_steps(params)
+                else:
+                    after, effect = op.plan(view), []
+                if boxes is not None:  # the boxes as the next op sees them
+                    boxes = move_boxes(boxes, steps([view, after], [effect]))
+                views.append(after)
+                effects.append(effect)
+                view = after
             return view
 
         array = self._backend().decode(
@@ -124,4 +157,4 @@ class JointDataset(ImageDataset):
             max_pixels=self.max_pixels,
             exif_orientation=False,
         )
-        return array, views
+        return array, views, effects

@@ -20,8 +20,7 @@ from fastload import backends
 from fastload.backends.base import read_file
 from fastload.datasets import OnError, check_options
 from fastload.detection.joint import JointDataset
-from fastload.detection.targets import move_mask, steps
-from fastload.resampling import View
+from fastload.detection.targets import Step, move_mask
 
 __all__ = ["SegmentationList"]
 
@@ -99,5 +98,5 @@ class SegmentationList(JointDataset):
             )
         return mask
 
-    def move(self, target: Any, views: Sequence[View]) -> Any:
-        return move_mask(target, steps(views), fill=self.mask_fill)
+    def move(self, target: Any, moving: Sequence[Step]) -> Any:
+        return move_mask(target, moving, fill=self.mask_fill)

@@ -136,21 +136,17 @@ def pycocotools_mask() -> Any:
 
 
 def move_target(
-    target: dict[str, Any], views: Sequence[View], *, mask_fill: int = 0
+    target: dict[str, Any], moving: Sequence[Step], *, mask_fill: int = 0
 ) -> dict[str, Any]:
-    """The target after the ops that took the image through ``views`` (the canvas first, then
-    the view after each op): its ``boxes`` and ``masks`` moved, the rest as it was.
+    """The target after ``moving`` (what the planned ops did: :func:`steps`): its ``boxes``
+    and ``masks`` moved, the rest as it was.
 
     Args:
         target: A detection target (see :func:`coco_target`).
-        views: The views the planned ops went through.
+        moving: The steps, in order.
         mask_fill: What the masks show where a crop reaches past the image (padding).
-
-    Raises:
-        ValueError: An op crops and resizes in one (a view whose scale changes with its region).
     """
     moved = dict(target)
-    moving = steps(views)
     if "boxes" in target:
         moved["boxes"] = move_boxes(target["boxes"], moving)
     if "masks" in target:
@@ -158,24 +154,29 @@ def move_target(
     return moved
 
 
-Step = tuple[str, tuple[int, ...]]  # ("resize", (h, w)), ("flip", ()), ("crop", (t, l, h, w))
+# ("resize", (h, w)), ("flip", ()), ("crop", (top, left, h, w)), and ("zero", (keep,)): the
+# boxes outside the bool tensor keep set to 0, as RandomIoUCrop marks them
+Step = tuple[str, tuple[Any, ...]]
 
 
-def steps(views: Sequence[View]) -> list[Step]:
+def steps(views: Sequence[View], extra: Sequence[Sequence[Step]] = ()) -> list[Step]:
     """What each op did, read from the views it planned: a resize, a flip, or a crop (its
-    offset in the output pixels of the view before it; negative or past the edge: padding).
+    offset in the output pixels of the view before it; negative or past the edge: padding),
+    then ``extra[i]``, what op ``i`` does to the target besides (``"zero"``).
 
     Raises:
         ValueError: A view that crops and resizes in one.
     """
     out: list[Step] = []
-    for before, after in itertools.pairwise(views):
+    for i, (before, after) in enumerate(itertools.pairwise(views)):
         if after.box != before.box:
             out.append(("crop", _crop_of(before, after)))
         elif (after.width, after.height) != (before.width, before.height):
             out.append(("resize", (after.height, after.width)))
         if after.mirror != before.mirror:
             out.append(("flip", ()))
+        if i < len(extra):
+            out += extra[i]
     return out
 
 
@@ -202,8 +203,11 @@ def move_boxes(boxes: Any, moving: Sequence[Step]) -> Any:
             boxes = F.resize(boxes, list(args))
         elif kind == "flip":
             boxes = F.horizontal_flip(boxes)
-        else:
+        elif kind == "crop":
             boxes = F.crop(boxes, *args)
+        else:  # "zero": boxes an op marks degenerate, for SanitizeBoundingBoxes to remove
+            boxes = boxes.clone()
+            boxes[~args[0]] = 0
     return boxes
 
 
@@ -219,7 +223,7 @@ def move_mask(mask: Any, moving: Sequence[Step], *, fill: int = 0) -> Any:
             rows, cols = rows[_nearest(len(rows), args[0])], cols[_nearest(len(cols), args[1])]
         elif kind == "flip":
             cols = cols.flip(0)
-        else:
+        elif kind == "crop":
             top, left, height, width = args
             rows, cols = _window(rows, top, height), _window(cols, left, width)
     plain = mask.as_subclass(torch.Tensor)
