@@ -25,6 +25,7 @@ from fastload.detection import CocoDetection, SegmentationList
 from fastload.detection.convert import FloatImage
 from fastload.detection.iou_crop import RandomIoUCrop
 from fastload.detection.joint import JointDataset
+from fastload.detection.ssd import PhotometricFirst, RandomZoomOut
 from fastload.handover import HandOn
 
 __all__ = ["accelerate_detection", "is_detection", "translate_joint"]
@@ -113,6 +114,8 @@ def _geometry(op: Any) -> ft.Transform | None:
     kind = type(op)
     if kind is v2.RandomHorizontalFlip:
         return ft.RandomHorizontalFlip(op.p)
+    if kind is v2.RandomZoomOut:
+        return _zoom_out(op)
     if kind is v2.RandomIoUCrop:
         return RandomIoUCrop(
             op.min_scale,
@@ -187,6 +190,35 @@ def _is_geometry(op: Any) -> bool:
         return True
 
 
+def _zoom_out(op: Any) -> RandomZoomOut:
+    """v2's ``RandomZoomOut``, with the fills v2 finds for a PIL image and a mask (a type in
+    the fill dict, else its ``"others"``, else none: 0. A ``defaultdict``'s default is never
+    found that way, so the SSD preset's mean reaches masks and PIL images as 0)."""
+    from PIL import Image
+    from torchvision import tv_tensors
+
+    fills = op.fill if isinstance(op.fill, dict) else {"others": op.fill}
+
+    def found(kind: type) -> Any:
+        # `in` and get(), never [], so that a defaultdict's default is not made up
+        return fills[kind] if kind in fills else fills.get("others")
+
+    image, mask = found(Image.Image), found(tv_tensors.Mask)
+    colour = (
+        (0, 0, 0)
+        if image is None
+        else tuple(image)
+        if isinstance(image, (list, tuple))
+        else (image,) * 3
+    )
+    return RandomZoomOut(
+        image_fill=colour,
+        mask_fill=int(mask) if mask is not None else 0,
+        side_range=tuple(op.side_range),
+        p=op.p,
+    )
+
+
 def _zero(fill: Any) -> bool:
     if fill is None or isinstance(fill, (int, float)):
         return not fill
@@ -210,12 +242,18 @@ def translate_joint(transforms: Any) -> Translated:
     ops = list(flatten(transforms, ()))
     fused: list[ft.Transform] = []
     for op in ops:
+        if not fused and type(op) is v2.RandomPhotometricDistort:
+            fused.append(PhotometricFirst(op))  # drawn first, applied to the whole image
+            continue
         ours = _geometry(op)
         if ours is None:
             break
         if isinstance(ours, ft.Resize) and any(isinstance(f, ft.Resize) for f in fused):
             raise NotAccelerated(repr(op), "a second resize (fastload resamples once)")
         fused.append(ours)
+    if len(fused) == 1 and isinstance(fused[0], PhotometricFirst):
+        after = name_of(ops[1]) if len(ops) > 1 else "nothing"
+        raise NotAccelerated(repr(ops[0]), f"no geometry fastload fuses follows it ({after})")
     if not fused:
         first = ops[0] if ops else transforms
         why = "not geometry fastload moves boxes and masks with"

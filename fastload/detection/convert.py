@@ -1,11 +1,11 @@
 """The image of an ``(image, target)`` sample made float as v2's ``ToDtype(..., scale=True)``
-makes it, in one pass, and in a worker process straight into shared memory.
+makes it, in a worker process straight into shared memory.
 
 torch's loader hands a worker's tensors to the main process by copying each into shared
 memory; a float32 detection image (800 x 1066 px: 10 MB) costs that copy more than its
 conversion. :class:`FloatImage` writes the converted image where the hand-over would copy it
-to, so that nothing is copied. The values are v2's: ``image.to(float32).mul_(1 / 255)``,
-bit for bit.
+to, so that nothing is copied. The values are v2's, by v2's own steps (a cast copy, then
+``mul_(1 / 255)``), in the image's own memory layout, as v2's ``to`` keeps it.
 """
 
 from __future__ import annotations
@@ -39,14 +39,17 @@ class FloatImage:
         if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
             return image
         plain = image.as_subclass(torch.Tensor)
+        if not (plain.is_contiguous() or plain.permute(1, 2, 0).is_contiguous()):
+            plain = plain.contiguous()  # a layout that is not a decoder's: made plain
         if os.getpid() != self.owner:
             from fastload.compat import new_shared_storage
 
             storage = new_shared_storage(plain.numel() * 4)
-            out = torch.empty(0, dtype=torch.float32).set_(storage, 0, plain.shape)
+            out = torch.empty(0, dtype=torch.float32)
+            out.set_(storage, 0, plain.shape, plain.stride())
         else:
-            out = torch.empty(plain.shape, dtype=torch.float32)
-        torch.mul(plain, 1.0 / 255, out=out)
+            out = torch.empty_strided(plain.shape, plain.stride(), dtype=torch.float32)
+        out.copy_(plain).mul_(1.0 / 255)
         if type(image) is not torch.Tensor:  # a tv_tensors.Image stays one
             from torchvision import tv_tensors
 
@@ -54,4 +57,4 @@ class FloatImage:
         return out
 
     def __repr__(self) -> str:
-        return f"{self.to_dtype!r} (the image made float in one pass, in shared memory)"
+        return f"{self.to_dtype!r} (the image made float in shared memory)"

@@ -16,7 +16,7 @@ from fastload.detection.targets import Step, move_boxes, steps
 from fastload.drawing import drawing, drawn, own_draws
 from fastload.handover import HandOn
 from fastload.image import probe
-from fastload.resampling import View
+from fastload.resampling import View, render, visible_part
 from fastload.skipping import Skipped
 
 __all__ = ["JointDataset"]
@@ -130,31 +130,88 @@ class JointDataset(ImageDataset):
                 data, plan=None, render={}, max_pixels=self.max_pixels, exif_orientation=False
             )
             return array, [View.full(array.shape[1], array.shape[0])], []
-        views: list[View] = []
-        effects: list[list[Step]] = []
-        boxes = target.get("boxes") if isinstance(target, dict) else None
-
-        def plan(view: View) -> View:
-            nonlocal boxes
-            views.append(view)
-            for op in fused:
-                if getattr(op, "needs_boxes", False):
-                    params = op.make_params_with(view, boxes)
-                    after, effect = op.apply_params(view, params), op.target_steps(params)
-                else:
-                    after, effect = op.plan(view), []
-                if boxes is not None:  # the boxes as the next op sees them
-                    boxes = move_boxes(boxes, steps([view, after], [effect]))
-                views.append(after)
-                effects.append(effect)
-                view = after
-            return view
-
+        planner = _Planner(fused, target)
+        plan = drawn(planner.plan) if self._split.draws_python else own_draws(planner.plan)
+        if not planner.whole:
+            array = self._backend().decode(
+                data,
+                plan=plan,
+                render=self._split.render,
+                max_pixels=self.max_pixels,
+                exif_orientation=False,
+            )
+            return array, planner.views, planner.effects
+        # an op changes the pixels before the geometry, or pads with a colour: the image is
+        # decoded whole, changed, then the planned view is rendered from it and filled
         array = self._backend().decode(
-            data,
-            plan=drawn(plan) if self._split.draws_python else own_draws(plan),
-            render=self._split.render,
-            max_pixels=self.max_pixels,
-            exif_orientation=False,
+            data, plan=None, render={}, max_pixels=self.max_pixels, exif_orientation=False
         )
-        return array, views, effects
+        assert plan is not None
+        view = plan(View.full(array.shape[1], array.shape[0]))
+        with drawing():
+            array = planner.change_pixels(array)
+        out = planner.fill(render(array, view, **self._split.render), view, array.shape)
+        # a view of the whole image may be the PIL image's own (read-only) buffer
+        return out if out.flags.writeable else out.copy(), planner.views, planner.effects
+
+
+class _Planner:
+    """Plans the fused ops on a view, op by op: the views, what each op does to the target
+    besides, the boxes as each op sees them, and the drawn parameters of the ops that change
+    pixels."""
+
+    def __init__(self, fused: Sequence[Any], target: Any) -> None:
+        self.fused = fused
+        self.boxes = target.get("boxes") if isinstance(target, dict) else None
+        self.views: list[View] = []
+        self.effects: list[list[Step]] = []
+        self.pixels: list[tuple[Any, Any]] = []
+        fills = [getattr(op, "image_fill", ()) for op in fused]
+        self.colour = next((f for f in reversed(fills) if any(v != 0 for v in f)), None)
+        self.whole = self.colour is not None or any(
+            getattr(op, "needs_pixels", False) for op in fused
+        )
+
+    def plan(self, view: View) -> View:
+        self.views.append(view)
+        for op in self.fused:
+            if getattr(op, "needs_boxes", False):
+                params = op.make_params_with(view, self.boxes)
+                after, effect = op.apply_params(view, params), op.target_steps(params)
+            else:
+                params = op.make_params(view)
+                after, effect = op.apply_params(view, params), []
+            if getattr(op, "needs_pixels", False):
+                self.pixels.append((op, params))
+            if self.boxes is not None:  # the boxes as the next op sees them
+                self.boxes = move_boxes(self.boxes, steps([view, after], [effect]))
+            self.views.append(after)
+            self.effects.append(effect)
+            view = after
+        return view
+
+    def change_pixels(self, array: np.ndarray) -> np.ndarray:
+        """The ops that change pixels, on the whole image (as a PIL image, as torchvision's
+        dataset hands it), in their order."""
+        if not self.pixels:
+            return array
+        from PIL import Image
+
+        image = Image.fromarray(array)
+        for op, params in self.pixels:
+            image = op.apply_pixels(image, params)
+        return np.asarray(image)
+
+    def fill(self, out: np.ndarray, view: View, shape: tuple[int, ...]) -> np.ndarray:
+        """``out`` with the colour where the view reaches past the image (zeros until now)."""
+        if self.colour is None:
+            return out
+        part = visible_part(view.box, view.width, view.height, shape[1], shape[0])
+        filled = np.empty_like(out)
+        filled[...] = np.asarray([int(v) for v in self.colour], dtype=out.dtype)
+        if part is not None:
+            (c0, c1), (r0, r1) = part.columns, part.rows
+            if view.mirror:
+                c0, c1 = view.width - c1, view.width - c0
+            filled[r0:r1, c0:c1] = out[r0:r1, c0:c1]
+        return filled

@@ -226,20 +226,36 @@ def move_mask(mask: Any, moving: Sequence[Step], *, fill: int = 0) -> Any:
         elif kind == "crop":
             top, left, height, width = args
             rows, cols = _window(rows, top, height), _window(cols, left, width)
-    plain = mask.as_subclass(torch.Tensor)
-    rows_np, cols_np = rows.numpy(), cols.numpy()
-    array = _take(_take(plain.numpy(), rows_np, axis=-2), cols_np, axis=-1)
-    out = torch.from_numpy(np.ascontiguousarray(array))
-    if bool((rows < 0).any()) or bool((cols < 0).any()):
-        out[..., rows < 0, :] = fill
-        out[..., :, cols < 0] = fill
+    out = torch.from_numpy(_gather(mask.as_subclass(torch.Tensor).numpy(), rows, cols, fill))
     return tv_tensors.Mask(out) if isinstance(mask, tv_tensors.Mask) else out
 
 
+def _gather(array: np.ndarray, rows: torch.Tensor, cols: torch.Tensor, fill: int) -> np.ndarray:
+    """``array[..., rows][..., cols]`` with ``fill`` where an index is -1. Padding lies around
+    the picked part (a crop reaching past the image): only that part is copied, into a canvas
+    of the fill."""
+    r, c = rows.numpy(), cols.numpy()
+    r_in, c_in = np.flatnonzero(r >= 0), np.flatnonzero(c >= 0)
+    out_shape = (*array.shape[:-2], len(r), len(c))
+    if len(r_in) == 0 or len(c_in) == 0:
+        return np.full(out_shape, fill, dtype=array.dtype)
+    (r0, r1), (c0, c1) = (int(r_in[0]), int(r_in[-1]) + 1), (int(c_in[0]), int(c_in[-1]) + 1)
+    if r1 - r0 != len(r_in) or c1 - c0 != len(c_in):  # padding inside the picked part
+        out = np.take(np.take(array, np.maximum(r, 0), axis=-2), np.maximum(c, 0), axis=-1)
+        out[..., r < 0, :] = fill
+        out[..., :, c < 0] = fill
+        return out
+    picked = _take(_take(array, r[r0:r1], axis=-2), c[c0:c1], axis=-1)
+    if (r0, r1, c0, c1) == (0, len(r), 0, len(c)):
+        return np.ascontiguousarray(picked)
+    out = np.full(out_shape, fill, dtype=array.dtype)
+    out[..., r0:r1, c0:c1] = picked
+    return out
+
+
 def _take(array: np.ndarray, index: np.ndarray, *, axis: int) -> np.ndarray:
-    """``array`` indexed by ``index`` along ``axis`` (-1 read as 0: the caller fills those):
-    a view where the index is a run up or down (a crop, a flip), else one gather."""
-    index = np.maximum(index, 0)
+    """``array`` indexed by ``index`` (no -1) along ``axis``: a view where the index is a run up
+    or down (a crop, a flip), else one gather."""
     if len(index) > 1:
         step = int(index[1]) - int(index[0])
         first, last = int(index[0]), int(index[-1])

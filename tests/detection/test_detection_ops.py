@@ -9,6 +9,7 @@ of the images with annotations); batches with its ``collate_fn`` (``tuple(zip(*b
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from fastload.accelerate import NotAccelerated, accelerate_dataset
 from fastload.detection import CocoDetection
 
 MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
+MEAN = (123.0, 117.0, 104.0)  # the detection presets' mean
 
 
 class Preset:
@@ -48,6 +50,10 @@ def detection_train(augmentation: str) -> Preset:
         ops += [T.RandomHorizontalFlip(p=0.5)]
     elif augmentation == "ssdlite":
         ops += [T.RandomIoUCrop(), T.RandomHorizontalFlip(p=0.5)]
+    elif augmentation == "ssd":
+        fill = defaultdict(lambda: MEAN, {tv_tensors.Mask: 0})
+        ops += [T.RandomPhotometricDistort(), T.RandomZoomOut(fill=fill), T.RandomIoUCrop()]
+        ops += [T.RandomHorizontalFlip(p=0.5)]
     ops += [T.ToImage(), T.ToDtype(torch.float, scale=True)]
     ops += [T.ConvertBoundingBoxFormat(tv_tensors.BoundingBoxFormat.XYXY)]
     ops += [T.SanitizeBoundingBoxes(), T.ToPureTensor()]
@@ -116,7 +122,7 @@ def coco(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return coco_set(root, images=9, empty=(4,))
 
 
-@pytest.mark.parametrize("augmentation", ["hflip", "multiscale", "ssdlite"])
+@pytest.mark.parametrize("augmentation", ["hflip", "multiscale", "ssdlite", "ssd"])
 @pytest.mark.parametrize("masks", [False, True])
 def test_the_train_presets_give_torchvisions_samples(
     coco: tuple[Path, Path], augmentation: str, masks: bool
