@@ -262,6 +262,9 @@ def translate_joint(transforms: Any) -> Translated:
             if not any(_is_geometry(op) for op in ops[1:]):
                 why = "no geometry follows: nothing to fuse (the image is decoded whole either way)"
         raise NotAccelerated(name_of(first), why)
+    fills = {op.mask_fill for op in fused if hasattr(op, "mask_fill")}
+    if len(fills) > 1:  # the masks' padding is one value (fastload.detection.joint)
+        raise NotAccelerated(repr(transforms), f"ops that pad masks with different fills {fills}")
     rest = ops[len(fused) :]
     hand_on = HandOn("pil")
     form = conversion_forms().get(type(rest[0])) if rest else None

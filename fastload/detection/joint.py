@@ -101,6 +101,11 @@ class JointDataset(ImageDataset):
             raise ValueError(f"its {info.format} header gives no size, which RandomIoUCrop needs")
         target = self.make_target(index, extra, (info.height, info.width))
         array, views, effects = self._decode_viewed(data, target)
+        if (views[0].height, views[0].width) != (info.height, info.width):
+            raise ValueError(
+                f"its header says {info.width} x {info.height}, its pixels are "
+                f"{views[0].width} x {views[0].height}"
+            )
         return array, target, steps(views, effects)
 
     def _after(self, image: torch.Tensor, target: Any) -> Any:
