@@ -155,7 +155,8 @@ def make_coco(
     folder = Path(root) / "images"
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    entries, annotations = [], []
+    entries: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     for i in range(images):
         short = int(rng.integers(360, 641))
         width, height = (640, short) if rng.random() < 0.7 else (short, 640)

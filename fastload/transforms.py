@@ -257,7 +257,8 @@ class Resize(Transform):
             return self.size
         return shorter_side_to(height, width, self.size, self.max_size)
 
-    def apply_params(self, view: View, params: None) -> View:
+    def apply_params(self, view: View, params: Any) -> View:
+        # a plain Resize draws nothing (params None); its random kin pass their drawn size
         h, w = self.output_size(view.height, view.width)
         return view.resize(w, h)
 

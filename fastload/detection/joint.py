@@ -59,6 +59,11 @@ class JointDataset(ImageDataset):
         """The target after what the fused ops did (:func:`fastload.detection.targets.steps`)."""
         raise NotImplementedError
 
+    def subset(self, indices: Sequence[int]) -> Any:
+        """A copy holding the samples at ``indices``, in that order (what
+        ``torch.utils.data.Subset(self, indices)`` serves, as a dataset of its own)."""
+        raise NotImplementedError
+
     def with_transform(self, transform: Callable[..., Any] | None) -> Any:
         other = super().with_transform(transform)
         other.transforms = transform
@@ -82,8 +87,9 @@ class JointDataset(ImageDataset):
         if self._split.pil is not None:
             from PIL import Image
 
+            joint: Any = self._split.pil  # called as transforms(image, target)
             with drawing():
-                return self._split.pil(Image.fromarray(array), target)
+                return joint(Image.fromarray(array), target)
         return self._after(torch.from_numpy(array).permute(2, 0, 1), self.move(target, moving))
 
     def _decode_and_target(
@@ -120,7 +126,8 @@ class JointDataset(ImageDataset):
                 if isinstance(op, HandOn):
                     sample = op(sample)
                 else:
-                    sample, target = op(sample, target)
+                    joint: Any = op  # the user's ops take (image, target)
+                    sample, target = joint(sample, target)
         return sample, target
 
     def _decode_viewed(
