@@ -34,8 +34,9 @@ AS_WRITTEN = "runs as written, per sample, on the fused image and its moved targ
 
 
 def is_detection(dataset: Any) -> bool:
-    """Whether ``dataset`` is one this module reads: torchvision's v2-wrapped COCO dataset (or a
-    ``Subset`` of one), or fastload's ``CocoDetection``."""
+    """Whether ``dataset`` is one for this module: a dataset torchvision's
+    ``wrap_dataset_for_transforms_v2`` wrapped (or a ``Subset`` of one; of those, fastload reads
+    ``CocoDetection`` and ``VOCSegmentation``), or one of fastload's ``JointDataset``."""
     from torch.utils.data import Subset
 
     from fastload.compat import tv_tensor_wrapped

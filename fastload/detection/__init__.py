@@ -4,6 +4,10 @@
   ``CocoDetection`` makes it, and the target moved with the image by the planned ops;
 * :mod:`fastload.detection.joint`: what such datasets share (the decode that keeps the planned
   views, the target moved through them, the other ops called on ``(image, target)``);
+* :mod:`fastload.detection.iou_crop` and :mod:`fastload.detection.ssd`: v2's ``RandomIoUCrop``,
+  ``RandomZoomOut`` and a leading ``RandomPhotometricDistort`` as planned ops;
+* :mod:`fastload.detection.convert`: v2's float conversion of the image, in a worker process
+  straight into shared memory;
 * :mod:`fastload.detection.coco`: :class:`CocoDetection`, a COCO-format folder as a fastload
   dataset;
 * :mod:`fastload.detection.segmentation`: :class:`SegmentationList`, images with their mask
