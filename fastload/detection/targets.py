@@ -83,9 +83,13 @@ def coco_target(
     if "image_id" in keys:
         target["image_id"] = image_id
     if "boxes" in keys:
-        xywh = torch.tensor([a["bbox"] for a in annotations], dtype=torch.float32).reshape(-1, 4)
-        xyxy = torch.cat([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], dim=1)
-        target["boxes"] = tv_tensors.BoundingBoxes(xyxy, format="XYXY", canvas_size=canvas)
+        import torchvision.transforms.v2.functional as F
+
+        # torchvision's own steps: the dtype the JSON's numbers give (int64 when all are ints)
+        xywh = tv_tensors.BoundingBoxes(
+            [a["bbox"] for a in annotations], format="XYWH", canvas_size=canvas
+        )
+        target["boxes"] = F.convert_bounding_box_format(xywh, new_format="XYXY")
     if "masks" in keys:
         masks = [rasterize(a["segmentation"], canvas) for a in annotations]
         target["masks"] = tv_tensors.Mask(torch.from_numpy(np.stack(masks)))

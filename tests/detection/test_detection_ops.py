@@ -178,10 +178,12 @@ def test_an_image_left_with_no_box_is_kept_as_torchvision_keeps_it(tmp_path: Pat
 
 
 def test_grayscale_and_cmyk_images_come_out_rgb_as_torchvisions(tmp_path: Path) -> None:
+    """Their boxes are whole numbers in the JSON, as some tools write them: int64 boxes, as
+    torchvision makes them."""
     folder, _ = coco_set(tmp_path, images=1)
     extra = grey_and_cmyk(folder)
     boxes = [
-        {"id": 50 + k, "image_id": e["id"], "category_id": 1, "bbox": [5.0, 6.0, 40.0, 30.0]}
+        {"id": 50 + k, "image_id": e["id"], "category_id": 1, "bbox": [5, 6, 40, 30]}
         for k, e in enumerate(extra)
     ]
     folder, annotations = coco_set(tmp_path, images=1, extra_images=extra, extra_annotations=boxes)
