@@ -29,6 +29,7 @@ from fastload.detection.targets import (
     Step,
     coco_target,
     move_target,
+    pycocotools_mask,
 )
 
 __all__ = ["CocoDetection"]
@@ -63,6 +64,7 @@ class CocoDetection(JointDataset):
     Raises:
         ValueError: A bad option, a target key torchvision does not offer, an annotation
             naming an image the file does not list, or an id that is not an image's.
+        fastload.MissingDependencyError: ``masks`` asked for without pycocotools.
         FileNotFoundError: ``annFile`` does not exist.
     """
 
@@ -81,6 +83,8 @@ class CocoDetection(JointDataset):
         check_options(on_error, max_pixels)
         self.root = os.fspath(root)
         self.target_keys = _target_keys(target_keys)
+        if "masks" in self.target_keys:
+            pycocotools_mask()  # missing: said now, with the install command, not per sample
         if isinstance(annFile, dict):
             coco, source = annFile, "the annotations"
         else:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from fastload import errors
+from fastload._optional import MissingDependencyError
 from fastload.datasets import ImageDataset, OnError
 from fastload.detection.targets import Step, move_boxes, steps
 from fastload.drawing import drawing, drawn, own_draws
@@ -77,6 +78,8 @@ class JointDataset(ImageDataset):
             data, extra = self.read_sample(index)
             reading = False
             array, target, moving = self._decode_and_target(index, data, extra)
+        except MissingDependencyError:
+            raise  # an install to make, not an unusable sample
         except Exception as exc:
             path, why = self.path(index), errors.reason(exc)
             if self.on_error == "skip":

@@ -307,3 +307,14 @@ def test_an_aspect_ratio_batch_sampler_keeps_its_batches(coco: tuple[Path, Path]
     for images, _ in loader:
         landscape = {int(image.shape[-1] >= image.shape[-2]) for image in images}
         assert len(landscape) == 1
+
+
+def test_masks_without_pycocotools_say_how_to_install_it_at_once(
+    coco: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pycocotools", None)  # as if not installed
+    with pytest.raises(fastload.MissingDependencyError, match=r"fastload\[detection\]"):
+        CocoDetection(*coco, target_keys=["boxes", "masks"])
+    assert len(CocoDetection(*coco)) == 9  # boxes alone need no pycocotools
