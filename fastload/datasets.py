@@ -184,12 +184,7 @@ class ImageDataset(Dataset):
             reading = False
             image = self._decode(data)
         except Exception as exc:
-            path, why = self.path(index), errors.reason(exc)
-            if self.on_error == "skip":
-                self.bad_files[path] = why
-                return Skipped(path, why)
-            stage = errors.stage_of(exc, reading=reading)
-            raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
+            return self._unusable(index, exc, reading=reading)
         # the user's own code runs outside the try: its bugs are not unreadable images
         # what may draw runs under drawing(): in a thread worker, with the sample's own streams
         if self._split.pil is not None:
@@ -207,6 +202,20 @@ class ImageDataset(Dataset):
             with drawing():
                 target = self.target_transform(target)
         return image, target
+
+    def _unusable(self, index: int, exc: Exception, *, reading: bool) -> Skipped:
+        """Sample ``index`` could not be read or decoded: skipped (and recorded in
+        :attr:`bad_files`) with ``on_error="skip"``, else one error naming it.
+
+        Raises:
+            ImageDecodeError: ``on_error="raise"``; worded by where it failed.
+        """
+        path, why = self.path(index), errors.reason(exc)
+        if self.on_error == "skip":
+            self.bad_files[path] = why
+            return Skipped(path, why)
+        stage = errors.stage_of(exc, reading=reading)
+        raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
 
     def _decode(self, data: bytes) -> Any:
         """Decode (with the fused transform): the part ``on_error`` is about."""

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastload import errors
 from fastload._optional import MissingDependencyError
 from fastload.datasets import ImageDataset, OnError
 from fastload.detection.targets import Step, move_boxes, steps
@@ -18,7 +17,6 @@ from fastload.drawing import drawing, drawn, own_draws
 from fastload.handover import HandOn
 from fastload.image import probe
 from fastload.resampling import View, render, visible_part
-from fastload.skipping import Skipped
 
 __all__ = ["JointDataset"]
 
@@ -36,7 +34,11 @@ class JointDataset(ImageDataset):
     image and the target, as torchvision's dataset hands them.
     """
 
-    mask_fill = 0  # what a mask shows where a crop reaches past the image
+    @property
+    def mask_fill(self) -> int:
+        """What a mask shows where a crop reaches past the image: the fused ops' own (one
+        value per pipeline: the translation refuses two), else 0."""
+        return next((op.mask_fill for op in self._split.fused if hasattr(op, "mask_fill")), 0)
 
     def _setup_joint(
         self,
@@ -48,8 +50,6 @@ class JointDataset(ImageDataset):
         # torchvision's loaders keep the stored pixels (no EXIF rotation): so do these
         self._setup(transforms, None, backend, on_error, max_pixels, exif_orientation=False)
         self.transforms = transforms
-        fills = [op.mask_fill for op in self._split.fused if hasattr(op, "mask_fill")]
-        self.mask_fill = fills[-1] if fills else 0
 
     def make_target(self, index: int, extra: Any, canvas: tuple[int, int]) -> Any:
         """Sample ``index``'s target on its image's (height, width) ``canvas``, from what
@@ -68,8 +68,6 @@ class JointDataset(ImageDataset):
     def with_transform(self, transform: Callable[..., Any] | None) -> Any:
         other = super().with_transform(transform)
         other.transforms = transform
-        fills = [op.mask_fill for op in other._split.fused if hasattr(op, "mask_fill")]
-        other.mask_fill = fills[-1] if fills else 0
         return other
 
     def _load(self, index: int) -> Any:
@@ -81,12 +79,7 @@ class JointDataset(ImageDataset):
         except MissingDependencyError:
             raise  # an install to make, not an unusable sample
         except Exception as exc:
-            path, why = self.path(index), errors.reason(exc)
-            if self.on_error == "skip":
-                self.bad_files[path] = why
-                return Skipped(path, why)
-            stage = errors.stage_of(exc, reading=reading)
-            raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
+            return self._unusable(index, exc, reading=reading)
         if self._split.pil is not None:
             from PIL import Image
 
