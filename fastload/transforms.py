@@ -54,6 +54,7 @@ __all__ = [
     "RandomResizedCrop",
     "RandomShortestSize",
     "Resize",
+    "ScaleJitter",
     "Transform",
     "TransformSplit",
     # the kernel's names, kept here for code that imported them from this module
@@ -335,6 +336,47 @@ class RandomResize(Resize):
         return shorter_side_to(
             view.height, view.width, _randint(self.min_size, self.max_size_drawn)
         )
+
+    def apply_params(self, view: View, params: tuple[int, int]) -> View:
+        height, width = params
+        return view.resize(width, height)
+
+
+class ScaleJitter(Resize):
+    """Resize by a scale drawn from ``scale_range`` times the one that fits the image in
+    ``target_size`` (aspect kept): torchvision v2's ``ScaleJitter`` (the detection references'
+    large-scale jitter, ``lsj``), same draw, same float32 arithmetic, same output size.
+
+    Args:
+        target_size: The size a drawn scale of 1 fits the image in, read as torchvision reads
+            it: ``target_size[0]`` bounds the width, ``target_size[1]`` the height.
+        scale_range: The (low, high) the scale is drawn from, uniformly.
+        interpolation: ``"bilinear"`` (default), ``"nearest"`` or ``"bicubic"``.
+        antialias: Average areas when shrinking by more than 2x.
+    """
+
+    def __init__(
+        self,
+        target_size: Sequence[int],
+        scale_range: Sequence[float] = (0.1, 2.0),
+        interpolation: Any = "bilinear",
+        antialias: bool = True,
+    ) -> None:
+        pair = _size_pair(tuple(target_size), "target_size")
+        low, high = (float(s) for s in scale_range)
+        if not 0 < low <= high:
+            raise ValueError(f"scale_range={scale_range!r}: need 0 < low <= high")
+        super().__init__(pair, interpolation, antialias=antialias)
+        self.target_size, self.scale_range = pair, (low, high)
+
+    def make_params(self, view: View) -> tuple[int, int]:
+        """The (height, width) after resizing: one ``torch.rand(1)`` draw of the scale."""
+        low, high = self.scale_range
+        # torchvision scales in float32 tensors: the same ops give the same rounding
+        drawn = torch.tensor([_uniform(0.0, 1.0)], dtype=torch.get_default_dtype())
+        scale = low + drawn * (high - low)
+        ratio = min(self.target_size[1] / view.height, self.target_size[0] / view.width) * scale
+        return int(view.height * ratio), int(view.width * ratio)
 
     def apply_params(self, view: View, params: tuple[int, int]) -> View:
         height, width = params

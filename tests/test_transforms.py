@@ -314,6 +314,34 @@ def test_random_resize_draws_torchvisions_sizes(width, height) -> None:
         assert torch.equal(torch.rand(1), after_theirs)
 
 
+@pytest.mark.parametrize("width, height", [(320, 240), (90, 300), (1333, 97)])
+@pytest.mark.parametrize("target_size, scale_range", [((1024, 1024), (0.1, 2.0)), ((300, 500), (0.5, 0.9))])
+def test_scale_jitter_draws_torchvisions_sizes(width, height, target_size, scale_range) -> None:
+    """Sizes equal in every seed: the scale is drawn and multiplied in float32, as v2's."""
+    image = tensor(width, height)
+    theirs_op = T.ScaleJitter(target_size, scale_range)
+    ours_op = fl.ScaleJitter(target_size, scale_range)
+    for seed in range(40):
+        torch.manual_seed(seed)
+        theirs_size = theirs_op.make_params([image])["size"]
+        after_theirs = torch.rand(1)
+        torch.manual_seed(seed)
+        assert ours_op.make_params(fl.View.full(width, height)) == theirs_size, seed
+        assert torch.equal(torch.rand(1), after_theirs)
+    torch.manual_seed(1)
+    theirs = theirs_op(image)
+    torch.manual_seed(1)
+    ours = ours_op(image)
+    assert ours.shape == theirs.shape and mad(ours, theirs) <= 1.5
+
+
+def test_scale_jitter_refuses_bad_ranges() -> None:
+    with pytest.raises(ValueError, match=r"scale_range=\(2.0, 1.0\): need 0 < low <= high"):
+        fl.ScaleJitter((100, 100), (2.0, 1.0))
+    with pytest.raises(ValueError, match=r"target_size=\(0, 5\)"):
+        fl.ScaleJitter((0, 5))
+
+
 @pytest.mark.parametrize("padding", [None, [3, 5, 7, 2], 4])
 @pytest.mark.parametrize("size", [(200, 150), (300, 400), 100])
 def test_random_crop_with_padding_is_v2s_exactly(padding, size) -> None:

@@ -1,7 +1,8 @@
 """torchvision's v2 detection and segmentation pipelines, fastload's way: the leading geometry
-of the pipeline (``RandomShortestSize``, ``RandomResize``, ``Resize``, ``RandomCrop``,
-``RandomIoUCrop``, ``RandomHorizontalFlip``: the detection references' ``hflip``,
-``multiscale`` and ``ssdlite`` presets, the segmentation references' train preset) fused with
+of the pipeline (``RandomShortestSize``, ``RandomResize``, ``ScaleJitter``, ``Resize``,
+``RandomCrop``, ``RandomIoUCrop``, ``RandomHorizontalFlip``: the detection references'
+``hflip``, ``multiscale``, ``ssdlite`` and ``ssd`` presets, ``lsj`` up to the references' own
+``FixedSizeCrop``, the segmentation references' train preset) fused with
 decoding, the boxes and masks moved with it (:mod:`fastload.detection.targets`), and the ops
 after it run as written on ``(image, target)``, so that ``SanitizeBoundingBoxes``,
 ``ConvertBoundingBoxFormat`` and the rest keep torchvision's own meaning.
@@ -128,7 +129,7 @@ def _geometry(op: Any) -> ft.Transform | None:
         )
     if kind is v2.RandomCrop:
         return _random_crop(op)
-    if kind not in (v2.RandomShortestSize, v2.Resize, v2.RandomResize):
+    if kind not in (v2.RandomShortestSize, v2.Resize, v2.RandomResize, v2.ScaleJitter):
         return None
     if op.antialias is not True:
         raise NotAccelerated(repr(op), "antialias=False (fastload resamples with antialiasing)")
@@ -138,6 +139,8 @@ def _geometry(op: Any) -> ft.Transform | None:
         )
     if kind is v2.RandomResize:
         return ft.RandomResize(op.min_size, op.max_size, interpolation=interpolation(op))
+    if kind is v2.ScaleJitter:
+        return ft.ScaleJitter(op.target_size, op.scale_range, interpolation=interpolation(op))
     if op.size is None:
         raise NotAccelerated(repr(op), "size=None (max_size alone)")
     return ft.Resize(op.size, interpolation(op), max_size=op.max_size)
@@ -271,8 +274,9 @@ def translate_joint(transforms: Any) -> Translated:
     form = conversion_forms().get(type(rest[0])) if rest else None
     if form in ("uint8", "image"):
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
-        if rest and _converts_to_float32(rest[0], form):
-            rest = [FloatImage(rest[0]), *rest[1:]]
+    blockers = ((name_of(rest[0]), AS_WRITTEN),) if rest else ()
+    if rest and form in ("uint8", "image") and _converts_to_float32(rest[0], form):
+        rest = [FloatImage(rest[0]), *rest[1:]]
     return Translated(
         tuple(fused),
         (),
@@ -281,5 +285,5 @@ def translate_joint(transforms: Any) -> Translated:
         None,
         rest=tuple(rest),
         hand_on=hand_on,
-        blockers=tuple((name_of(op), AS_WRITTEN) for op in ops[len(fused) + 1 :][:1]),
+        blockers=blockers,
     )

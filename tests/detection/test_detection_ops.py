@@ -40,6 +40,36 @@ class Preset:
         return self.transforms(img, target)
 
 
+class FixedSizeCrop:
+    """Stands in for the detection references' own ``FixedSizeCrop`` (their ``transforms.py``,
+    not torchvision's, so not importable here): like theirs, it works on a PIL image only,
+    crops to at most ``size`` at an offset drawn with ``torch.rand(1)``, then pads the right
+    and bottom with ``fill``. What fastload must get right is what it is handed: the PIL image
+    and the target torchvision would have at that point."""
+
+    def __init__(self, size: tuple[int, int], fill: tuple[float, ...]) -> None:
+        self.size, self.fill = size, [int(v) for v in fill]
+
+    def __call__(self, image: Any, target: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        import torchvision.transforms.v2.functional as F
+        from PIL import Image
+
+        assert isinstance(image, Image.Image), type(image)
+        height, width = image.height, image.width
+        new_h, new_w = min(height, self.size[0]), min(width, self.size[1])
+        drawn = torch.rand(1)
+        top, left = int((height - new_h) * drawn), int((width - new_w) * drawn)
+        moved = {"image": image, **target}
+        for key in ("image", "boxes", "masks"):
+            if key in moved:
+                moved[key] = F.crop(moved[key], top, left, new_h, new_w)
+                padding = [0, 0, self.size[1] - new_w, self.size[0] - new_h]
+                fill = self.fill if key == "image" else 0
+                moved[key] = F.pad(moved[key], padding, fill=fill)
+        image = moved.pop("image")
+        return image, moved
+
+
 def detection_train(augmentation: str) -> Preset:
     """``DetectionPresetTrain(data_augmentation=..., backend="pil", use_v2=True)``'s ops."""
     ops: list[Any] = []
@@ -48,6 +78,9 @@ def detection_train(augmentation: str) -> Preset:
     elif augmentation == "multiscale":
         ops += [T.RandomShortestSize(min_size=MULTISCALE, max_size=1333)]
         ops += [T.RandomHorizontalFlip(p=0.5)]
+    elif augmentation == "lsj":
+        ops += [T.ScaleJitter(target_size=(1024, 1024), antialias=True)]
+        ops += [FixedSizeCrop((1024, 1024), fill=MEAN), T.RandomHorizontalFlip(p=0.5)]
     elif augmentation == "ssdlite":
         ops += [T.RandomIoUCrop(), T.RandomHorizontalFlip(p=0.5)]
     elif augmentation == "ssd":
@@ -122,15 +155,18 @@ def coco(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return coco_set(root, images=9, empty=(4,))
 
 
-@pytest.mark.parametrize("augmentation", ["hflip", "multiscale", "ssdlite", "ssd"])
+@pytest.mark.parametrize("augmentation", ["hflip", "multiscale", "ssdlite", "ssd", "lsj"])
 @pytest.mark.parametrize("masks", [False, True])
 def test_the_train_presets_give_torchvisions_samples(
     coco: tuple[Path, Path], augmentation: str, masks: bool
 ) -> None:
+    """``lsj``'s ``FixedSizeCrop`` is the references' own: fused up to it, it runs as written
+    on the PIL image torchvision would hand it, and the flip after it too."""
     theirs = wrapped(*coco, detection_train(augmentation), masks)
     fast, translated = accelerate_dataset(theirs, batches=False)
     assert isinstance(fast, CocoDetection) and len(fast) == len(theirs)
-    assert [type(op).__name__ for op in translated.fused][-1] == "RandomHorizontalFlip"
+    last = "ScaleJitter" if augmentation == "lsj" else "RandomHorizontalFlip"
+    assert [type(op).__name__ for op in translated.fused][-1] == last
     for index in range(len(theirs)):
         for seed in (index, 100 + index):
             compare(fast, theirs, index, seed, where=f"{augmentation} {index} {seed}")
