@@ -315,7 +315,9 @@ def test_random_resize_draws_torchvisions_sizes(width, height) -> None:
 
 
 @pytest.mark.parametrize("width, height", [(320, 240), (90, 300), (1333, 97)])
-@pytest.mark.parametrize("target_size, scale_range", [((1024, 1024), (0.1, 2.0)), ((300, 500), (0.5, 0.9))])
+@pytest.mark.parametrize(
+    "target_size, scale_range", [((1024, 1024), (0.1, 2.0)), ((300, 500), (0.5, 0.9))]
+)
 def test_scale_jitter_draws_torchvisions_sizes(width, height, target_size, scale_range) -> None:
     """Sizes equal in every seed: the scale is drawn and multiplied in float32, as v2's."""
     image = tensor(width, height)
