@@ -34,8 +34,11 @@ def add(sub: Any) -> None:
         "ImageFolder reads) into OUT as tar shards: KEY.jpg (the file's bytes unchanged), "
         "KEY.cls (the label), KEY.json (the original path and size); beside them an index per "
         "shard (DALI's webdataset index) and manifest.json. Read OUT with "
-        "fastload.ImageShards(OUT). A stopped run continues when started again with the same "
-        "settings.",
+        "fastload.ImageShards(OUT). With --coco, SOURCE is the folder a COCO annotation file's "
+        "images are in, and each image is written as KEY.jpg and KEY.json (its image_id and "
+        "annotations), the categories in the manifest: read OUT with "
+        "fastload.detection.CocoShards(OUT). A stopped run continues when started again with "
+        "the same settings.",
     )
     pack.add_argument(
         "source",
@@ -49,6 +52,13 @@ def add(sub: Any) -> None:
     )
     _storage_arguments(pack)
     _table_arguments(pack)
+    pack.add_argument(
+        "--coco",
+        metavar="ANNOTATIONS",
+        default=None,
+        help="a COCO annotation file (instances_*.json) whose images SOURCE holds: pack a "
+        "detection dataset",
+    )
     pack.add_argument("--no-json", action="store_true", help="leave out KEY.json")
     pack.add_argument("--json", action="store_true", help="print the manifest as JSON")
     pack.set_defaults(run=run)
@@ -127,14 +137,21 @@ def run(args: argparse.Namespace) -> int:
     from fastload.shards.pack import pack
     from fastload.shards.storage.remote import RemoteError
 
+    if args.coco is not None and not os.path.isdir(args.source):
+        raise CLIError(f"{args.source!r} is not a folder (with --coco: the images' folder)")
     if not os.path.isdir(args.source) and not is_table(args.source):
         raise CLIError(f"{args.source!r} is neither a folder nor a .csv, .tsv or .parquet table")
     if args.quality > 100:
         raise CLIError(f"--quality {args.quality} must be from 1 to 100")
     began = time.monotonic()
     try:
+        source: Any = args.source
+        if args.coco is not None:
+            from fastload.detection.coco import CocoDetection
+
+            source = CocoDetection(args.source, args.coco)
         manifest = pack(
-            args.source,
+            source,
             args.out,
             shard_size=args.shard_size,
             shuffle_seed=None if args.no_shuffle else args.seed,
@@ -154,9 +171,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(manifest.to_dict(), indent=1))
         return 0
     size = sum(entry.bytes for entry in manifest.shards)
+    reader = "fastload.detection.CocoShards" if args.coco else "fastload.ImageShards"
     print(
         f"packed {manifest.samples} images into {len(manifest.shards)} shards "
         f"({size / 2**20:,.1f} MiB) in {args.out} in {seconds:.1f} s; read them with "
-        f"fastload.ImageShards({args.out!r})"
+        f"{reader}({args.out!r})"
     )
     return 0

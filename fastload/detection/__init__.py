@@ -10,6 +10,8 @@
   straight into shared memory;
 * :mod:`fastload.detection.coco`: :class:`CocoDetection`, a COCO-format folder as a fastload
   dataset;
+* :mod:`fastload.detection.coco_shards`: :class:`CocoShards`, a COCO dataset packed as tar
+  shards by ``fastload.pack``;
 * :mod:`fastload.detection.segmentation`: :class:`SegmentationList`, images with their mask
   PNGs (VOC's layout);
 * :mod:`fastload.detection.batching`: :class:`PaddedBatch`, a ``collate_fn`` giving one padded
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from fastload.detection.batching import PaddedBatch, pad_images
 from fastload.detection.coco import CocoDetection
+from fastload.detection.coco_shards import CocoShards
 from fastload.detection.segmentation import SegmentationList
 
-__all__ = ["CocoDetection", "PaddedBatch", "SegmentationList", "pad_images"]
+__all__ = ["CocoDetection", "CocoShards", "PaddedBatch", "SegmentationList", "pad_images"]

@@ -32,7 +32,7 @@ from fastload.detection.targets import (
     pycocotools_mask,
 )
 
-__all__ = ["CocoDetection"]
+__all__ = ["CocoDetection", "as_coco", "target_keys_of"]
 
 
 class CocoDetection(JointDataset):
@@ -82,7 +82,7 @@ class CocoDetection(JointDataset):
     ) -> None:
         check_options(on_error, max_pixels)
         self.root = os.fspath(root)
-        self.target_keys = _target_keys(target_keys)
+        self.target_keys = target_keys_of(target_keys)
         if "masks" in self.target_keys:
             pycocotools_mask()  # missing: said now, with the install command, not per sample
         if isinstance(annFile, dict):
@@ -118,6 +118,10 @@ class CocoDetection(JointDataset):
         """The file of image ``index``."""
         return os.path.join(self.root, self._files[index])
 
+    def annotations(self, index: int) -> list[dict[str, Any]]:
+        """Image ``index``'s annotations, as its annotation file gives them."""
+        return self._annotations[index]
+
     def read_sample(self, index: int) -> tuple[bytes, list[dict[str, Any]]]:
         """The bytes of image ``index``'s file, and its annotations."""
         return read_file(self.path(index)), self._annotations[index]
@@ -143,7 +147,29 @@ class CocoDetection(JointDataset):
         return move_target(target, moving, mask_fill=self.mask_fill)
 
 
-def _target_keys(keys: Collection[str] | str | None) -> frozenset[str]:
+def as_coco(dataset: Any) -> CocoDetection | None:
+    """``dataset`` as fastload's :class:`CocoDetection` (the same images, ids and
+    annotations), if it is one, or torchvision's ``CocoDetection`` (v2-wrapped or not);
+    ``None`` for any other dataset."""
+    if isinstance(dataset, CocoDetection):
+        return dataset
+    from torchvision.datasets import CocoDetection as TorchvisionCoco
+
+    from fastload.compat import tv_tensor_wrapped
+
+    wrapped = tv_tensor_wrapped(dataset)
+    inner = wrapped[0] if wrapped is not None else dataset
+    if type(inner) is not TorchvisionCoco:
+        return None
+    return CocoDetection(inner.root, inner.coco.dataset, ids=inner.ids)
+
+
+def target_keys_of(keys: Collection[str] | str | None) -> frozenset[str]:
+    """The target keys ``target_keys=`` names (torchvision's wrapper's meaning).
+
+    Raises:
+        ValueError: A key torchvision does not offer, or a string other than ``"all"``.
+    """
     if keys is None:
         return DEFAULT_KEYS
     if keys == "all":

@@ -30,6 +30,7 @@ which is not shard-aware) is read with one ranged request, and caches nothing.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -273,8 +274,38 @@ class ImageShards(ImageDataset):
 
     @property
     def shard_sizes(self) -> np.ndarray:
-        """How many samples each shard holds (samples are numbered shard by shard)."""
+        """How many samples each shard holds (samples are numbered shard by shard).
+
+        Raises:
+            ValueError: A :meth:`subset` whose samples are not in shard order.
+        """
+        if len(self._shard) > 1 and not bool(np.all(np.diff(self._shard) >= 0)):
+            raise ValueError(
+                "this subset's samples are not in their shards' order: an order by shard "
+                "(ShardSampler) needs a subset of ascending indices"
+            )
         return np.bincount(self._shard, minlength=len(self._shards))
+
+    def subset(self, indices: Sequence[int]) -> Any:
+        """A copy holding the samples at ``indices``, in that order (what
+        ``torch.utils.data.Subset(self, indices)`` serves, as a dataset of its own; with
+        ascending indices, :class:`fastload.ShardSampler` still orders it by shard).
+
+        The copy shares the shards, their cache, the transforms and :attr:`bad_files` with
+        this dataset.
+        """
+        other = copy.copy(self)
+        picked = np.asarray(indices, dtype=np.int64)
+        other._shard = self._shard[picked]
+        other._keys = Strings([self._keys[int(i)] for i in picked])
+        other._image_offset = self._image_offset[picked]
+        other._image_size = self._image_size[picked]
+        other._image_ext = self._image_ext[picked]
+        other._target_offset = [offsets[picked] for offsets in self._target_offset]
+        other._target_size = [sizes[picked] for sizes in self._target_size]
+        other._target_ext = [exts[picked] for exts in self._target_ext]
+        other._labels = self._labels[picked] if self._labels is not None else None
+        return other
 
     def shard_of(self, index: int) -> str:
         """The path of the shard that holds sample ``index``."""

@@ -1,11 +1,13 @@
-"""``fastload.pack``: a class-folder dataset, or an image-text table, written as tar shards,
-an index per shard and a manifest.
+"""``fastload.pack``: a class-folder dataset, an image-text table or a COCO dataset, written as
+tar shards, an index per shard and a manifest.
 
 Each sample becomes ``KEY.jpg`` (the file's bytes unchanged; a PNG stays ``.png``, and so on,
 named by its content), ``KEY.cls`` (the label as ASCII digits) and, by default, ``KEY.json``
-(the original path, size in bytes and pixels). Keys are the samples' positions in the packed
-order, zero-padded. Samples are shuffled across shards by default (seeded), so that neighbours
-are not one class.
+(the original path, size in bytes and pixels). A table's row gives ``KEY.txt`` (the caption)
+instead of ``KEY.cls``, its other columns joining ``KEY.json``; a COCO image gives no
+``KEY.cls`` and always a ``KEY.json`` holding its ``image_id`` and ``annotations``. Keys are
+the samples' positions in the packed order, zero-padded. Samples are shuffled across shards by
+default (seeded), so that neighbours are not one class.
 
 Writing is atomic and resumable. Each shard is written under a hidden temporary name and
 renamed once whole (its index first), then recorded in a log in the output folder; the manifest
@@ -30,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +69,13 @@ _EXTENSIONS = {
 @dataclass(frozen=True)
 class _Source:
     paths: list[str]
-    labels: list[Any]  # an int label each, or a tables.Row (a caption and other columns)
+    # an int label each, a tables.Row (a caption and other columns), or a COCO image's
+    # {"image_id": ..., "annotations": [...]}
+    labels: list[Any]
     classes: list[str]
     root: str
+    categories: list[dict[str, Any]] = field(default_factory=list)
+    detection: bool = False  # a COCO dataset: its images must keep their bytes
 
 
 @dataclass(frozen=True)
@@ -93,10 +99,45 @@ def _item(key: str, members: list[tuple[str, bytes]]) -> _Item:
     return _Item(key, b"".join(pieces), tuple(where))
 
 
-def _source(source: Any, keys: tuple[str, str, str | None]) -> _Source:
+def _coco(source: Any) -> Any:
+    """``source`` as fastload's ``detection.CocoDetection`` when it is a COCO dataset (fastload's
+    or torchvision's), else ``None``."""
+    if isinstance(source, (str, os.PathLike)) or tables.is_table(source):
+        return None
+    from fastload.detection.coco import as_coco
+
+    return as_coco(source)
+
+
+def _source(source: Any, keys: tuple[str, str, str | None], max_side: int | None) -> _Source:
+    """The samples of ``source`` (see :func:`_found`), checked.
+
+    Raises:
+        ValueError: It holds no images, or it is a COCO dataset and ``max_side`` is set.
+    """
+    found = _found(source, keys)
+    if not found.paths:
+        raise ValueError(f"no images in {source!r}")
+    if found.detection and max_side is not None:
+        raise ValueError(
+            f"max_side={max_side!r} would re-encode the images of a COCO dataset and leave its "
+            "boxes and masks where they were: pack it with max_side=None"
+        )
+    return found
+
+
+def _found(source: Any, keys: tuple[str, str, str | None]) -> _Source:
     """The samples of a class folder, an image-text table (``keys``: its image and caption
-    columns and separator), a fastload ``ImageList`` / ``ImageFolder``, or a torchvision
-    ``ImageFolder``."""
+    columns and separator), a fastload ``ImageList`` / ``ImageFolder``, a torchvision
+    ``ImageFolder``, or a COCO dataset (fastload's or torchvision's ``CocoDetection``)."""
+    coco = _coco(source)
+    if coco is not None:
+        ids = coco.ids
+        paths = [coco.path(i) for i in range(len(coco))]
+        labels = [
+            {"image_id": ids[i], "annotations": coco.annotations(i)} for i in range(len(coco))
+        ]
+        return _Source(paths, labels, [], coco.root, coco.categories, detection=True)
     if tables.is_table(source):
         image_key, caption_key, separator = keys
         table = tables.read_table(
@@ -121,8 +162,9 @@ def _source(source: Any, keys: tuple[str, str, str | None]) -> _Source:
         root = getattr(source, "root", "")
         return _Source([p for p, _ in samples], [c for _, c in samples], source.classes, root)
     raise TypeError(
-        "pack takes a class folder's path, a fastload.ImageFolder / ImageList or a torchvision "
-        f"ImageFolder, got {type(source).__name__}"
+        "pack takes a class folder's path, an image-text table, a fastload.ImageFolder / "
+        "ImageList, a torchvision ImageFolder, or a CocoDetection (fastload's or torchvision's), "
+        f"got {type(source).__name__}"
     )
 
 
@@ -155,11 +197,15 @@ def _metadata(path: str, root: str, data: bytes, stored: bytes | None) -> dict[s
 def _members(
     key: str, data: bytes, stored: bytes | None, target: Any, meta: dict[str, Any] | None
 ) -> _Item:
-    """``KEY.<image>`` and ``KEY.cls`` (an int target) or ``KEY.txt`` (a table's row, whose
-    other columns join ``KEY.json``)."""
+    """``KEY.<image>`` and ``KEY.cls`` (an int target), ``KEY.txt`` (a table's row, whose
+    other columns join ``KEY.json``), or ``KEY.json`` alone (a COCO image's id and
+    annotations, with the metadata)."""
     image = data if stored is None else stored
     ext = _EXTENSIONS.get(sniff(image), "bin")
-    if isinstance(target, tables.Row):
+    if isinstance(target, dict):
+        members = [(ext, image)]
+        meta = {**(meta or {}), **target}
+    elif isinstance(target, tables.Row):
         members = [(ext, image), ("txt", target.caption.encode())]
         if target.extra:
             meta = {**(meta or {}), **dict(target.extra)}
@@ -419,7 +465,12 @@ def pack(
         source: A folder in the ImageFolder layout, a ``fastload.ImageFolder`` /
             ``ImageList``, a torchvision ``ImageFolder``, or an image-text table (a ``.csv``,
             ``.tsv`` or ``.parquet`` file, see :mod:`fastload.shards.format.tables`), whose samples
-            are ``KEY.jpg`` + ``KEY.txt`` (the caption) + ``KEY.json`` (the other columns).
+            are ``KEY.jpg`` + ``KEY.txt`` (the caption) + ``KEY.json`` (the other columns); or a
+            COCO dataset (``fastload.detection.CocoDetection``, or torchvision's
+            ``CocoDetection``, v2-wrapped or not), whose samples are ``KEY.jpg`` + ``KEY.json``
+            (the image's ``image_id`` and its ``annotations`` as the annotation file gives
+            them, with the metadata), its categories in the manifest; read it with
+            :class:`fastload.detection.CocoShards`.
         out: The folder to write (new, empty, or holding this pack's unfinished run); or the
             URL of a prefix on remote storage (``"s3://bucket/pack"``), where the pack is
             uploaded once written (see :mod:`fastload.shards.storage.upload`).
@@ -428,7 +479,8 @@ def pack(
             source's order.
         max_side: Re-encode images whose longest side is larger to this side, as JPEGs at
             ``quality`` (stored upright); ``None`` (the default) keeps every file's bytes.
-            This changes pixels: see the README for what it costs and buys.
+            This changes pixels: see the README for what it costs and buys. Not for a COCO
+            dataset (its boxes and masks would not move).
         quality: The JPEG quality of the re-encoding.
         workers: Threads that read (processes that re-encode); default: the usable cores.
         metadata: Write ``KEY.json`` with the original path and size.
@@ -451,9 +503,7 @@ def pack(
     from fastload._progress import Progress
 
     _check(shard_size, max_side, quality, workers)
-    found = _source(source, (image_key, caption_key, separator))
-    if not found.paths:
-        raise ValueError(f"no images in {source!r}")
+    found = _source(source, (image_key, caption_key, separator), max_side)
     destination = os.fspath(out)
     remote = None
     if is_remote(destination):
@@ -494,18 +544,35 @@ def pack(
         finally:
             writer.abandon()
             bar.close()
-    result = manifests.Manifest(entries, found.classes, max_side, options["quality"], __version__)
+    result = manifests.Manifest(
+        entries,
+        found.classes,
+        max_side,
+        options["quality"],
+        __version__,
+        categories=found.categories,
+    )
+    _publish(result, out, destination, remote, progress=progress)
+    return result
+
+
+def _publish(
+    result: manifests.Manifest, out: Path, destination: str, remote: Any, *, progress: bool
+) -> None:
+    """Write the manifest, last: into ``out``, or with the upload of ``out`` to a remote
+    ``destination``."""
+    from fastload._progress import Progress
+
     if remote is not None:
         bar = Progress("uploading", enabled=None if progress else False)
         try:
             upload.upload(out, destination, remote, result, bar)
         finally:
             bar.close()
-        return result
+        return
     manifests.write(out / manifests.MANIFEST, result)
     for name in (_PLAN, _LOG):
         (out / name).unlink()
-    return result
 
 
 def _write_all(

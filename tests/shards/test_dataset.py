@@ -248,3 +248,19 @@ def test_accelerate_runs_a_torchvision_pipeline_on_shards_as_on_the_folder(
     assert images.dtype == stock.dtype == torch.float32
     difference = float((images - stock).abs().mean()) * 0.25 * 255  # in 0..255 units
     assert difference < 0.5, difference  # the README: within 0.4 of 255 on average
+
+
+def test_a_subset_serves_its_samples_in_order_and_shard_sampler_orders_an_ascending_one(
+    packed: Path,
+) -> None:
+    shards = fastload.ImageShards(packed)
+    picked = [7, 2, 2, len(shards) - 1]
+    subset = shards.subset(picked)
+    assert len(subset) == 4 and subset.bad_files is shards.bad_files
+    assert [subset.read_sample(i) for i in range(4)] == [shards.read_sample(i) for i in picked]
+    assert subset.labels.tolist() == shards.labels[picked].tolist()
+    ascending = shards.subset(range(1, len(shards), 2))
+    order = list(fastload.ShardSampler(ascending, seed=0))
+    assert sorted(order) == list(range(len(ascending)))
+    with pytest.raises(ValueError, match="not in their shards' order"):
+        fastload.ShardSampler(shards.subset([len(shards) - 1, 0]))

@@ -1,9 +1,9 @@
 """The manifest ``fastload pack`` writes beside its shards: what a reader needs to trust them.
 
-It lists each shard (name, index, samples, bytes, SHA-256), the class names, how the images
-were stored (bytes unchanged, or re-encoded to ``max_side`` at ``quality``) and a format
-version. It is written last, under a temporary name first, so that a manifest never lists a
-shard that is not complete.
+It lists each shard (name, index, samples, bytes, SHA-256), the class names (or a COCO
+dataset's categories), how the images were stored (bytes unchanged, or re-encoded to
+``max_side`` at ``quality``) and a format version. It is written last, under a temporary
+name first, so that a manifest never lists a shard that is not complete.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class Manifest:
         quality: The JPEG quality of that re-encoding, or ``None``.
         fastload: The fastload version that wrote it.
         version: The manifest format's version.
+        categories: A pack of a COCO dataset: its ``categories``, as its annotation file
+            lists them (left out of the file when empty).
     """
 
     shards: list[ShardEntry]
@@ -69,13 +71,17 @@ class Manifest:
     quality: int | None = None
     fastload: str = ""
     version: int = VERSION
+    categories: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def samples(self) -> int:
         return sum(s.samples for s in self.shards)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, **asdict(self), "samples": self.samples}
+        data = {"format": FORMAT, **asdict(self), "samples": self.samples}
+        if not self.categories:
+            del data["categories"]
+        return data
 
 
 def read(path: str | os.PathLike[str]) -> Manifest:
@@ -113,6 +119,7 @@ def parse(text: bytes, where: str) -> Manifest:
         data.get("quality"),
         data.get("fastload", ""),
         int(data.get("version", VERSION)),
+        list(data.get("categories", [])),
     )
 
 
