@@ -14,7 +14,9 @@ runs the swap with ``worker_type="thread"`` (and ``seeding="sample"``, which thr
 no image crosses a process boundary there.
 
 The set is a COCO-like one made here (``fastload.synthetic.make_coco``: COCO's image sizes,
-1-8 objects each, polygon masks), or ``--data FOLDER --annotations FILE`` for a real one.
+1-8 objects each, polygon masks), or ``--data FOLDER --annotations FILE`` for a real one; the
+segmentation set is ``fastload.synthetic.make_voc``'s (the same pictures and polygons as the
+COCO-like set, as class masks).
 
 With ``--device cuda`` both deliver on the device: fastload with ``device="cuda"`` (its
 prefetcher), stock torch with the references' loops' copies (each image and target tensor).
@@ -40,7 +42,7 @@ from torchvision import tv_tensors
 
 import fastload
 from fastload.iteration import endless, read_rate
-from fastload.synthetic import make_coco
+from fastload.synthetic import make_coco, make_voc
 
 MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
 MEAN = (123.0, 117.0, 104.0)  # the detection presets' mean
@@ -99,40 +101,6 @@ def segmentation_preset() -> T.Compose:
             T.ToPureTensor(),
         ]
     )
-
-
-def voc_from(folder: Path, annotations: Path, root: Path) -> Path:
-    """VOC 2012's layout made from a COCO set: the same JPEGs, and a palette PNG per image
-    with each object's polygon filled with its class (1-20) and outlined with 255."""
-    import json
-
-    from PIL import Image, ImageDraw
-
-    coco = json.loads(annotations.read_text())
-    base = root / "VOCdevkit" / "VOC2012"
-    for name in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
-        (base / name).mkdir(parents=True, exist_ok=True)
-    objects: dict[int, list[Any]] = {}
-    for annotation in coco["annotations"]:
-        objects.setdefault(annotation["image_id"], []).append(annotation)
-    names = []
-    for image in coco["images"]:
-        name = Path(image["file_name"]).stem
-        (base / "JPEGImages" / f"{name}.jpg").write_bytes(
-            (folder / image["file_name"]).read_bytes()
-        )
-        mask = Image.new("P", (image["width"], image["height"]), 0)
-        draw = ImageDraw.Draw(mask)
-        for annotation in objects.get(image["id"], []):
-            polygon = annotation["segmentation"][0]
-            label = 1 + annotation["category_id"] % 20
-            draw.polygon(
-                list(zip(polygon[::2], polygon[1::2], strict=True)), fill=label, outline=255
-            )
-        mask.save(base / "SegmentationClass" / f"{name}.png")
-        names.append(name)
-    (base / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
-    return root
 
 
 def dataset(folder: Path, annotations: Path, augmentation: str, masks: bool) -> Any:
@@ -245,7 +213,10 @@ def main() -> None:
         for name in args.pipelines:
             augmentation, masks = PIPELINES[name]
             if augmentation == "segmentation":
-                data = segmentation(voc_from(folder, annotations, Path(scratch) / "voc"))
+                voc = Path(scratch) / "voc"
+                if not voc.exists():  # the same pictures and polygons as the COCO set
+                    make_voc(voc, images=args.images)
+                data = segmentation(voc)
             else:
                 data = dataset(folder, annotations, augmentation, masks)
             rates, explained = measure(

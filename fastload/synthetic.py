@@ -1,7 +1,8 @@
 """Stand-ins for real data, for benchmarks and demos that must not download anything.
 
 :func:`make_image_folder` makes ImageNet-like JPEG folders; :func:`make_coco` a COCO-like
-detection set of such pictures with boxes and polygons. The images are not photos, but they
+detection set of such pictures with boxes and polygons; :func:`make_voc` a segmentation set in
+VOC's layout of the same pictures and polygons. The images are not photos, but they
 are shaped like ImageNet's: shorter side 300-500 px, aspect 0.75-1.33, JPEG quality 85-96, about
 one in ten progressive, smooth shapes with camera-like grain so that files weigh 60-120 KB and
 decode at the speed real photos do.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +35,7 @@ __all__ = [
     "default_root",
     "make_coco",
     "make_image_folder",
+    "make_voc",
 ]
 
 
@@ -183,6 +186,51 @@ def make_coco(
     coco = {"images": entries, "annotations": annotations, "categories": categories}
     path.write_text(json.dumps(coco))
     return folder, path
+
+
+def make_voc(root: str | os.PathLike[str], *, images: int = 200, seed: int = 0) -> Path:
+    """Write a segmentation set in VOC 2012's layout (what torchvision's ``VOCSegmentation``
+    reads): :func:`make_coco`'s pictures as ``JPEGImages``, and a palette PNG each in
+    ``SegmentationClass`` with every object's polygon filled with a class of 1-20 and outlined
+    with 255 (VOC's "void"); all of them listed in ``ImageSets/Segmentation/train.txt``.
+
+    Args:
+        root: The folder to fill (created if missing); ``VOCdevkit/VOC2012`` is made in it.
+        images: How many images.
+        seed: The same seed makes the same files.
+
+    Returns:
+        ``root`` (what ``VOCSegmentation(root, year="2012")`` takes).
+    """
+    import json
+
+    from PIL import Image, ImageDraw
+
+    folder, annotations = make_coco(Path(root) / "coco", images=images, seed=seed)
+    coco = json.loads(annotations.read_text())
+    base = Path(root) / "VOCdevkit" / "VOC2012"
+    for name in ("JPEGImages", "SegmentationClass", "ImageSets/Segmentation"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    objects: dict[int, list[Any]] = {}
+    for annotation in coco["annotations"]:
+        objects.setdefault(annotation["image_id"], []).append(annotation)
+    names = []
+    for image in coco["images"]:
+        name = Path(image["file_name"]).stem
+        (folder / image["file_name"]).replace(base / "JPEGImages" / f"{name}.jpg")
+        mask = Image.new("P", (image["width"], image["height"]), 0)
+        # a palette of distinct colours: Pillow merges equal ones on saving, and so indices
+        mask.putpalette([v for c in range(256) for v in (c, 255 - c, (7 * c) % 256)])
+        draw = ImageDraw.Draw(mask)
+        for annotation in objects.get(image["id"], []):
+            polygon = annotation["segmentation"][0]
+            corners = list(zip(polygon[::2], polygon[1::2], strict=True))
+            draw.polygon(corners, fill=1 + annotation["category_id"] % 20, outline=255)
+        mask.save(base / "SegmentationClass" / f"{name}.png")
+        names.append(name)
+    (base / "ImageSets" / "Segmentation" / "train.txt").write_text("\n".join(names) + "\n")
+    shutil.rmtree(Path(root) / "coco")
+    return Path(root)
 
 
 DEFAULT_IMAGES = 600  # in the default set

@@ -62,3 +62,19 @@ def test_make_coco_writes_a_set_torchvision_reads(tmp_path) -> None:
                 and y + h <= image.size[1] + 0.01
             )
             assert 1 <= annotation["category_id"] <= 80
+
+
+def test_make_voc_writes_a_set_torchvisions_voc_segmentation_reads(tmp_path) -> None:
+    import numpy as np
+    import torchvision
+
+    from fastload.synthetic import make_voc
+
+    root = make_voc(tmp_path, images=3, seed=1)
+    voc = torchvision.datasets.VOCSegmentation(str(root), year="2012", image_set="train")
+    assert len(voc) == 3 and not (tmp_path / "coco").exists()
+    for image, mask in voc:
+        assert mask.mode == "P" and mask.size == image.size
+        values = set(np.unique(np.asarray(mask)).tolist())
+        assert 0 in values and 255 in values and values - {0, 255}  # background, void, classes
+        assert max(values - {255}) <= 20
