@@ -325,3 +325,17 @@ def test_detection_swap_sets_the_swap_against_the_stock_reference_loader(tmp_pat
     assert all(len(row["rates"]) == 2 for row in doc["rows"])
     assert "accelerated in part" in done.stdout and "RandomShortestSize" in done.stdout
     assert len(re.findall(r"accelerate=True.*? [\d,]+: \d+\.\d\dx \(", done.stdout)) == 2
+
+
+def test_detection_masks_memory_sets_fastloads_mask_memory_against_torchvisions(
+    tmp_path: Path,
+) -> None:
+    args = ["--images", "6", "--rounds", "1", "--pipelines", "multiscale"]
+    done = run_script("detection_masks_memory", *args, "--json", str(tmp_path / "figures.json"))
+    doc = assert_figures(tmp_path / "figures.json", "detection_masks_memory")
+    assert [row["name"] for row in doc["rows"]] == [
+        "stock torchvision",
+        "fastload, accelerate=True",
+    ]
+    assert all(row["unit"] == "MiB" and row["group"] == "multiscale, masks" for row in doc["rows"])
+    assert "MiB at full size" in done.stdout and "at the output size" in done.stdout
