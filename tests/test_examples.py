@@ -69,3 +69,31 @@ def test_train_imagenet_under_torchrun_with_two_processes(tmp_path: Path) -> Non
     assert proc.stdout.count("done: val accuracy") == 1
     assert "Grad strides do not match bucket view strides" not in proc.stderr
     assert (tmp_path / "ck.pt").exists()
+
+
+@pytest.mark.parametrize(
+    "task, extra",
+    [
+        ("detection", ["--augmentation", "ssdlite", "--model", "maskrcnn_resnet50_fpn"]),
+        ("segmentation", ["--model", "lraspp_mobilenet_v3_large"]),
+    ],
+)
+def test_train_detection_trains_a_torchvision_model_through_the_swap(
+    task: str, extra: list[str]
+) -> None:
+    """The references' input with fastload's loader trains torchvision's own models: the
+    targets (boxes, masks, class maps) are what those models take."""
+    done = subprocess.run(
+        [
+            sys.executable, str(ROOT / "examples" / "train_detection.py"), "--task", task,
+            "--synthetic", "6", "--steps", "2", "--batch-size", "2", "--workers", "1", *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "accelerated in part" in done.stdout
+    assert re.search(r"step 2/2: loss \d+\.\d+", done.stdout)
+    assert "fastload loader: 2 steps" in done.stdout
