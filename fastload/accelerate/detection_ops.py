@@ -68,7 +68,8 @@ def accelerate_detection(dataset: Any) -> tuple[JointDataset, Translated]:
             raise NotAccelerated(
                 type(dataset).__name__, "its transforms are fastload's own already"
             )
-        translated = translate_joint(dataset.transforms)
+        stacked = isinstance(dataset, SegmentationList)
+        translated = translate_joint(dataset.transforms, stacked=stacked)
         return dataset.with_transform(translated.transform), translated
     return _from_torchvision(dataset)
 
@@ -96,7 +97,7 @@ def _from_torchvision(dataset: Any) -> tuple[JointDataset, Translated]:
         raise NotAccelerated(
             "transform=", "a transform of the image alone would leave its target where it was"
         )
-    translated = translate_joint(transforms)
+    translated = translate_joint(transforms, stacked=type(inner) is VOCSegmentation)
     if type(inner) is VOCSegmentation:
         return SegmentationList(inner.images, inner.masks, translated.transform), translated
     try:
@@ -229,9 +230,15 @@ def _zero(fill: Any) -> bool:
     return all(v == 0 for v in fill)
 
 
-def translate_joint(transforms: Any) -> Translated:
+def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
     """Translate a v2 pipeline called as ``transforms(image, target)``: its leading geometry
     fused, the rest as written.
+
+    Args:
+        transforms: The pipeline.
+        stacked: The samples are batched by stacking them (segmentation: images and masks of
+            one size): a float conversion then makes the image in plain memory
+            (:class:`fastload.detection.convert.FloatImage`).
 
     Raises:
         NotAccelerated: Its first op is not geometry fastload moves targets with (or there is
@@ -276,7 +283,7 @@ def translate_joint(transforms: Any) -> Translated:
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
     blockers = ((name_of(rest[0]), AS_WRITTEN),) if rest else ()
     if rest and form in ("uint8", "image") and _converts_to_float32(rest[0], form):
-        rest = [FloatImage(rest[0]), *rest[1:]]
+        rest = [FloatImage(rest[0], stacked=stacked), *rest[1:]]
     return Translated(
         tuple(fused),
         (),

@@ -4,8 +4,13 @@ makes it, in a worker process straight into shared memory.
 torch's loader hands a worker's tensors to the main process by copying each into shared
 memory; a float32 detection image (800 x 1066 px: 10 MB) costs that copy more than its
 conversion. :class:`FloatImage` writes the converted image where the hand-over would copy it
-to, so that nothing is copied. The values are v2's, by v2's own steps (a cast copy, then
-``mul_(1 / 255)``), in the image's own memory layout, as v2's ``to`` keeps it.
+to, so that nothing is copied. Where the samples are stacked into a batch instead (torch's
+default collate, as the segmentation references batch), the collate copies each image into the
+batch's shared memory, and a sample's own shared memory would be a second copy: there the
+image is made in plain memory, in torch's contiguous layout (what the stacked batch has, so
+that stacking is one plain copy). The values are v2's, by v2's own steps (a cast copy, then
+``mul_(1 / 255)``); a sample handed on by itself keeps the image's own memory layout where
+that is a dense one (v2's ``to`` keeps it), else (a crop's view) takes torch's contiguous one.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ class FloatImage:
 
     Args:
         to_dtype: The user's v2 ``ToDtype``.
+        stacked: The collate stacks the samples (see the module's notes); ``False``: they are
+            handed over one by one, from shared memory in a worker process.
     """
 
-    def __init__(self, to_dtype: Any) -> None:
+    def __init__(self, to_dtype: Any, *, stacked: bool = False) -> None:
         self.to_dtype = to_dtype
+        self.stacked = stacked
         self.owner = os.getpid()  # a worker process is any other
 
     def __call__(self, image: Any, target: Any) -> Any:
@@ -39,16 +47,17 @@ class FloatImage:
         if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
             return image
         plain = image.as_subclass(torch.Tensor)
-        if not (plain.is_contiguous() or plain.permute(1, 2, 0).is_contiguous()):
-            plain = plain.contiguous()  # a layout that is not a decoder's: made plain
-        if os.getpid() != self.owner:
+        dense = plain.is_contiguous() or plain.permute(1, 2, 0).is_contiguous()
+        keep = dense and not self.stacked  # else straight into torch's contiguous layout
+        stride = plain.stride() if keep else torch.empty(plain.shape, device="meta").stride()
+        if not self.stacked and os.getpid() != self.owner:
             from fastload.compat import new_shared_storage
 
             storage = new_shared_storage(plain.numel() * 4)
             out = torch.empty(0, dtype=torch.float32)
-            out.set_(storage, 0, plain.shape, plain.stride())
+            out.set_(storage, 0, plain.shape, stride)
         else:
-            out = torch.empty_strided(plain.shape, plain.stride(), dtype=torch.float32)
+            out = torch.empty_strided(plain.shape, stride, dtype=torch.float32)
         out.copy_(plain).mul_(1.0 / 255)
         if type(image) is not torch.Tensor:  # a tv_tensors.Image stays one
             from torchvision import tv_tensors
@@ -57,4 +66,5 @@ class FloatImage:
         return out
 
     def __repr__(self) -> str:
-        return f"{self.to_dtype!r} (the image made float in shared memory)"
+        where = "once, for the collate to stack" if self.stacked else "in shared memory"
+        return f"{self.to_dtype!r} (the image made float {where})"

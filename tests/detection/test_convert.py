@@ -40,6 +40,24 @@ def test_in_a_worker_process_the_image_is_made_in_shared_memory() -> None:
     assert converted.is_shared() and torch.equal(converted, image.float().mul_(1 / 255))
 
 
+def test_stacked_samples_are_made_in_plain_memory_in_torchs_layout() -> None:
+    """The collate stacks them into shared memory of its own: a sample's own would be a
+    second copy; a channels-last image or a crop's view comes out contiguous, same values."""
+    op = T.ToDtype(torch.float32, scale=True)
+    whole = torch.randint(0, 256, (40, 50, 3), dtype=torch.uint8).permute(2, 0, 1)
+    for image in (whole, whole[:, 5:30, 7:40]):  # channels-last, and a view of a crop
+        worker = FloatImage(op, stacked=True)
+        worker.owner = -1
+        converted = worker.image(image)
+        assert not converted.is_shared() and converted.is_contiguous()
+        assert torch.equal(converted, op(image))
+    handed = FloatImage(op)
+    handed.owner = -1
+    assert handed.image(whole).stride() == whole.stride()  # its own dense layout, as v2's
+    view = handed.image(whole[:, 5:30, 7:40])
+    assert view.is_contiguous() and view.is_shared()
+
+
 def test_what_is_not_uint8_passes_unchanged() -> None:
     image = torch.rand(3, 4, 4)
     assert FloatImage(T.ToDtype(torch.float32, scale=True)).image(image) is image

@@ -154,6 +154,7 @@ def test_the_swap_in_workers_with_default_collate(voc: Path) -> None:
     loader = fastload.DataLoader(dataset, batch_size=2, num_workers=2, accelerate=True)
     text = fastload.explain(loader)
     assert "accelerated in part" in text and "RandomCrop(size=(128, 128)" in text, text
+    assert "made float once, for the collate to stack" in text, text  # no shared copy of its own
     shapes = [(tuple(images.shape), tuple(masks.shape)) for images, masks in loader]
     assert shapes == [((2, 3, 128, 128), (2, 1, 128, 128))] * 2 + [
         ((1, 3, 128, 128), (1, 1, 128, 128))
