@@ -7,6 +7,9 @@ to ``trials`` tries of a size (``torch.rand(2)``) and a corner (``torch.rand(2)`
 some box's centre lies inside the crop and one of those boxes overlaps it by the option's IoU;
 an option of 1.0 or more leaves the image as it is. The boxes whose centres fall outside are
 set to zero after the crop (degenerate, for ``SanitizeBoundingBoxes`` to remove), as v2 does.
+v2 makes one try at a time (a few tensor ops each, some 50 tries an image); here one drawn IoU's
+tries are drawn in one call and checked together, and the generator is left where v2's
+calls leave it, so the draws and crops are v2's, number for number.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from fastload import drawing
@@ -76,7 +80,6 @@ class RandomIoUCrop(Transform):
             TypeError: No boxes, as v2 refuses a sample without them.
         """
         from torchvision import tv_tensors
-        from torchvision.ops import box_iou
         from torchvision.transforms.v2 import functional as F
 
         if boxes is None:
@@ -84,38 +87,67 @@ class RandomIoUCrop(Transform):
         xyxy = F.convert_bounding_box_format(
             boxes.as_subclass(torch.Tensor), boxes.format, tv_tensors.BoundingBoxFormat.XYXY
         )
-        cx, cy = 0.5 * (xyxy[..., 0] + xyxy[..., 2]), 0.5 * (xyxy[..., 1] + xyxy[..., 3])
+        centres = 0.5 * (xyxy[..., 0] + xyxy[..., 2]), 0.5 * (xyxy[..., 1] + xyxy[..., 3])
         generator = drawing.generator()
         while True:
             pick = int(torch.randint(0, len(self.options), (1,), generator=generator))
             overlap = self.options[pick]
             if overlap >= 1.0:
                 return None
-            for _ in range(self.trials):
-                crop = self._try(view, generator)
-                if crop is None:
-                    continue
-                top, left, height, width = crop
-                inside = (left < cx) & (cx < left + width) & (top < cy) & (cy < top + height)
-                if not inside.any():
-                    continue
-                region = torch.tensor([[left, top, left + width, top + height]], dtype=xyxy.dtype)
-                if box_iou(xyxy[inside], region).max() < overlap:
-                    continue
-                return IoUCrop(top, left, height, width, inside)
+            crop = self._search(view, xyxy, centres, overlap, generator)
+            if crop is not None:
+                return crop
 
-    def _try(self, view: View, generator: torch.Generator | None) -> tuple[int, ...] | None:
-        """One try's size and corner (v2's two ``torch.rand(2)``), or ``None`` when v2 would
-        try again."""
-        r = self.min_scale + (self.max_scale - self.min_scale) * torch.rand(2, generator=generator)
-        width, height = int(view.width * r[0]), int(view.height * r[1])
-        if height == 0 or not self.min_aspect_ratio <= width / height <= self.max_aspect_ratio:
+    def _search(
+        self,
+        view: View,
+        xyxy: torch.Tensor,
+        centres: tuple[torch.Tensor, torch.Tensor],
+        overlap: float,
+        generator: torch.Generator | None,
+    ) -> IoUCrop | None:
+        """v2's ``trials`` tries for one drawn IoU, all at once: the most numbers the tries can
+        draw are drawn in one call (the same numbers as v2's ``torch.rand(2)`` calls, in
+        order), the tries are walked to find each one's crop, every crop is checked against
+        the boxes together, and the generator is then left where v2's would be after the
+        first crop it keeps (or after every try)."""
+        source = generator if generator is not None else torch.default_generator
+        state = source.get_state()
+        drawn = torch.rand(4 * self.trials, generator=generator)
+        scale = self.min_scale + (self.max_scale - self.min_scale) * drawn  # v2's r, float32
+        crops, ends = self._walk(view, scale, drawn)
+        chosen = _first_kept(crops, xyxy, centres, overlap)
+        source.set_state(state)
+        used = ends[chosen] if chosen is not None else ends[-1]
+        torch.rand(used, generator=generator)  # exactly what v2's tries drew
+        if chosen is None:
             return None
-        r = torch.rand(2, generator=generator)
-        left, top = int((view.width - width) * r[0]), int((view.height - height) * r[1])
-        if width == 0 or height == 0:
-            return None
-        return top, left, height, width
+        top, left, height, width, inside = crops[chosen]
+        return IoUCrop(top, left, height, width, inside)
+
+    def _walk(
+        self, view: View, scale: torch.Tensor, drawn: torch.Tensor
+    ) -> tuple[list[Any], list[int]]:
+        """The tries over the drawn numbers, as v2 makes them (its float32 products): the crops
+        worth checking, and where in the numbers each try ends (the last: after all tries)."""
+        widths, heights = (view.width * scale).tolist(), (view.height * scale).tolist()
+        numbers = drawn.numpy()  # float32, for v2's float32 products of the corner
+        crops: list[Any] = []
+        ends: list[int] = []
+        at = 0
+        for _ in range(self.trials):
+            width, height = int(widths[at]), int(heights[at + 1])
+            at += 2
+            if height == 0 or not self.min_aspect_ratio <= width / height <= self.max_aspect_ratio:
+                continue
+            left = int(np.float32(view.width - width) * numbers[at])
+            top = int(np.float32(view.height - height) * numbers[at + 1])
+            at += 2
+            if width > 0:
+                crops.append([top, left, height, width, None])
+                ends.append(at)
+        ends.append(at)
+        return crops, ends
 
     def apply_params(self, view: View, params: IoUCrop | None) -> View:
         if params is None:
@@ -126,3 +158,32 @@ class RandomIoUCrop(Transform):
         """What the crop does to the target besides moving it: the boxes whose centres were
         outside, zeroed."""
         return [] if params is None else [("zero", (params.inside,))]
+
+
+def _first_kept(
+    crops: list[Any], xyxy: torch.Tensor, centres: tuple[torch.Tensor, torch.Tensor], overlap: float
+) -> int | None:
+    """The first of ``crops`` (``[top, left, height, width, _]``) that holds some box's centre
+    and overlaps one of those boxes by ``overlap`` (IoU) or more, as v2 checks each try; its
+    last item is set to which boxes' centres it holds."""
+    from torchvision.ops import box_iou
+
+    if not crops or not len(xyxy):
+        return None
+    tops, lefts, heights, widths = torch.tensor([c[:4] for c in crops], dtype=torch.int64).T
+    rights, bottoms = lefts + widths, tops + heights
+    cx, cy = centres
+    inside = (
+        (lefts[:, None] < cx)
+        & (cx < rights[:, None])
+        & (tops[:, None] < cy)
+        & (cy < bottoms[:, None])
+    )
+    regions = torch.stack([lefts, tops, rights, bottoms], dim=1).to(xyxy.dtype)
+    ious = box_iou(xyxy, regions).T.masked_fill(~inside, -1.0)
+    kept = torch.nonzero(inside.any(dim=1) & (ious.max(dim=1).values >= overlap))
+    if not len(kept):
+        return None
+    chosen = int(kept[0])
+    crops[chosen][4] = inside[chosen]
+    return chosen
