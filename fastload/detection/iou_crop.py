@@ -116,23 +116,23 @@ class RandomIoUCrop(Transform):
         drawn = torch.rand(4 * self.trials, generator=generator)
         scale = self.min_scale + (self.max_scale - self.min_scale) * drawn  # v2's r, float32
         crops, ends = self._walk(view, scale, drawn)
-        chosen = _first_kept(crops, xyxy, centres, overlap)
+        kept = _first_kept(crops, xyxy, centres, overlap)
         source.set_state(state)
-        used = ends[chosen] if chosen is not None else ends[-1]
-        torch.rand(used, generator=generator)  # exactly what v2's tries drew
-        if chosen is None:
+        torch.rand(ends[kept[0]] if kept else ends[-1], generator=generator)  # what v2 drew
+        if kept is None:
             return None
-        top, left, height, width, inside = crops[chosen]
-        return IoUCrop(top, left, height, width, inside)
+        chosen, inside = kept
+        return IoUCrop(*crops[chosen], inside)
 
     def _walk(
         self, view: View, scale: torch.Tensor, drawn: torch.Tensor
-    ) -> tuple[list[Any], list[int]]:
+    ) -> tuple[list[tuple[int, int, int, int]], list[int]]:
         """The tries over the drawn numbers, as v2 makes them (its float32 products): the crops
-        worth checking, and where in the numbers each try ends (the last: after all tries)."""
+        worth checking (top, left, height, width), and where in the numbers each one's try
+        ends (the last item: after all tries)."""
         widths, heights = (view.width * scale).tolist(), (view.height * scale).tolist()
         numbers = drawn.numpy()  # float32, for v2's float32 products of the corner
-        crops: list[Any] = []
+        crops: list[tuple[int, int, int, int]] = []
         ends: list[int] = []
         at = 0
         for _ in range(self.trials):
@@ -144,7 +144,7 @@ class RandomIoUCrop(Transform):
             top = int(np.float32(view.height - height) * numbers[at + 1])
             at += 2
             if width > 0:
-                crops.append([top, left, height, width, None])
+                crops.append((top, left, height, width))
                 ends.append(at)
         ends.append(at)
         return crops, ends
@@ -161,16 +161,19 @@ class RandomIoUCrop(Transform):
 
 
 def _first_kept(
-    crops: list[Any], xyxy: torch.Tensor, centres: tuple[torch.Tensor, torch.Tensor], overlap: float
-) -> int | None:
-    """The first of ``crops`` (``[top, left, height, width, _]``) that holds some box's centre
-    and overlaps one of those boxes by ``overlap`` (IoU) or more, as v2 checks each try; its
-    last item is set to which boxes' centres it holds."""
+    crops: list[tuple[int, int, int, int]],
+    xyxy: torch.Tensor,
+    centres: tuple[torch.Tensor, torch.Tensor],
+    overlap: float,
+) -> tuple[int, torch.Tensor] | None:
+    """The first of ``crops`` (top, left, height, width) that holds some box's centre and
+    overlaps one of those boxes by ``overlap`` (IoU) or more, as v2 checks each try: its index
+    and which boxes' centres it holds."""
     from torchvision.ops import box_iou
 
     if not crops or not len(xyxy):
         return None
-    tops, lefts, heights, widths = torch.tensor([c[:4] for c in crops], dtype=torch.int64).T
+    tops, lefts, heights, widths = torch.tensor(crops, dtype=torch.int64).T
     rights, bottoms = lefts + widths, tops + heights
     cx, cy = centres
     inside = (
@@ -185,5 +188,4 @@ def _first_kept(
     if not len(kept):
         return None
     chosen = int(kept[0])
-    crops[chosen][4] = inside[chosen]
-    return chosen
+    return chosen, inside[chosen]
