@@ -25,7 +25,7 @@ from fastload.accelerate.walk import NotAccelerated, Translated, flatten, interp
 from fastload.detection import CocoDetection, SegmentationList
 from fastload.detection.convert import FloatImage
 from fastload.detection.iou_crop import RandomIoUCrop
-from fastload.detection.joint import JointDataset
+from fastload.detection.joint import JointDataset, Undrawn
 from fastload.detection.ssd import PhotometricFirst, RandomZoomOut
 from fastload.handover import HandOn
 
@@ -188,6 +188,25 @@ def _converts_to_float32(op: Any, form: str) -> bool:
     return dtype is torch.float32
 
 
+def _draws_nothing(op: Any) -> bool:
+    """Whether ``op`` is a v2 op that draws no random number (a conversion, a box format,
+    ``SanitizeBoundingBoxes`` finding the labels its default way)."""
+    import torchvision.transforms.v2 as v2
+
+    quiet = (
+        v2.ToImage,
+        v2.PILToTensor,
+        v2.ToDtype,
+        v2.ToPureTensor,
+        v2.Normalize,
+        v2.ConvertBoundingBoxFormat,
+        v2.ClampBoundingBoxes,
+    )
+    if type(op) in quiet:
+        return True
+    return type(op) is v2.SanitizeBoundingBoxes and op.labels_getter == "default"
+
+
 def _is_geometry(op: Any) -> bool:
     try:
         return _geometry(op) is not None
@@ -284,6 +303,8 @@ def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
     blockers = ((name_of(rest[0]), AS_WRITTEN),) if rest else ()
     if rest and form in ("uint8", "image") and _converts_to_float32(rest[0], form):
         rest = [FloatImage(rest[0], stacked=stacked), *rest[1:]]
+    # what draws nothing runs outside the draws' lock in thread workers
+    rest = [Undrawn(op) if _draws_nothing(op) else op for op in rest]
     return Translated(
         tuple(fused),
         (),

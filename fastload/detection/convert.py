@@ -34,6 +34,8 @@ class FloatImage:
             handed over one by one, from shared memory in a worker process.
     """
 
+    draws = False  # a conversion: see fastload.detection.joint.Undrawn
+
     def __init__(self, to_dtype: Any, *, stacked: bool = False) -> None:
         self.to_dtype = to_dtype
         self.stacked = stacked

@@ -4,6 +4,7 @@ those views, and the user's other ops called on ``(image, target)``."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +19,28 @@ from fastload.handover import HandOn
 from fastload.image import probe
 from fastload.resampling import View, render, visible_part
 
-__all__ = ["JointDataset"]
+__all__ = ["JointDataset", "Undrawn"]
+
+
+class Undrawn:
+    """One of the user's ``(image, target)`` ops known to draw no random number (a v2
+    conversion, ``SanitizeBoundingBoxes``): in thread workers it runs outside the lock that
+    keeps each sample's draws its own, in parallel with other samples.
+
+    Args:
+        op: The op, called as it is.
+    """
+
+    draws = False
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+
+    def __call__(self, image: Any, target: Any) -> Any:
+        return self.op(image, target)
+
+    def __repr__(self) -> str:
+        return repr(self.op)
 
 
 class JointDataset(ImageDataset):
@@ -115,15 +137,25 @@ class JointDataset(ImageDataset):
         from torchvision import tv_tensors
 
         sample: Any = image
-        if not self._split.after or not isinstance(self._split.after[0], HandOn):
+        after = self._split.after
+        if not after or not isinstance(after[0], HandOn):
             sample = tv_tensors.Image(image)
-        with drawing():
-            for op in self._split.after:
-                if isinstance(op, HandOn):
-                    sample = op(sample)
-                else:
-                    joint: Any = op  # the user's ops take (image, target)
-                    sample, target = joint(sample, target)
+        start = 0
+        while start < len(after):
+            # a run of ops that may draw goes under one lock; the ops known to draw nothing
+            # (a HandOn, an Undrawn) run outside it
+            drawing_run = _draws(after[start])
+            end = start + 1
+            while end < len(after) and _draws(after[end]) == drawing_run:
+                end += 1
+            with drawing() if drawing_run else contextlib.nullcontext():
+                for op in after[start:end]:
+                    if isinstance(op, HandOn):
+                        sample = op(sample)
+                    else:
+                        joint: Any = op  # the user's ops take (image, target)
+                        sample, target = joint(sample, target)
+            start = end
         return sample, target
 
     def _decode_viewed(
@@ -156,11 +188,15 @@ class JointDataset(ImageDataset):
         )
         assert plan is not None
         view = plan(View.full(array.shape[1], array.shape[0]))
-        with drawing():
-            array = planner.change_pixels(array)
+        array = planner.change_pixels(array)  # drawn when planned: no lock
         out = planner.fill(render(array, view, **self._split.render), view, array.shape)
         # a view of the whole image may be the PIL image's own (read-only) buffer
         return out if out.flags.writeable else out.copy(), planner.views, planner.effects
+
+
+def _draws(op: Any) -> bool:
+    """Whether ``op`` may draw: anything but a ``HandOn`` or an op that says it does not."""
+    return getattr(op, "draws", not isinstance(op, HandOn))
 
 
 class _Planner:
@@ -200,7 +236,8 @@ class _Planner:
 
     def change_pixels(self, array: np.ndarray) -> np.ndarray:
         """The ops that change pixels, on the whole image (as a PIL image, as torchvision's
-        dataset hands it), in their order."""
+        dataset hands it), in their order. Their draws were made when planning: applying them
+        draws nothing."""
         if not self.pixels:
             return array
         from PIL import Image

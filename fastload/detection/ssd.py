@@ -82,7 +82,8 @@ class PhotometricFirst(Transform):
         return view
 
     def apply_pixels(self, image: Any, params: dict[str, Any]) -> Any:
-        """The drawn ops on ``image`` (a PIL image), by torchvision."""
+        """The drawn ops on ``image`` (a PIL image), by torchvision (whose ``transform`` draws
+        nothing: every draw is in ``make_params``)."""
         return self.op.transform(image, params)
 
     def __repr__(self) -> str:

@@ -302,6 +302,42 @@ def test_the_swap_with_the_references_collate_in_workers(
     assert sorted(seen) == sorted(t["image_id"] for _, targets in stock for t in targets)
 
 
+def test_thread_workers_give_what_worker_processes_give_sample_for_sample(
+    coco: tuple[Path, Path],
+) -> None:
+    """With each sample's own streams (seeding="sample"), threads and processes draw the same:
+    the ops that draw nothing (the photometric distortion's pixels, drawn when planned; the
+    conversions; SanitizeBoundingBoxes) run outside the draws' lock, in parallel."""
+    whole = wrapped(*coco, detection_train("ssd"), masks=True)
+    kept = [i for i, image_id in enumerate(whole.ids) if whole.coco.getAnnIds(imgIds=image_id)]
+    dataset = torch.utils.data.Subset(whole, kept)
+    batches = {}
+    for worker_type in ("process", "thread"):
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=2,
+            num_workers=2,
+            worker_type=worker_type,
+            seeding="sample",
+            collate_fn=collate,
+            accelerate=True,
+        )
+        torch.manual_seed(0)  # the epoch's base seed, which each sample's seed comes from
+        batches[worker_type] = list(loader)
+    assert len(batches["thread"]) == len(batches["process"]) > 0
+    for (images, targets), (expected, expected_targets) in zip(
+        batches["thread"], batches["process"], strict=True
+    ):
+        for image, target, other, other_target in zip(
+            images, targets, expected, expected_targets, strict=True
+        ):
+            assert torch.equal(image, other)
+            assert set(target) == set(other_target)
+            for key, value in target.items():
+                same = torch.equal if torch.is_tensor(value) else (lambda a, b: a == b)
+                assert same(value, other_target[key]), key
+
+
 class AspectGroups(torch.utils.data.Sampler):
     """The shape of the references' ``GroupedBatchSampler``: batches of indices drawn from a
     sampler, each batch from one aspect-ratio group (written here)."""
