@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 LR = 1e-3  # the example's default --lr
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+def run(*args: str, script: str = "train_imagenet.py") -> subprocess.CompletedProcess:
+    """Run ``examples/<script>`` with ``args`` from the project's root."""
     return subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "train_imagenet.py"), *args],
+        [sys.executable, str(ROOT / "examples" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -83,15 +84,9 @@ def test_train_detection_trains_a_torchvision_model_through_the_swap(
 ) -> None:
     """The references' input with fastload's loader trains torchvision's own models: the
     targets (boxes, masks, class maps) are what those models take."""
-    done = subprocess.run(
-        [
-            sys.executable, str(ROOT / "examples" / "train_detection.py"), "--task", task,
-            "--synthetic", "6", "--steps", "2", "--batch-size", "2", "--workers", "1", *extra,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done = run(
+        "--task", task, "--synthetic", "6", "--steps", "2", "--batch-size", "2",
+        "--workers", "1", *extra, script="train_detection.py",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "accelerated in part" in done.stdout
