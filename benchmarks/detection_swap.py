@@ -8,7 +8,10 @@ v2 ops (hflip, multiscale, ssdlite or ssd, then ``ToImage``, ``ToDtype(float32, 
 ``ConvertBoundingBoxFormat(XYXY)``, ``SanitizeBoundingBoxes``, ``ToPureTensor``), and the
 references' ``collate_fn`` (``tuple(zip(*batch))``). The segmentation pipeline is the
 segmentation references' train preset (base 520, crop 480) on a v2-wrapped ``VOCSegmentation``
-of the same pictures, with a mask PNG each, batched by torch's default collate. Both loaders
+of the same pictures, with a mask PNG each, batched by torch's default collate; "segmentation,
+COCO" reads the COCO set as that reference's ``train.py --use-v2`` does (its own ``Compose`` of
+its ``CocoDetectionToVOCSegmentation`` and the preset with its ``PadIfSmaller``: stand-ins of
+their shape written here, as those files are not importable). Both loaders
 deliver the same float32 images and targets; the rounds alternate between them. A third row
 runs the swap with ``worker_type="thread"`` (and ``seeding="sample"``, which threads need):
 no image crosses a process boundary there.
@@ -53,6 +56,7 @@ PIPELINES = {  # name: (augmentation, masks); "segmentation": the segmentation p
     "ssdlite": ("ssdlite", False),
     "ssd, masks": ("ssd", True),
     "segmentation": ("segmentation", True),
+    "segmentation, COCO": ("segmentation-coco", True),
 }
 BASE, CROP = 520, 480  # the segmentation references' training sizes
 SWAPPED = "fastload, accelerate=True"
@@ -101,6 +105,71 @@ def segmentation_preset() -> T.Compose:
             T.ToPureTensor(),
         ]
     )
+
+
+VOC_FROM_COCO = [0, 5, 2, 16, 9, 44, 6, 3, 17, 62, 21, 67, 18, 19, 4, 1, 64, 20, 63, 7, 72]
+
+
+class PadIfSmaller(T.Transform):
+    """The references' ``PadIfSmaller`` in shape: right and bottom up to ``size``."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size, self.fill = size, {tv_tensors.Mask: 255, "others": 0}
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        height, width = T.query_size(flat_inputs)
+        padding = [0, 0, max(self.size - width, 0), max(self.size - height, 0)]
+        return {"padding": padding, "needs_padding": any(padding)}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if not params["needs_padding"]:
+            return inpt
+        fill = 255 if isinstance(inpt, tv_tensors.Mask) else 0
+        return T.functional.pad(inpt, padding=params["padding"], fill=fill)
+
+
+class CocoDetectionToVOCSegmentation(T.Transform):
+    """The references' converter in shape: VOC's instances merged into one class mask."""
+
+    def forward(self, image: Any, target: dict[str, Any]) -> tuple[Any, Any]:
+        height, width = T.functional.get_size(image)
+        merged = torch.zeros((height, width), dtype=torch.uint8)
+        overlap = torch.zeros((height, width), dtype=torch.uint8)
+        for mask, label in zip(target.get("masks", ()), target.get("labels", ()), strict=True):
+            if int(label) in VOC_FROM_COCO:
+                merged[mask.bool()] = VOC_FROM_COCO.index(int(label))
+                overlap += mask
+        merged[overlap > 1] = 255
+        return image, tv_tensors.Mask(merged)
+
+
+class Chain:
+    """The segmentation references' own ``Compose`` in shape."""
+
+    def __init__(self, transforms: list[Any]) -> None:
+        self.transforms = transforms
+
+    def __call__(self, image, target):
+        for t in self.transforms:
+            image, target = t(image, target)
+        return image, target
+
+
+def segmentation_from_coco(folder: Path, annotations: Path) -> Any:
+    """The segmentation reference's COCO training set: the converter then the preset (its own
+    pad), the images whose VOC-class objects cover more than 1,000 pixels."""
+    preset = segmentation_preset()
+    preset.transforms[2:3] = [PadIfSmaller(CROP), T.RandomCrop(CROP)]
+    chain = Chain([CocoDetectionToVOCSegmentation(), preset])
+    coco = torchvision.datasets.CocoDetection(str(folder), str(annotations), transforms=chain)
+    wrapped = torchvision.datasets.wrap_dataset_for_transforms_v2(coco, {"masks", "labels"})
+    kept = []
+    for i, image_id in enumerate(coco.ids):
+        objects = coco.coco.loadAnns(coco.coco.getAnnIds(imgIds=image_id))
+        if sum(o["area"] for o in objects if o["category_id"] in VOC_FROM_COCO) > 1000:
+            kept.append(i)
+    return torch.utils.data.Subset(wrapped, kept)
 
 
 def dataset(folder: Path, annotations: Path, augmentation: str, masks: bool) -> Any:
@@ -217,6 +286,8 @@ def main() -> None:
                 if not voc.exists():  # the same pictures and polygons as the COCO set
                     make_voc(voc, images=args.images)
                 data = segmentation(voc)
+            elif augmentation == "segmentation-coco":
+                data = segmentation_from_coco(folder, annotations)
             else:
                 data = dataset(folder, annotations, augmentation, masks)
             rates, explained = measure(
@@ -225,7 +296,7 @@ def main() -> None:
                 batch_size=args.batch_size,
                 seconds=args.seconds,
                 rounds=args.rounds,
-                batched=augmentation == "segmentation",
+                batched=augmentation.startswith("segmentation"),
                 device=torch.device(args.device),
             )
             stock = rates["stock"]

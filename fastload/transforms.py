@@ -47,6 +47,7 @@ from fastload.resampling import (
 __all__ = [
     "CenterCrop",
     "Compose",
+    "PadIfSmaller",
     "RandomCrop",
     "RandomCropWithPadding",
     "RandomHorizontalFlip",
@@ -434,6 +435,30 @@ class RandomCropWithPadding(Transform):
         return view.crop(*params, *self.size)
 
 
+class PadIfSmaller(Transform):
+    """Pad on the right and at the bottom up to ``size`` on each side shorter than it (the
+    image with zeros, masks with ``mask_fill``): the segmentation references' own
+    ``PadIfSmaller``, which goes before a ``RandomCrop`` of that size. Draws nothing.
+
+    Args:
+        size: The least height and width.
+        mask_fill: What masks show in the padding.
+
+    Raises:
+        ValueError: ``size`` is not a positive int.
+    """
+
+    def __init__(self, size: int, *, mask_fill: int = 0) -> None:
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"size={size!r} must be a positive int")
+        self.size, self.mask_fill = size, mask_fill
+
+    def apply_params(self, view: View, params: None) -> View:
+        if view.height >= self.size and view.width >= self.size:
+            return view
+        return view.crop(0, 0, max(view.height, self.size), max(view.width, self.size))
+
+
 class CenterCrop(Transform):
     """Crop the centre; a crop larger than the image is padded with zeros, as in torchvision.
 
@@ -590,6 +615,7 @@ _TORCH_DRAWN = (
     RandomShortestSize,
     RandomResize,
     RandomCropWithPadding,
+    PadIfSmaller,
     CenterCrop,
     RandomCrop,
     RandomHorizontalFlip,

@@ -9,16 +9,22 @@ attributes, the argument, call, and return.
 The reference train script's collate function with mixup / cutmix is
 ``return mixup_cutmix(*default_collate(batch))``: torch's default collate, then one callable on
 the batch. :func:`collated_then` proves that shape the same way and names the callable.
+
+The segmentation references chain ``(image, target)`` ops with a ``Compose`` of their own
+(``for t in self.transforms: image, target = t(image, target)``); :func:`sequence_of` proves
+that shape from the method's source, checked against its compiled code.
 """
 
 from __future__ import annotations
 
+import ast
 import dis
 import inspect
+import textwrap
 import types
 from typing import Any
 
-__all__ = ["collated_then", "delegate_of"]
+__all__ = ["collated_then", "delegate_of", "sequence_of"]
 
 _LOADS = {
     "LOAD_METHOD": "LOAD_ATTR",
@@ -76,6 +82,72 @@ def delegate_of(obj: Any) -> Any:
         return None
     inner = getattr(obj, "__dict__", {}).get(attribute)
     return inner if callable(inner) else None
+
+
+def sequence_of(obj: Any) -> list[Any] | None:
+    """The callables ``obj`` calls one after another, when its ``__call__`` is provably
+    ``for t in self.<attribute>: <arguments> = t(<arguments>)`` then ``return <arguments>``
+    (each op's result is the next one's arguments: a ``Compose`` of ``(image, target)`` ops);
+    else ``None``.
+
+    The attribute must be one of the object's own, a list or tuple of callables, and the
+    class must not reroute attribute access. The source read must be the code that runs: its
+    names are checked against the compiled method's.
+    """
+    kind = type(obj)
+    call = inspect.getattr_static(kind, "__call__", None)
+    if not isinstance(call, types.FunctionType) or call.__defaults__ or call.__kwdefaults__:
+        return None
+    if "__getattr__" in vars(kind) or "__getattribute__" in vars(kind):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(call)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    function = tree.body[0] if tree.body else None
+    if not isinstance(function, ast.FunctionDef) or function.decorator_list:
+        return None
+    shape = _loop_shape(function)
+    if shape is None:
+        return None
+    attribute, names = shape
+    code = call.__code__
+    if code.co_names != (attribute,) or code.co_varnames[: len(names)] != names:
+        return None
+    inner = getattr(obj, "__dict__", {}).get(attribute)
+    if not isinstance(inner, (list, tuple)) or not all(callable(t) for t in inner):
+        return None
+    return list(inner)
+
+
+def _loop_shape(function: ast.FunctionDef) -> tuple[str, tuple[str, ...]] | None:
+    """(the attribute looped over, the method's local names) when ``function`` is exactly the
+    loop :func:`sequence_of` looks for; else ``None``."""
+    arguments = function.args
+    if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs:
+        return None
+    self_name, *params = [a.arg for a in arguments.args]
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # a docstring
+    if not params or len(body) != 2 or not isinstance(body[0], ast.For):
+        return None
+    loop = body[0]
+    if not (isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Attribute)):
+        return None
+    attribute, step = loop.iter.attr, loop.target.id
+    values = ", ".join(params)
+    expected = (
+        f"def f({self_name}, {values}):\n"
+        f"    for {step} in {self_name}.{attribute}:\n"
+        f"        {values} = {step}({values})\n"
+        f"    return {values}\n"
+    )
+    canonical = ast.parse(expected).body[0]
+    assert isinstance(canonical, ast.FunctionDef)
+    if [ast.dump(b) for b in body] != [ast.dump(b) for b in canonical.body]:
+        return None
+    return attribute, (self_name, *params, step)
 
 
 def collated_then(collate_fn: Any) -> Any:

@@ -364,3 +364,17 @@ def test_random_crop_with_padding_refuses_what_it_cannot_crop() -> None:
         fl.RandomCropWithPadding(300)(tensor(320, 240))
     with pytest.raises(ValueError, match="must be 4 sizes"):
         fl.RandomCropWithPadding(10, padding=(1, 2))
+
+
+@pytest.mark.parametrize("size", [100, 240, 300, 400])
+def test_pad_if_smaller_pads_right_and_bottom_with_zeros(size) -> None:
+    image = tensor(320, 240)
+    padding = [0, 0, max(size - 320, 0), max(size - 240, 0)]
+    assert torch.equal(fl.PadIfSmaller(size)(image), F.pad(image, padding, fill=0))
+    flipped = fl.Compose([fl.RandomHorizontalFlip(1.0), fl.PadIfSmaller(size)])(image)
+    assert torch.equal(flipped, F.pad(F.horizontal_flip(image), padding, fill=0))
+
+
+def test_pad_if_smaller_refuses_a_bad_size() -> None:
+    with pytest.raises(ValueError, match=r"size=0 must be a positive int"):
+        fl.PadIfSmaller(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import default_collate
 
-from fastload.wrappers import collated_then, delegate_of
+from fastload.wrappers import collated_then, delegate_of, sequence_of
 
 
 def mixing(images, labels):
@@ -114,3 +114,94 @@ def test_a_detection_preset_hands_on_image_and_target() -> None:
 
     assert delegate_of(Preset()) is max
     assert delegate_of(Swapped()) is None and delegate_of(Dropped()) is None
+
+
+class Chain:
+    """The segmentation references' own ``Compose`` (their ``transforms.py``), in shape."""
+
+    def __init__(self, transforms) -> None:
+        self.transforms = transforms
+
+    def __call__(self, image, target):
+        for t in self.transforms:
+            image, target = t(image, target)
+        return image, target
+
+
+def _swap(image, target):
+    return target, image
+
+
+def test_a_chain_of_image_and_target_ops_is_its_ops() -> None:
+    chain = Chain([_swap, mixing])
+    assert sequence_of(chain) == [_swap, mixing]
+    assert chain(1, 2) == (2, 1)  # what the proof claims: each result is the next's input
+
+
+def test_a_chain_of_one_argument_ops_is_its_ops() -> None:
+    class Single:
+        def __init__(self) -> None:
+            self.ops = (abs, round)
+
+        def __call__(self, image):
+            """Each op on the image."""
+            for op in self.ops:
+                image = op(image)
+            return image
+
+    assert sequence_of(Single()) == [abs, round]
+
+
+def test_a_loop_that_does_anything_else_is_not_a_chain() -> None:
+    class Reordered(Chain):
+        def __call__(self, image, target):
+            for t in self.transforms:
+                target, image = t(image, target)
+            return image, target
+
+    class Skipping(Chain):
+        def __call__(self, image, target):
+            for t in self.transforms[1:]:
+                image, target = t(image, target)
+            return image, target
+
+    class Extra(Chain):
+        def __call__(self, image, target):
+            for t in self.transforms:
+                image, target = t(image, target)
+                print(t)
+            return image, target
+
+    class Global(Chain):
+        def __call__(self, image, target):
+            for t in self.transforms:
+                image, target = t(image, target)
+            return target, image
+
+    class Computed(Chain):
+        @property
+        def transforms(self):  # computed on each call: not the object's own list
+            return [_swap]
+
+        @transforms.setter
+        def transforms(self, value) -> None:
+            pass
+
+    for kind in (Reordered, Skipping, Extra, Global, Computed):
+        assert sequence_of(kind([_swap])) is None, kind.__name__
+    assert sequence_of(Chain("not ops")) is None and sequence_of(Chain([1, 2])) is None
+
+
+def test_a_chain_without_source_is_not_proved() -> None:
+    namespace: dict = {}
+    exec(  # compiled from a string: inspect finds no source to read
+        "class Made:\n"
+        "    def __init__(self, transforms):\n"
+        "        self.transforms = transforms\n"
+        "    def __call__(self, image, target):\n"
+        "        for t in self.transforms:\n"
+        "            image, target = t(image, target)\n"
+        "        return image, target\n",
+        namespace,
+    )
+    assert sequence_of(namespace["Made"]([_swap])) is None

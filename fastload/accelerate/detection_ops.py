@@ -26,6 +26,7 @@ from fastload.detection import CocoDetection, SegmentationList
 from fastload.detection.convert import FloatImage
 from fastload.detection.iou_crop import RandomIoUCrop
 from fastload.detection.joint import JointDataset, Undrawn
+from fastload.detection.segmentation import TargetFirst
 from fastload.detection.ssd import PhotometricFirst, RandomZoomOut
 from fastload.handover import HandOn
 
@@ -130,6 +131,8 @@ def _geometry(op: Any) -> ft.Transform | None:
         )
     if kind is v2.RandomCrop:
         return _random_crop(op)
+    if _is_references_pad(op):
+        return _pad_if_smaller(op)
     if kind not in (v2.RandomShortestSize, v2.Resize, v2.RandomResize, v2.ScaleJitter):
         return None
     if op.antialias is not True:
@@ -170,6 +173,58 @@ def _random_crop(op: Any) -> ft.Transform:
         pad_if_needed=op.pad_if_needed,
         mask_fill=int(mask_fill) if mask_fill is not None else 0,
     )
+
+
+def _is_references_pad(op: Any) -> bool:
+    """Whether ``op`` is the segmentation references' own ``PadIfSmaller`` (their
+    ``v2_extras``): a v2 op of that name, with an int ``size``, whose drawn padding is right
+    and bottom up to ``size`` (asked of its own ``make_params`` for two images)."""
+    import torch
+    import torchvision.transforms.v2 as v2
+    from torchvision import tv_tensors
+
+    if type(op).__name__ != "PadIfSmaller" or not isinstance(op, v2.Transform):
+        return False
+    size = getattr(op, "size", None)
+    if not isinstance(size, int) or size < 2 or not isinstance(getattr(op, "fill", None), dict):
+        return False
+    small = tv_tensors.Image(torch.zeros((1, 1, 1), dtype=torch.uint8).expand(3, 1, size - 1))
+    large = tv_tensors.Image(torch.zeros((1, 1, 1), dtype=torch.uint8).expand(3, size, size))
+    try:
+        padded, kept = op.make_params([small]), op.make_params([large])
+    except Exception:
+        return False
+    return (
+        list(padded.get("padding", ())) == [0, 0, 1, size - 1]
+        and padded.get("needs_padding") is True
+        and kept.get("needs_padding") is False
+    )
+
+
+def _pad_if_smaller(op: Any) -> ft.PadIfSmaller:
+    from PIL import Image
+    from torchvision import tv_tensors
+
+    image_fill, mask_fill = _fill_for(op.fill, Image.Image), _fill_for(op.fill, tv_tensors.Mask)
+    if not _zero(image_fill):
+        raise NotAccelerated(repr(op), f"the image's fill {image_fill!r} (fastload pads with 0)")
+    return ft.PadIfSmaller(op.size, mask_fill=int(mask_fill) if mask_fill is not None else 0)
+
+
+def _fill_for(fills: dict[Any, Any], kind: type) -> Any:
+    """The fill v2 finds for ``kind`` in a fill dict: the type's own, else ``"others"``,
+    else none (looked up with ``in`` and ``get()``, never ``[]``, so that a
+    ``defaultdict``'s default is not made up, as v2 never finds it)."""
+    return fills[kind] if kind in fills else fills.get("others")
+
+
+def _is_voc_converter(op: Any) -> bool:
+    """Whether ``op`` is the segmentation references' ``CocoDetectionToVOCSegmentation``
+    (their ``v2_extras``; known by its name): it merges COCO's instance masks into one class
+    mask, reading no pixel and drawing nothing."""
+    import torchvision.transforms.v2 as v2
+
+    return type(op).__name__ == "CocoDetectionToVOCSegmentation" and isinstance(op, v2.Transform)
 
 
 def _converts_to_float32(op: Any, form: str) -> bool:
@@ -222,12 +277,7 @@ def _zoom_out(op: Any) -> RandomZoomOut:
     from torchvision import tv_tensors
 
     fills = op.fill if isinstance(op.fill, dict) else {"others": op.fill}
-
-    def found(kind: type) -> Any:
-        # `in` and get(), never [], so that a defaultdict's default is not made up
-        return fills[kind] if kind in fills else fills.get("others")
-
-    image, mask = found(Image.Image), found(tv_tensors.Mask)
+    image, mask = _fill_for(fills, Image.Image), _fill_for(fills, tv_tensors.Mask)
     colour = (
         (0, 0, 0)
         if image is None
@@ -272,6 +322,9 @@ def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
     ops = list(flatten(transforms, ()))
     fused: list[ft.Transform] = []
     for op in ops:
+        if not fused and _is_voc_converter(op):
+            fused.append(TargetFirst(op))  # the class mask it makes moves with the geometry
+            continue
         if not fused and type(op) is v2.RandomPhotometricDistort:
             fused.append(PhotometricFirst(op))  # drawn first, applied to the whole image
             continue
@@ -281,9 +334,11 @@ def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
         if isinstance(ours, ft.Resize) and any(isinstance(f, ft.Resize) for f in fused):
             raise NotAccelerated(repr(op), "a second resize (fastload resamples once)")
         fused.append(ours)
-    if len(fused) == 1 and isinstance(fused[0], PhotometricFirst):
-        after = name_of(ops[1]) if len(ops) > 1 else "nothing"
+    if fused and all(isinstance(f, (PhotometricFirst, TargetFirst)) for f in fused):
+        after = name_of(ops[len(fused)]) if len(ops) > len(fused) else "nothing"
         raise NotAccelerated(repr(ops[0]), f"no geometry fastload fuses follows it ({after})")
+    # a class mask made by the first op: segmentation samples, batched by stacking
+    stacked = stacked or any(isinstance(f, TargetFirst) for f in fused)
     if not fused:
         first = ops[0] if ops else transforms
         why = "not geometry fastload moves boxes and masks with"

@@ -16,7 +16,7 @@ import torch
 
 from fastload import transforms as ft
 from fastload.handover import HandBack, HandOn
-from fastload.wrappers import delegate_of
+from fastload.wrappers import delegate_of, sequence_of
 
 __all__ = [
     "PER_SAMPLE",
@@ -124,9 +124,11 @@ class Translated:
 
 
 def flatten(transform: Any, known: Collection[type]) -> Iterator[Any]:
-    """The ops of a transform in order: ``Compose`` opened, and an object that provably only
+    """The ops of a transform in order: ``Compose`` opened, an object that provably only
     hands the image to an attribute (:func:`fastload.wrappers.delegate_of`) read as that
-    attribute (said once on the ``fastload`` logger)."""
+    attribute, and one that provably only chains a list of ops
+    (:func:`fastload.wrappers.sequence_of`) read as those ops (each said once on the
+    ``fastload`` logger)."""
     import torchvision.transforms as v1
     import torchvision.transforms.v2 as v2
 
@@ -139,6 +141,10 @@ def flatten(transform: Any, known: Collection[type]) -> Iterator[Any]:
     elif type(transform) not in known and (inner := delegate_of(transform)) is not None:
         say_once(f"accelerate: {name_of(transform)} only hands the image on: reading its inner")
         yield from flatten(inner, known)
+    elif type(transform) not in known and (chain := sequence_of(transform)) is not None:
+        say_once(f"accelerate: {name_of(transform)} only chains its ops: reading them")
+        for t in chain:
+            yield from flatten(t, known)
     else:
         yield transform
 

@@ -143,7 +143,7 @@ class CocoDetection(JointDataset):
         """Image ``index``'s target from its annotations (``extra``), on its canvas."""
         return coco_target(extra, self.ids[index], canvas, self.target_keys)
 
-    def move(self, target: dict[str, Any], moving: Sequence[Step]) -> dict[str, Any]:
+    def move(self, target: Any, moving: Sequence[Step]) -> Any:
         return move_target(target, moving, mask_fill=self.mask_fill)
 
 

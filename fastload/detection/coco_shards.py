@@ -119,5 +119,5 @@ class CocoShards(JointDataset, ImageShards):
             )
         return coco_target(extra["annotations"], extra["image_id"], canvas, self.target_keys)
 
-    def move(self, target: dict[str, Any], moving: Sequence[Step]) -> dict[str, Any]:
+    def move(self, target: Any, moving: Sequence[Step]) -> Any:
         return move_target(target, moving, mask_fill=self.mask_fill)

@@ -118,12 +118,12 @@ class JointDataset(ImageDataset):
         is then the header's."""
         if not any(getattr(op, "needs_boxes", False) for op in self._split.fused):
             array, views, effects = self._decode_viewed(data, None)
-            target = self.make_target(index, extra, (views[0].height, views[0].width))
+            target = self._target(index, extra, (views[0].height, views[0].width))
             return array, target, steps(views, effects)
         info = probe(data)
         if info.width is None or info.height is None:
             raise ValueError(f"its {info.format} header gives no size, which RandomIoUCrop needs")
-        target = self.make_target(index, extra, (info.height, info.width))
+        target = self._target(index, extra, (info.height, info.width))
         array, views, effects = self._decode_viewed(data, target)
         if (views[0].height, views[0].width) != (info.height, info.width):
             raise ValueError(
@@ -131,6 +131,16 @@ class JointDataset(ImageDataset):
                 f"{views[0].width} x {views[0].height}"
             )
         return array, target, steps(views, effects)
+
+    def _target(self, index: int, extra: Any, canvas: tuple[int, int]) -> Any:
+        """The target on the canvas, converted by the fused ops that make a new one (a
+        ``TargetFirst``), before any geometry moves it."""
+        target = self.make_target(index, extra, canvas)
+        for op in self._split.fused:
+            if getattr(op, "converts_target", False):
+                converter: Any = op  # a TargetFirst (detection/segmentation.py)
+                target = converter.convert(target, canvas)
+        return target
 
     def _after(self, image: torch.Tensor, target: Any) -> Any:
         """The ops after the fused ones, on the image and its target."""

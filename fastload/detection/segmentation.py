@@ -6,6 +6,10 @@ gives for the same files: the image, and its mask as a ``tv_tensors.Mask`` of th
 (1 x H x W, uint8 for a palette or grey PNG). Its leading fastload ops run fused with decoding
 and the mask moves with them (padding shows ``mask_fill``, 255 in the references); the ops
 after them get ``(image, mask)``.
+
+:class:`TargetFirst` is the other way the segmentation references read a set: COCO's
+instances merged into one such mask by their ``CocoDetectionToVOCSegmentation``, which runs as
+written on the target, before the geometry moves the mask it made.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from fastload.backends.base import read_file
 from fastload.datasets import OnError, check_options
 from fastload.detection.joint import JointDataset
 from fastload.detection.targets import Step, move_mask
+from fastload.resampling import View
+from fastload.transforms import Transform
 
-__all__ = ["SegmentationList"]
+__all__ = ["SegmentationList", "TargetFirst"]
 
 
 class SegmentationList(JointDataset):
@@ -100,3 +106,36 @@ class SegmentationList(JointDataset):
 
     def move(self, target: Any, moving: Sequence[Step]) -> Any:
         return move_mask(target, moving, fill=self.mask_fill)
+
+
+class TargetFirst(Transform):
+    """An op of the user's that makes a new target from the image's whole one and draws
+    nothing (the segmentation references' ``CocoDetectionToVOCSegmentation``: COCO's instance
+    masks merged into one class mask), at the head of a pipeline: run as written on the target
+    before the geometry, which then moves what it made. It moves nothing itself.
+
+    The op gets a stand-in for the image, of the image's size and no pixels: what such an op
+    reads of the image is its size.
+
+    Args:
+        op: The user's op, called as ``op(image, target)``.
+    """
+
+    converts_target = True
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+
+    def apply_params(self, view: View, params: None) -> View:
+        return view
+
+    def convert(self, target: Any, canvas: tuple[int, int]) -> Any:
+        """The op's target for ``target`` on an image of (height, width) ``canvas``."""
+        import torch
+        from torchvision import tv_tensors
+
+        image = tv_tensors.Image(torch.zeros((1, 1, 1), dtype=torch.uint8).expand(3, *canvas))
+        return self.op(image, target)[1]
+
+    def __repr__(self) -> str:
+        return repr(self.op)

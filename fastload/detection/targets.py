@@ -139,17 +139,18 @@ def pycocotools_mask() -> Any:
     return mask
 
 
-def move_target(
-    target: dict[str, Any], moving: Sequence[Step], *, mask_fill: int = 0
-) -> dict[str, Any]:
+def move_target(target: Any, moving: Sequence[Step], *, mask_fill: int = 0) -> Any:
     """The target after ``moving`` (what the planned ops did: :func:`steps`): its ``boxes``
     and ``masks`` moved, the rest as it was.
 
     Args:
-        target: A detection target (see :func:`coco_target`).
+        target: A detection target (see :func:`coco_target`), or one mask made from it (by
+            ``fastload.detection.segmentation.TargetFirst``).
         moving: The steps, in order.
         mask_fill: What the masks show where a crop reaches past the image (padding).
     """
+    if not isinstance(target, dict):
+        return move_mask(target, moving, fill=mask_fill)
     moved = dict(target)
     if "boxes" in target:
         moved["boxes"] = move_boxes(target["boxes"], moving)

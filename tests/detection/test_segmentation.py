@@ -1,11 +1,13 @@
-"""The segmentation references' v2 training pipeline on VOC-layout files, accelerated, against
-torchvision's own wrapped ``VOCSegmentation`` running it: sample by sample, same seeds.
+"""The segmentation references' v2 training pipeline, accelerated, against torchvision's own
+wrapped datasets running it: sample by sample, same seeds. On VOC-layout files
+(``VOCSegmentation``), and on a COCO set read the references' way (``CocoDetection`` whose
+instances their ``CocoDetectionToVOCSegmentation`` merges into one class mask, chained with the
+preset by their own ``Compose``).
 
 The preset is ``references/segmentation/presets.py``'s ``SegmentationPresetTrain`` (backend
 "pil", ``use_v2=True``) built from torchvision's own ops, at a smaller scale for the test's
-images: its reference-only ``PadIfSmaller`` is v2's ``RandomCrop(pad_if_needed=True)`` with the
-same per-type fill here, and a class of that shape (padding right and bottom only) is checked
-apart: fastload cannot read it as an op, so it runs as written after the fused part.
+images. The references' own classes (``PadIfSmaller``, the converter, their ``Compose``) are not
+importable: stand-ins of their shape are written here.
 """
 
 from __future__ import annotations
@@ -54,9 +56,28 @@ def voc_layout(root: Path, sizes: list[tuple[int, int]]) -> Path:
     return root
 
 
-class PadIfSmaller:
-    """The shape of the references' ``v2_extras.PadIfSmaller``: pad right and bottom up to
-    ``size``, masks with their own fill (written here; fastload cannot read it as an op)."""
+class PadIfSmaller(T.Transform):
+    """The shape of the references' ``v2_extras.PadIfSmaller``: a v2 op padding right and
+    bottom up to ``size``, masks with their own fill (written here)."""
+
+    def __init__(self, size: int, fill: dict[Any, int]) -> None:
+        super().__init__()
+        self.size, self.fill = size, fill
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        height, width = T.query_size(flat_inputs)
+        padding = [0, 0, max(self.size - width, 0), max(self.size - height, 0)]
+        return {"padding": padding, "needs_padding": any(padding)}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if not params["needs_padding"]:
+            return inpt
+        fill = self.fill[tv_tensors.Mask] if isinstance(inpt, tv_tensors.Mask) else 0
+        return T.functional.pad(inpt, padding=params["padding"], fill=fill)
+
+
+class CallablePad:
+    """The same padding as a plain callable: not an op fastload can read, run as written."""
 
     def __init__(self, size: int, fill: dict[Any, int]) -> None:
         self.size, self.fill = size, fill
@@ -68,14 +89,17 @@ class PadIfSmaller:
         return image, T.functional.pad(mask, padding, fill=self.fill[tv_tensors.Mask])
 
 
-def preset(crop: int, *, reference_pad: bool = False) -> T.Compose:
+def preset(crop: int, *, pad: str = "v2") -> T.Compose:
+    """The train preset; ``pad``: ``"v2"`` (``RandomCrop(pad_if_needed=True)``),
+    ``"reference"`` (the references' ``PadIfSmaller``, then ``RandomCrop``) or ``"callable"``."""
     fill = {tv_tensors.Mask: 255, "others": 0}
     ops: list[Any] = [T.RandomResize(min_size=crop // 2, max_size=crop * 2)]
     ops.append(T.RandomHorizontalFlip(0.5))
-    if reference_pad:
-        ops += [PadIfSmaller(crop, fill), T.RandomCrop(crop)]
-    else:
+    if pad == "v2":
         ops.append(T.RandomCrop(crop, pad_if_needed=True, fill=fill))
+    else:
+        padding = PadIfSmaller if pad == "reference" else CallablePad
+        ops += [padding(crop, fill), T.RandomCrop(crop)]
     ops.append(T.PILToTensor())
     dtypes = {torch.Tensor: torch.float32, tv_tensors.Mask: torch.int64, "others": None}
     ops += [T.ToDtype(dtype=dtypes, scale=True), T.Normalize(mean=MEAN, std=STD)]
@@ -104,23 +128,42 @@ def assert_same(ours: Any, theirs: Any, where: str) -> None:
     assert torch.equal(mask, expected_mask), where
 
 
-@pytest.mark.parametrize("reference_pad", [False, True])
-def test_the_train_preset_gives_torchvisions_samples(voc: Path, reference_pad: bool) -> None:
-    theirs = wrapped(voc, preset(200, reference_pad=reference_pad))
+@pytest.mark.parametrize("pad", ["v2", "reference", "callable"])
+def test_the_train_preset_gives_torchvisions_samples(voc: Path, pad: str) -> None:
+    theirs = wrapped(voc, preset(200, pad=pad))
     fast, translated = accelerate_dataset(theirs, batches=False)
     assert isinstance(fast, SegmentationList) and len(fast) == len(theirs)
     fused = [type(op).__name__ for op in translated.fused]
-    if reference_pad:  # the reference's own pad ends the fused part
+    if pad == "v2":
+        assert fused == ["RandomResize", "RandomHorizontalFlip", "RandomCropWithPadding"]
+    elif pad == "reference":
+        assert fused == ["RandomResize", "RandomHorizontalFlip", "PadIfSmaller", "RandomCropV2"]
+    else:  # a callable ends the fused part
         assert fused == ["RandomResize", "RandomHorizontalFlip"]
         assert translated.hand_on is not None and translated.hand_on.form == "pil"
-    else:
-        assert fused == ["RandomResize", "RandomHorizontalFlip", "RandomCropWithPadding"]
     for index in range(len(theirs)):
         for seed in (index, 50 + index, 99 + index):
             torch.manual_seed(seed)
             expected = theirs[index]
             torch.manual_seed(seed)
             assert_same(fast[index], expected, f"{index} {seed}")
+
+
+def test_a_pad_of_another_shape_is_not_the_references(voc: Path) -> None:
+    """An op named ``PadIfSmaller`` that pads on all sides is not read as the references' op."""
+
+    class Centred(PadIfSmaller):
+        def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+            params = super().make_params(flat_inputs)
+            right, bottom = params["padding"][2:]
+            params["padding"] = [right // 2, bottom // 2, right - right // 2, bottom - bottom // 2]
+            return params
+
+    Centred.__name__ = "PadIfSmaller"
+    fill = {tv_tensors.Mask: 255, "others": 0}
+    pipeline = T.Compose([T.RandomResize(100, 400), Centred(200, fill), T.RandomCrop(200)])
+    _, translated = accelerate_dataset(wrapped(voc, pipeline), batches=False)
+    assert [type(op).__name__ for op in translated.fused] == ["RandomResize"]
 
 
 def test_padding_shows_the_masks_fill(voc: Path) -> None:
@@ -159,3 +202,84 @@ def test_the_swap_in_workers_with_default_collate(voc: Path) -> None:
     assert shapes == [((2, 3, 128, 128), (2, 1, 128, 128))] * 2 + [
         ((1, 3, 128, 128), (1, 1, 128, 128))
     ]
+
+
+# COCO's category ids of VOC's 20 classes, in VOC's order (0: background)
+VOC_FROM_COCO = [0, 5, 2, 16, 9, 44, 6, 3, 17, 62, 21, 67, 18, 19, 4, 1, 64, 20, 63, 7, 72]
+
+
+class CocoDetectionToVOCSegmentation(T.Transform):
+    """The shape of the references' converter: the instances of VOC's classes merged into one
+    class mask, 255 where two overlap, zeros for an image with none (written here)."""
+
+    def forward(self, image: Any, target: dict[str, Any]) -> tuple[Any, Any]:
+        height, width = T.functional.get_size(image)
+        merged = torch.zeros((height, width), dtype=torch.uint8)
+        overlap = torch.zeros((height, width), dtype=torch.int64)
+        for mask, label in zip(target.get("masks", ()), target.get("labels", ()), strict=True):
+            if int(label) in VOC_FROM_COCO:
+                merged[mask.bool()] = VOC_FROM_COCO.index(int(label))
+                overlap += mask.bool()
+        merged[overlap > 1] = 255
+        return image, tv_tensors.Mask(merged)
+
+
+class Chain:
+    """The shape of the references' own ``Compose`` of ``(image, target)`` ops."""
+
+    def __init__(self, transforms: list[Any]) -> None:
+        self.transforms = transforms
+
+    def __call__(self, image, target):
+        for t in self.transforms:
+            image, target = t(image, target)
+        return image, target
+
+
+@pytest.fixture(scope="module")
+def coco(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A COCO set whose second image holds no VOC class (its class mask is all background)."""
+    import json
+
+    from fastload.synthetic import make_coco
+
+    folder, annotations = make_coco(tmp_path_factory.mktemp("coco"), images=5, seed=3)
+    content = json.loads(annotations.read_text())
+    for i, annotation in enumerate(content["annotations"]):
+        voc = annotation["image_id"] != 2 and i % 3 != 0
+        annotation["category_id"] = VOC_FROM_COCO[1 + i % 20] if voc else 8  # 8: not VOC's
+    annotations.write_text(json.dumps(content))
+    return folder, annotations
+
+
+def coco_wrapped(coco: tuple[Path, Path], crop: int) -> Any:
+    transforms = Chain([CocoDetectionToVOCSegmentation(), preset(crop, pad="reference")])
+    dataset = torchvision.datasets.CocoDetection(*map(str, coco), transforms=transforms)
+    return torchvision.datasets.wrap_dataset_for_transforms_v2(dataset, {"masks", "labels"})
+
+
+def test_coco_read_the_references_way_gives_torchvisions_samples(coco: tuple[Path, Path]) -> None:
+    theirs = coco_wrapped(coco, 300)
+    fast, translated = accelerate_dataset(theirs, batches=False)
+    names = ["TargetFirst", "RandomResize", "RandomHorizontalFlip", "PadIfSmaller", "RandomCropV2"]
+    assert [type(op).__name__ for op in translated.fused] == names
+    seen = set()
+    for index in range(len(theirs)):
+        for seed in (index, 50 + index):
+            torch.manual_seed(seed)
+            expected = theirs[index]
+            torch.manual_seed(seed)
+            assert_same(fast[index], expected, f"{index} {seed}")
+            seen |= set(expected[1].unique().tolist())
+    assert 0 in seen and 255 in seen and len(seen) > 4  # background, overlaps, classes
+
+
+def test_coco_read_the_references_way_in_workers(coco: tuple[Path, Path]) -> None:
+    dataset = coco_wrapped(coco, 128)
+    loader = fastload.DataLoader(dataset, batch_size=2, num_workers=2, accelerate=True)
+    text = fastload.explain(loader)
+    assert "accelerated in part" in text and "CocoDetectionToVOCSegmentation()" in text, text
+    assert "PadIfSmaller(size=128)" in text and "made float once" in text, text
+    shapes = [(tuple(images.shape), tuple(masks.shape)) for images, masks in loader]
+    # the converter's masks are H x W (VOC's PNGs give 1 x H x W)
+    assert shapes == [((2, 3, 128, 128), (2, 128, 128))] * 2 + [((1, 3, 128, 128), (1, 128, 128))]
