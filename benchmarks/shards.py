@@ -14,7 +14,9 @@ Parts (``--part``, default all):
   - ``webdataset``: webdataset's own documented loader over the same shards: ``WebDataset``
     (shard shuffle) -> ``shuffle(1000)`` -> ``decode("pil")`` -> ``to_tuple`` -> torchvision's
     transform -> ``batched`` -> ``WebLoader``;
-  - ``fastload shards max_side``: the photos packed with ``max_side`` (re-encoded at q90).
+  - ``fastload shards max_side``: the photos packed with ``max_side`` (re-encoded at q90);
+  - ``fastload shards raw``: the photos packed with ``max_side`` and ``pixels="raw"`` (their
+    pixels at that size, no decoding when read); the bytes of both packs are printed.
   With ``--dtype uint8`` no side normalizes (torchvision's ``PILToTensor`` for the others).
 * ``pack``: MB/s of ``fastload.pack`` (no re-encoding) against ``tar cf`` of the same folder,
   both from the page cache to the same disk, rounds interleaved; and images/s of a pack with
@@ -127,8 +129,14 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     data = Path(args.data)
     plain = packed(data, work / "packed", args.shards)
     small = packed(data, work / f"packed-{args.max_side}", args.shards, max_side=args.max_side)
+    raw = packed(
+        data, work / f"raw-{args.max_side}", args.shards, max_side=args.max_side, pixels="raw"
+    )
+    for name, pack in (("max_side", small), ("raw", raw)):
+        print(f"  the {name} {args.max_side} pack: {folder_bytes(pack) / 2**20:,.1f} MiB")
     shards = fastload.ImageShards(plain, geometry(), backend=args.backend)
     resized = fastload.ImageShards(small, geometry(), backend=args.backend)
+    pixels = fastload.ImageShards(raw, geometry(), backend=args.backend)
     tars = sorted(str(p) for p in plain.glob("*.tar"))
     return {
         "stock folder": torch.utils.data.DataLoader(
@@ -147,6 +155,9 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "webdataset": webdataset_loader(tars, args),
         f"fastload shards max_side {args.max_side}": fastload_loader(
             resized, args, sampler=fastload.ShardSampler(resized, window=args.window)
+        ),
+        f"fastload shards raw {args.max_side}": fastload_loader(
+            pixels, args, sampler=fastload.ShardSampler(pixels, window=args.window)
         ),
     }
 
@@ -179,6 +190,8 @@ def measure_read(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         ("fastload shards", "webdataset"),
         (f"fastload shards max_side {args.max_side}", "fastload folder"),
         (f"fastload shards max_side {args.max_side}", "stock folder"),
+        (f"fastload shards raw {args.max_side}", f"fastload shards max_side {args.max_side}"),
+        (f"fastload shards raw {args.max_side}", "fastload folder"),
         ("fastload folder", "stock folder"),
     ]
     for a, b in pairs:

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ImageInfo", "is_truncated_jpeg", "orient", "orientation_ops", "probe", "sniff"]
+__all__ = [
+    "ImageInfo",
+    "is_truncated_jpeg",
+    "orient",
+    "orientation_ops",
+    "ppm_header",
+    "probe",
+    "sniff",
+]
 
 _MAGIC = (
     (b"\xff\xd8\xff", "jpeg"),
@@ -20,6 +28,7 @@ _MAGIC = (
     (b"BM", "bmp"),
     (b"II*\x00", "tiff"),
     (b"MM\x00*", "tiff"),
+    (b"P6", "ppm"),  # binary RGB (what ``fastload.pack`` writes as raw pixels)
 )
 
 # JPEG start-of-frame markers (baseline, extended, progressive, lossless; Huffman/arithmetic).
@@ -45,8 +54,8 @@ class ImageInfo:
     """What the header of an image file says.
 
     Attributes:
-        format: ``"jpeg"``, ``"png"``, ``"gif"``, ``"webp"``, ``"bmp"``, ``"tiff"`` or
-            ``"unknown"``; from the content, never from the file name.
+        format: ``"jpeg"``, ``"png"``, ``"gif"``, ``"webp"``, ``"bmp"``, ``"tiff"``, ``"ppm"``
+            (binary RGB) or ``"unknown"``; from the content, never from the file name.
         width: Stored width in pixels, or ``None`` when this module cannot read it.
         height: Stored height in pixels, or ``None``.
         components: JPEG colour components (1 grey, 3 YCbCr/RGB, 4 CMYK/YCCK); PNG channels;
@@ -106,7 +115,38 @@ def probe(data: bytes) -> ImageInfo:
         width, height, depth, color_type = struct.unpack(">IIBB", data[16:26])
         channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}.get(color_type)
         return ImageInfo("png", width, height, channels, depth)
+    if fmt == "ppm" and (header := ppm_header(data)) is not None:
+        width, height, maxval, _ = header
+        return ImageInfo("ppm", width, height, 3, 8 if maxval < 256 else 16)
     return ImageInfo(fmt)
+
+
+def ppm_header(data: bytes) -> tuple[int, int, int, int] | None:
+    """(width, height, maxval, offset of the pixels) of a binary RGB PPM (``P6``: the magic,
+    width, height and maxval as whitespace-separated decimals, ``#`` comments allowed between
+    them, then one whitespace byte); ``None`` when ``data`` does not start with such a header.
+    """
+    if not data.startswith(b"P6"):
+        return None
+    values: list[int] = []
+    pos, end = 2, min(len(data), 512)
+    while len(values) < 3:
+        while pos < end and data[pos : pos + 1].isspace():
+            pos += 1
+        if pos < end and data[pos] == ord("#"):  # a comment runs to the end of its line
+            while pos < end and data[pos] not in b"\r\n":
+                pos += 1
+            continue
+        start = pos
+        while pos < end and data[pos : pos + 1].isdigit():
+            pos += 1
+        if start == pos or pos >= end or not data[pos : pos + 1].isspace():
+            return None
+        values.append(int(data[start:pos]))
+    width, height, maxval = values
+    if width < 1 or height < 1 or not 0 < maxval < 65536:
+        return None
+    return width, height, maxval, pos + 1
 
 
 def _probe_jpeg(data: bytes) -> ImageInfo:

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.tensors",
         "fastload.iteration",
         "fastload.image",
+        "fastload.raw_pixels",
         "fastload._optional",
         "fastload._progress",
         "fastload.synthetic",

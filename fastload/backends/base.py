@@ -31,6 +31,7 @@ import numpy as np
 from fastload._optional import Availability, Requirement, availability
 from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
+from fastload.raw_pixels import ppm_pixels
 from fastload.resampling import View, resample, source_window
 
 __all__ = [
@@ -197,9 +198,12 @@ class Backend(ABC):
         if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
             out = self._decode_jpeg_planned(data, info, plan, render, max_pixels)
         else:
-            array = decode_with_pillow(
-                data, max_pixels=max_pixels, exif_orientation=exif_orientation
-            )
+            # raw pixels (``pack(pixels="raw")``) need no decoding: a view of the bytes
+            array = ppm_pixels(data) if info.format == "ppm" else None
+            if array is None:
+                array = decode_with_pillow(
+                    data, max_pixels=max_pixels, exif_orientation=exif_orientation
+                )
             view = View.full(array.shape[1], array.shape[0])
             if plan is not None:
                 view = plan(view)

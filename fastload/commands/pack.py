@@ -104,6 +104,14 @@ def _storage_arguments(pack: Any) -> None:
         "--quality", type=positive_int, default=90, help="JPEG quality of --max-side (default: 90)"
     )
     pack.add_argument(
+        "--pixels",
+        choices=("encoded", "raw"),
+        default="encoded",
+        help="encoded: the image files (or their --max-side JPEGs); raw: decoded RGB pixels "
+        "(upright, at --max-side if given) as PPM members, read with no decoding, several "
+        "times the bytes (default: encoded)",
+    )
+    pack.add_argument(
         "--workers",
         type=positive_int,
         default=None,
@@ -157,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             shuffle_seed=None if args.no_shuffle else args.seed,
             max_side=args.max_side,
             quality=args.quality,
+            pixels=args.pixels,
             workers=args.workers,
             metadata=not args.no_json,
             storage_options=args.storage_options,

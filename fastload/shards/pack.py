@@ -38,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from fastload.backends.base import read_file
-from fastload.checks import check_int, differences
+from fastload.backends.base import decode_with_pillow, read_file
+from fastload.checks import check_choice, check_int, differences
 from fastload.image import probe, sniff
+from fastload.raw_pixels import encode_ppm
 from fastload.shards.format import manifest as manifests
 from fastload.shards.format import tables
 from fastload.shards.format.index import Part, write_index
@@ -53,11 +54,13 @@ from fastload.version import __version__
 __all__ = ["DEFAULT_SHARD_SIZE", "pack"]
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
+PIXELS = ("encoded", "raw")  # how an image member holds its pixels (pack's ``pixels=``)
 _PLAN = ".fastload-pack.json"  # the settings of a pack in progress
 _LOG = ".fastload-pack.log"  # one JSON line per complete shard
 # a member's extension, by its content's format
 _EXTENSIONS = {
     "jpeg": "jpg",
+    "ppm": "ppm",
     "png": "png",
     "gif": "gif",
     "bmp": "bmp",
@@ -109,7 +112,9 @@ def _coco(source: Any) -> Any:
     return as_coco(source)
 
 
-def _source(source: Any, keys: tuple[str, str, str | None], max_side: int | None) -> _Source:
+def _source(
+    source: Any, keys: tuple[str, str, str | None], max_side: int | None, pixels: str = "encoded"
+) -> _Source:
     """The samples of ``source`` (see :func:`_found`), checked.
 
     Raises:
@@ -118,6 +123,12 @@ def _source(source: Any, keys: tuple[str, str, str | None], max_side: int | None
     found = _found(source, keys)
     if not found.paths:
         raise ValueError(f"no images in {source!r}")
+    if found.detection and pixels == "raw":
+        raise ValueError(
+            "pixels='raw' would store the images of a COCO dataset upright (their EXIF "
+            "orientation applied), away from where its boxes and masks are: pack it with "
+            "pixels='encoded'"
+        )
     if found.detection and max_side is not None:
         raise ValueError(
             f"max_side={max_side!r} would re-encode the images of a COCO dataset and leave its "
@@ -223,28 +234,47 @@ def _copy(key: str, path: str, label: Any, root: str, metadata: bool) -> _Item:
 
 
 def _reencode(
-    key: str, path: str, label: Any, root: str, metadata: bool, max_side: int, quality: int
+    key: str,
+    path: str,
+    label: Any,
+    root: str,
+    metadata: bool,
+    max_side: int | None,
+    quality: int,
+    pixels: str = "encoded",
 ) -> _Item:
-    """The file re-encoded as a JPEG whose longest side is ``max_side`` (upright: its EXIF
-    orientation applied), when it is larger; else its bytes unchanged."""
-    from PIL import Image, ImageOps
-
+    """The file as the pack stores it (:func:`_stored`)."""
     data = read_file(path)
-    stored = None
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            upright = ImageOps.exif_transpose(image)
-            if max(upright.size) > max_side:
-                if upright.mode not in ("RGB", "L"):
-                    upright = upright.convert("RGB")
-                upright.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
-                out = io.BytesIO()
-                upright.save(out, "JPEG", quality=quality)
-                stored = out.getvalue()
+        stored = _stored(data, max_side, quality, pixels)
     except Exception:  # an unreadable image is packed as it is: readers report it
         stored = None
     meta = _metadata(path, root, data, stored) if metadata else None
     return _members(key, data, stored, label, meta)
+
+
+def _stored(data: bytes, max_side: int | None, quality: int, pixels: str) -> bytes | None:
+    """What is stored in place of an image file's bytes, upright (its EXIF orientation
+    applied): with ``pixels="raw"`` its RGB pixels as a binary PPM, shrunk to ``max_side``
+    when larger; else, when it is larger than ``max_side``, a JPEG at ``quality`` shrunk to
+    it; else ``None`` (the bytes as they are)."""
+    from PIL import Image, ImageOps
+
+    if pixels == "raw":
+        image = Image.fromarray(decode_with_pillow(data))  # fastload's own RGB of any mode
+        if max_side is not None and max(image.size) > max_side:
+            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
+        return encode_ppm(np.asarray(image))
+    with Image.open(io.BytesIO(data)) as opened:
+        upright = ImageOps.exif_transpose(opened)
+        if max_side is None or max(upright.size) <= max_side:
+            return None
+        if upright.mode not in ("RGB", "L"):
+            upright = upright.convert("RGB")
+        upright.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
+        out = io.BytesIO()
+        upright.save(out, "JPEG", quality=quality)
+        return out.getvalue()
 
 
 _CHUNK = 16  # samples a task: a future per file cost as much as reading the file
@@ -427,7 +457,10 @@ def _read_log(out: Path) -> list[tuple[manifests.ShardEntry, int]]:
     return done
 
 
-def _check(shard_size: int, max_side: int | None, quality: int, workers: int | None) -> None:
+def _check(
+    shard_size: int, max_side: int | None, quality: int, workers: int | None, pixels: str
+) -> None:
+    check_choice("pixels", pixels, PIXELS)
 
     check_int("shard_size", shard_size, minimum=4 * BLOCK)
     check_int("quality", quality, minimum=1)
@@ -447,6 +480,7 @@ def pack(
     shuffle_seed: int | None = 0,
     max_side: int | None = None,
     quality: int = 90,
+    pixels: str = "encoded",
     workers: int | None = None,
     metadata: bool = True,
     progress: bool = True,
@@ -482,6 +516,11 @@ def pack(
             This changes pixels: see the README for what it costs and buys. Not for a COCO
             dataset (its boxes and masks would not move).
         quality: The JPEG quality of the re-encoding.
+        pixels: ``"encoded"`` (the default): each image as its file's bytes, or their
+            re-encoding at ``max_side``; ``"raw"``: its decoded RGB pixels (upright, shrunk
+            to ``max_side`` when given and larger) as a binary PPM (``KEY.ppm``), which is
+            read with no decoding at all, for several times the bytes (see the shards page
+            for what it costs and buys). Not for a COCO dataset.
         workers: Threads that read (processes that re-encode); default: the usable cores.
         metadata: Write ``KEY.json`` with the original path and size.
         progress: Draw a progress bar (images/s and MB/s) when standard error is a terminal.
@@ -502,8 +541,8 @@ def pack(
     """
     from fastload._progress import Progress
 
-    _check(shard_size, max_side, quality, workers)
-    found = _source(source, (image_key, caption_key, separator), max_side)
+    _check(shard_size, max_side, quality, workers, pixels)
+    found = _source(source, (image_key, caption_key, separator), max_side, pixels)
     destination = os.fspath(out)
     remote = None
     if is_remote(destination):
@@ -512,8 +551,11 @@ def pack(
     elif storage_options is not None:
         raise ValueError(f"storage_options apply to a remote destination; {destination!r} is local")
     out = Path(out)
-    options = {"shuffle_seed": shuffle_seed, "shard_size": shard_size, "max_side": max_side}
+    options: dict[str, Any] = {"shuffle_seed": shuffle_seed, "shard_size": shard_size}
+    options["max_side"] = max_side
     options |= {"quality": quality if max_side is not None else None, "metadata": metadata}
+    if pixels != "encoded":  # left out otherwise: an unfinished pack of before still resumes
+        options["pixels"] = pixels
     done = _begin(out, _settings(found, **options))
     order = np.arange(len(found.paths))
     if shuffle_seed is not None:
@@ -538,6 +580,7 @@ def pack(
                 workers=workers,
                 max_side=max_side,
                 quality=quality,
+                pixels=pixels,
                 metadata=metadata,
                 bar=bar,
             )
@@ -551,6 +594,7 @@ def pack(
         options["quality"],
         __version__,
         categories=found.categories,
+        pixels=pixels,
     )
     _publish(result, out, destination, remote, progress=progress)
     return result
@@ -584,17 +628,23 @@ def _write_all(
     workers: int,
     max_side: int | None,
     quality: int,
+    pixels: str,
     metadata: bool,
     bar: Callable[..., None],
 ) -> None:
     pool: Executor
-    if max_side is None:
+    if max_side is None and pixels == "encoded":
         pool = ThreadPoolExecutor(workers, thread_name_prefix="fastload-pack")
         prepare = functools.partial(_copy, root=found.root, metadata=metadata)
     else:
         pool = ProcessPoolExecutor(workers)
         prepare = functools.partial(
-            _reencode, root=found.root, metadata=metadata, max_side=max_side, quality=quality
+            _reencode,
+            root=found.root,
+            metadata=metadata,
+            max_side=max_side,
+            quality=quality,
+            pixels=pixels,
         )
     began, written = time.monotonic(), 0
     try:

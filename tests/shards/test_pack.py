@@ -14,7 +14,9 @@ import tarfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 import torchvision
 from shardsets import class_folder
 
@@ -238,3 +240,121 @@ def test_the_command_packs_and_explains(folder: Path, tmp_path: Path) -> None:
         text=True,
     )
     assert bad.returncode == 2 and "is not a size" in bad.stderr
+
+
+def test_raw_pixels_read_as_the_files_pixels(folder: Path, tmp_path: Path) -> None:
+    """``pixels="raw"``: each image as its decoded pixels (a PPM member), read back with the
+    same draws and the same pixels as the JPEG pack decoded by Pillow (the library that made
+    the raw pixels), with fused ops that do not resample."""
+    from fastload import transforms as fl
+
+    encoded = fastload.pack(folder, tmp_path / "encoded", progress=False)
+    raw = fastload.pack(folder, tmp_path / "raw", pixels="raw", progress=False)
+    assert (encoded.pixels, raw.pixels) == ("encoded", "raw")
+    assert json.loads((tmp_path / "raw" / "manifest.json").read_text())["pixels"] == "raw"
+    assert "pixels" not in json.loads((tmp_path / "encoded" / "manifest.json").read_text())
+    op = fl.Compose([fl.RandomCrop(48), fl.RandomHorizontalFlip()])
+    jpeg = fastload.ImageShards(tmp_path / "encoded", transform=op, backend="pillow")
+    ppm = fastload.ImageShards(tmp_path / "raw", transform=op)
+    assert len(ppm) == len(jpeg) == 40 and ppm.key(0) == jpeg.key(0)
+    assert _member(ppm, 0, "ppm").startswith(b"P6\n")
+    for i in range(len(ppm)):
+        torch.manual_seed(i)
+        expected = jpeg[i]
+        torch.manual_seed(i)
+        image, label = ppm[i]
+        assert label == expected[1] and torch.equal(image, expected[0]), i
+    whole = fastload.ImageShards(tmp_path / "raw")[0][0]  # 3 bytes a pixel, and the header
+    height, width = whole.shape[1:]
+    assert len(_member(ppm, 0, "ppm")) == len(b"P6\n%d %d\n255\n" % (width, height)) + whole.numel()
+
+
+def test_raw_pixels_at_max_side_are_upright_and_smaller(tmp_path: Path) -> None:
+    from images import jpeg_bytes, photo, with_orientation
+
+    source = tmp_path / "in" / "a"
+    source.mkdir(parents=True)
+    (source / "big.jpg").write_bytes(jpeg_bytes(photo(400, 300, seed=1)))
+    (source / "turned.jpg").write_bytes(with_orientation(photo(400, 200, seed=2), 6))
+    (source / "small.jpg").write_bytes(jpeg_bytes(photo(100, 80, seed=3)))
+    fastload.pack(tmp_path / "in", tmp_path / "out", max_side=160, pixels="raw", progress=False)
+    shards = fastload.ImageShards(tmp_path / "out")
+    shapes = {}
+    for i in range(len(shards)):
+        meta = json.loads(_member(shards, i, "json"))
+        shapes[meta["path"]] = tuple(shards[i][0].shape[1:])
+        assert (meta["stored_width"], meta["stored_height"]) == shapes[meta["path"]][::-1]
+    assert shapes == {"a/big.jpg": (120, 160), "a/turned.jpg": (160, 80), "a/small.jpg": (80, 100)}
+
+
+def test_raw_pixels_are_webdatasets_images_too(folder: Path, tmp_path: Path) -> None:
+    import webdataset
+
+    fastload.pack(folder, tmp_path / "raw", pixels="raw", shuffle_seed=None, progress=False)
+    shards = fastload.ImageShards(tmp_path / "raw")
+    urls = [str(p) for p in sorted((tmp_path / "raw").glob("*.tar"))]
+    theirs = webdataset.WebDataset(urls, shardshuffle=False).decode("rgb8").to_tuple("ppm", "cls")
+    for i, (image, label) in enumerate(theirs):
+        ours, our_label = shards[i]
+        assert label == our_label and np.array_equal(image, ours.permute(1, 2, 0).numpy())
+
+
+def test_raw_pixels_are_refused_for_coco_and_checked(folder: Path, tmp_path: Path) -> None:
+    from fastload.synthetic import make_coco
+
+    with pytest.raises(ValueError, match=r"pixels='RAW' is not valid; valid: 'encoded', 'raw'"):
+        fastload.pack(folder, tmp_path / "x", pixels="RAW", progress=False)
+    images, annotations = make_coco(tmp_path / "coco", images=2)
+    coco = fastload.detection.CocoDetection(images, annotations)
+    with pytest.raises(ValueError, match=r"upright.*pack it with pixels='encoded'"):
+        fastload.pack(coco, tmp_path / "y", pixels="raw", progress=False)
+
+
+def test_the_command_packs_raw_pixels(folder: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "fastload", "pack", str(folder), str(tmp_path / "out")]
+    done = subprocess.run([*command, "--pixels", "raw"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["pixels"] == "raw"
+    bad = subprocess.run([*command, "--pixels", "png"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'png'" in bad.stderr
+
+
+@pytest.mark.parametrize("backend", ["dali", "nvimgcodec"])
+def test_raw_pixels_on_the_batch_executors(folder: Path, tmp_path: Path, backend: str) -> None:
+    """The executors' libraries decode the PPM members themselves (CPU mode here): the same
+    batches as the per-sample path, pixels within their resize's rounding."""
+    from fastload import transforms as fl
+
+    fastload.pack(folder, tmp_path / "raw", pixels="raw", progress=False)
+    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
+    batches = {}
+    for name in ("region", backend):
+        dataset = fastload.ImageShards(tmp_path / "raw", transform=op)
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=8,
+            backend=name,
+            seeding="sample",
+            shuffle=True,
+            generator=torch.Generator().manual_seed(0),
+        )
+        batches[name] = list(loader)
+    for (ours, labels), (theirs, their_labels) in zip(*batches.values(), strict=True):
+        assert torch.equal(labels, their_labels) and ours.shape == theirs.shape
+        assert (ours.float() - theirs.float()).abs().max() <= 2
+
+
+def test_a_raw_member_shorter_than_its_header_is_one_error(folder: Path, tmp_path: Path) -> None:
+    fastload.pack(folder, tmp_path / "raw", pixels="raw", shuffle_seed=None, progress=False)
+    shards = fastload.ImageShards(tmp_path / "raw")
+    member = _member(shards, 3, "ppm")
+    width, height = member.split(b"\n")[1].split()
+    assert len(height) == 2  # the test photos are 2-digit tall: the header keeps its length
+    tar = Path(shards.shard_of(3))
+    content = tar.read_bytes()
+    start = content.index(member)
+    lying = member.replace(b"%s %s\n" % (width, height), b"%s 99\n" % width, 1)
+    tar.write_bytes(content[:start] + lying + content[start + len(member) :])
+    with pytest.raises(fastload.ImageDecodeError, match=rf"{shards.key(3)}\.ppm.*truncated PPM"):
+        fastload.ImageShards(tmp_path / "raw")[3]
+    assert isinstance(fastload.ImageShards(tmp_path / "raw", on_error="skip")[3], fastload.Skipped)

@@ -1,9 +1,9 @@
 """The manifest ``fastload pack`` writes beside its shards: what a reader needs to trust them.
 
 It lists each shard (name, index, samples, bytes, SHA-256), the class names (or a COCO
-dataset's categories), how the images were stored (bytes unchanged, or re-encoded to
-``max_side`` at ``quality``) and a format version. It is written last, under a temporary
-name first, so that a manifest never lists a shard that is not complete.
+dataset's categories), how the images were stored (bytes unchanged, re-encoded to
+``max_side`` at ``quality``, or raw pixels) and a format version. It is written last, under a
+temporary name first, so that a manifest never lists a shard that is not complete.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ class Manifest:
         version: The manifest format's version.
         categories: A pack of a COCO dataset: its ``categories``, as its annotation file
             lists them (left out of the file when empty).
+        pixels: How the image members hold their pixels: ``"encoded"`` (image files) or
+            ``"raw"`` (binary PPMs, ``pack(pixels="raw")``); left out of the file when
+            ``"encoded"``.
     """
 
     shards: list[ShardEntry]
@@ -72,6 +75,7 @@ class Manifest:
     fastload: str = ""
     version: int = VERSION
     categories: list[dict[str, Any]] = field(default_factory=list)
+    pixels: str = "encoded"
 
     @property
     def samples(self) -> int:
@@ -81,6 +85,8 @@ class Manifest:
         data = {"format": FORMAT, **asdict(self), "samples": self.samples}
         if not self.categories:
             del data["categories"]
+        if self.pixels == "encoded":
+            del data["pixels"]
         return data
 
 
@@ -120,6 +126,7 @@ def parse(text: bytes, where: str) -> Manifest:
         data.get("fastload", ""),
         int(data.get("version", VERSION)),
         list(data.get("categories", [])),
+        str(data.get("pixels", "encoded")),
     )
 
 
