@@ -339,3 +339,15 @@ def test_detection_masks_memory_sets_fastloads_mask_memory_against_torchvisions(
     ]
     assert all(row["unit"] == "MiB" and row["group"] == "multiscale, masks" for row in doc["rows"])
     assert "MiB at full size" in done.stdout and "at the output size" in done.stdout
+
+
+def test_ffcv_peer_says_how_to_get_ffcv_when_it_is_missing(tmp_path: Path) -> None:
+    """FFCV is a benchmark peer, not installed with fastload: one line says what to install."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ffcv_peer.py"), "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "FFCV is not importable" in done.stderr and "ffcv==1.0.2" in done.stderr

@@ -1,0 +1,215 @@
+"""FFCV against fastload on FFCV's own ground: the same photos, RandomResizedCrop 224 + flip,
+uint8 or normalized float32 batches (issue 52's pairings).
+
+FFCV 1.0.2 is a benchmark peer, never a dependency: install it where this script can import
+it (Debian needs ``libopencv-dev``, ``libturbojpeg0-dev`` and ``pkg-config`` to build it; see
+the docs' benchmarks page), or point ``--ffcv-path`` at a ``pip install --target`` folder.
+
+Pairings, each FFCV's writer against ``fastload.pack`` of the same class folder:
+
+* ``full``: the photos at full size; FFCV ``write_mode="jpg"`` (its writer re-encodes at
+  quality 90), fastload the files' own bytes (``pack()``: they are q90 JPEGs already);
+* ``500``: both capped at a longest side of 500; FFCV ``jpg`` with ``max_resolution=500``,
+  fastload ``pack(max_side=500)`` (re-encoded at q90);
+* ``recipe 500``: each one's best recipe at 500: FFCV's ImageNet recipe
+  (``write_mode="proportion"``, ``compress_probability=0.5``: about half the images stored as
+  raw pixels), fastload ``pack(max_side=500, pixels="raw")``.
+
+FFCV's loader (``os_cache=True``, random order, its threads) runs RandomResizedCropRGBImageDecoder
+224, RandomHorizontalFlip, then ToTensor and ToTorchImage; in float32 its NormalizeImage (a
+lookup table written into its batch memory) before ToTensor. fastload's runs the same ops fused
+with decoding (``ImageShards`` + ``ShardSampler``), float32 through ``gpu.Normalize`` on the
+batch, once with worker processes and once with worker threads; its figure is the better of the
+two in each round. Every loader reads a few batches first (FFCV's numba compile, workers
+started, page cache warm); then the rounds alternate among all of them.
+
+Run: python benchmarks/ffcv_peer.py --data DIR [--dtype uint8] [--rounds 3] [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import results
+
+import fastload
+from fastload import gpu
+from fastload import transforms as T
+from fastload.iteration import endless, read_rate
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+PAIRINGS = {  # name: (FFCV writer options, fastload pack options)
+    "full": ({"write_mode": "jpg", "jpeg_quality": 90}, {}),
+    "500": ({"write_mode": "jpg", "jpeg_quality": 90, "max_resolution": 500}, {"max_side": 500}),
+    "recipe 500": (
+        {
+            "write_mode": "proportion",
+            "compress_probability": 0.5,
+            "jpeg_quality": 90,
+            "max_resolution": 500,
+        },
+        {"max_side": 500, "pixels": "raw"},
+    ),
+}
+
+
+def folder_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def beton(data: Path, path: Path, options: dict[str, Any], workers: int) -> Path:
+    """The class folder written by FFCV's ``DatasetWriter`` (reused when already there)."""
+    import torchvision
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    if not path.exists():
+        folder = torchvision.datasets.ImageFolder(str(data))
+        fields = {"image": RGBImageField(**options), "label": IntField()}
+        DatasetWriter(str(path), fields, num_workers=workers).from_indexed_dataset(folder)
+    return path
+
+
+def packed(data: Path, out: Path, options: dict[str, Any]) -> Path:
+    if not (out / "manifest.json").exists():
+        fastload.pack(data, out, progress=False, **options)
+    return out
+
+
+def ffcv_loader(path: Path, args: argparse.Namespace) -> Any:
+    from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import (
+        NormalizeImage,
+        RandomHorizontalFlip,
+        Squeeze,
+        ToTensor,
+        ToTorchImage,
+    )
+
+    image: list[Any] = [RandomResizedCropRGBImageDecoder((224, 224)), RandomHorizontalFlip()]
+    if args.dtype == "float32":
+        mean, std = np.array(MEAN) * 255, np.array(STD) * 255
+        image.append(NormalizeImage(mean, std, np.float32))
+    image += [ToTensor(), ToTorchImage()]
+    return Loader(
+        str(path),
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        order=OrderOption.RANDOM,
+        drop_last=True,
+        os_cache=True,
+        pipelines={"image": image, "label": [IntDecoder(), ToTensor(), Squeeze()]},
+    )
+
+
+def fastload_loader(path: Path, args: argparse.Namespace, worker_type: str) -> Any:
+    geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
+    dataset = fastload.ImageShards(path, geometry)
+    return fastload.DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=fastload.ShardSampler(dataset),
+        num_workers=args.workers,
+        drop_last=True,
+        batch_transforms=gpu.Normalize(MEAN, STD) if args.dtype == "float32" else None,
+        persistent_workers=True,
+        worker_type=worker_type,
+        seeding="sample" if worker_type == "thread" else "auto",
+    )
+
+
+def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    data = Path(args.data)
+    ours: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
+    for name, (ffcv_options, pack_options) in PAIRINGS.items():
+        slug = name.replace(" ", "-")
+        path = beton(data, work / f"ffcv-{slug}.beton", ffcv_options, args.workers)
+        pack = packed(data, work / f"fastload-{slug}", pack_options)
+        print(
+            f"  {name}: FFCV's file {path.stat().st_size / 2**20:,.1f} MiB, fastload's pack "
+            f"{folder_bytes(pack) / 2**20:,.1f} MiB"
+        )
+        theirs[f"FFCV {name}"] = ffcv_loader(path, args)
+        ours[f"fastload {name}, processes"] = fastload_loader(pack, args, "process")
+        ours[f"fastload {name}, threads"] = fastload_loader(pack, args, "thread")
+    # fastload's worker processes start (fork) before FFCV's compiled threads run
+    return {**ours, **theirs}
+
+
+def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]]:
+    loaders = contenders(args, work)
+    streams = {name: endless(loader) for name, loader in loaders.items()}
+    for stream in streams.values():  # FFCV's compile, workers started, caches warm
+        read_rate(stream, count=max(4, 2 * args.workers))
+    rates: dict[str, list[float]] = {name: [] for name in streams}
+    for _ in range(args.rounds):
+        for name, stream in streams.items():
+            rates[name].append(read_rate(stream, seconds=args.seconds).rate)
+    for stream in streams.values():
+        stream.close()
+    return rates
+
+
+def report(rates: dict[str, list[float]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    for name, values in rates.items():
+        print(f"  {name:<34} {statistics.median(values):8,.0f} images/s")
+    rows = []
+    for pairing in PAIRINGS:
+        ffcv = rates[f"FFCV {pairing}"]
+        kinds = (rates[f"fastload {pairing}, processes"], rates[f"fastload {pairing}, threads"])
+        best = [max(p, t) for p, t in zip(*kinds, strict=True)]
+        ratios = [b / f for b, f in zip(best, ffcv, strict=True)]
+        print(
+            f"  {pairing}: fastload's best / FFCV {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}-{max(ratios):.2f} per round)"
+        )
+        rows.append(results.row(f"FFCV {pairing}", ffcv, group=args.dtype))
+        rows.append(results.row(f"fastload {pairing}", best, ffcv, group=args.dtype, target=1.3))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="a class folder of photos")
+    parser.add_argument("--work", default="ffcv-work", help="where the packs are kept")
+    parser.add_argument("--ffcv-path", help="a folder to import FFCV from (pip --target)")
+    parser.add_argument("--dtype", choices=("uint8", "float32"), default="float32")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0, help="per loader per round")
+    results.add_argument(parser)
+    args = parser.parse_args()
+    if args.ffcv_path:
+        sys.path.insert(0, args.ffcv_path)
+    try:
+        import ffcv  # noqa: F401
+    except ImportError as exc:
+        parser.error(f"FFCV is not importable ({exc}): install ffcv==1.0.2 (see the docstring)")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"{args.data}: {folder_bytes(Path(args.data)) / 2**20:,.0f} MiB of photos, "
+        f"{args.workers} workers, batch {args.batch_size}, RRC 224 + flip ({args.dtype}), "
+        f"{args.rounds} interleaved rounds of {args.seconds:g} s"
+    )
+    rows = report(measure(args, work), args)
+    results.write(
+        args.json,
+        benchmark="ffcv_peer",
+        title=f"fastload against FFCV 1.0.2 on the same photos, {args.dtype}",
+        baseline="FFCV",
+        rows=rows,
+        settings={k: getattr(args, k) for k in ("workers", "batch_size", "rounds", "seconds")},
+    )
+
+
+if __name__ == "__main__":
+    main()
