@@ -59,8 +59,9 @@ class ImageInfo:
         width: Stored width in pixels, or ``None`` when this module cannot read it.
         height: Stored height in pixels, or ``None``.
         components: JPEG colour components (1 grey, 3 YCbCr/RGB, 4 CMYK/YCCK); PNG channels;
-            ``None`` elsewhere.
-        bit_depth: Bits per sample where the header says (JPEG precision, PNG bit depth).
+            3 for a binary RGB PPM; ``None`` elsewhere.
+        bit_depth: Bits per sample where the header says (JPEG precision, PNG bit depth, 8
+            or 16 for a PPM by its largest value).
         orientation: EXIF orientation (1-8; 1 when absent or unreadable).
     """
 
