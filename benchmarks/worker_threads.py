@@ -13,8 +13,8 @@ cached). Memory: the sum of the peak resident memory (VmHWM) of the row's proces
 of its worker processes. Ratios are per round (the same round's slices saw the same load).
 
 Two more rows bound what any kind of worker could give: "one core" runs the samples' own work
-(read, decode fused with the crop, and for float32 the normalize into a batch slot) in a loop
-on one core with no loader at all; ``N`` times it is the ceiling for ``N`` workers on ``N``
+(read, decode fused with the crop, the copy into a batch slot, and for float32 the loaders'
+normalize of each full batch) in a loop on one core with no loader at all; ``N`` times it is the ceiling for ``N`` workers on ``N``
 free cores, and the report says which share of it each kind reaches.
 
 ``--gil`` (needs ``pip install py-spy``) attaches py-spy to each thread row's process for its
@@ -103,6 +103,7 @@ def _dali_batches(root: Path, workers: int, batch: int) -> Any:
 def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, Any]:
     """The samples' own work in a loop on one core, no loader: images/s."""
     import fastload
+    from fastload import gpu
     from fastload import transforms as T
     from fastload.sampling import SampleKey
 
@@ -110,15 +111,14 @@ def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, A
     torch.set_num_threads(1)
     geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     dataset = fastload.ImageFolder(root, geometry)
-    mean = torch.tensor(MEAN).view(3, 1, 1) * 255
-    std = torch.tensor(STD).view(3, 1, 1) * 255
-    slots = torch.empty(batch, 3, 224, 224)
+    slots = torch.empty(batch, 3, 224, 224, dtype=torch.uint8)
     order = torch.randint(0, len(dataset), (1 << 20,), generator=torch.Generator().manual_seed(0))
 
     def one(k: int) -> None:
         image, _ = dataset[SampleKey(int(order[k]), seed=k)]  # drawn from a seed of its own
-        if dtype == "float32":
-            torch.sub(image, mean, out=slots[k % batch]).div_(std)
+        slots[k % batch] = image
+        if dtype == "float32" and k % batch == batch - 1:  # the loaders' kernel, a batch at once
+            gpu.functional.normalize(slots, MEAN, STD)
 
     for k in range(3 * batch):  # warm-up, as the loaders' rows: files cached, code run once
         one(len(order) - 1 - k)

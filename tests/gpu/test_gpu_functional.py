@@ -191,3 +191,25 @@ def test_normalize_in_a_worker_writes_into_shared_memory(monkeypatch: pytest.Mon
     in_worker = F.normalize(x, mean, std)
     assert in_worker.is_shared() and not here.is_shared()
     assert in_worker.is_contiguous() and torch.equal(in_worker, here)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_normalize_on_the_cpu_every_layout_gives_torchvisions_values(
+    dtype, layout, channels
+) -> None:
+    """The CPU's plane-by-plane path (contiguous uint8 and float32) and torch's (any other
+    layout or dtype) both give torchvision's numbers, for one mean per channel or one for all."""
+    x = batch(dtype=dtype)[:, :channels]
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    mean, std = [0.485, 0.456, 0.406][:channels], [0.229, 0.224, 0.225][:channels]
+    for m, s in ((mean, std), ([0.5], [0.25])):
+        out = F.normalize(x, m, s)
+        per_channel = channels // len(m)
+        expected = TF.normalize(
+            TF.to_dtype(x, torch.float32, scale=True), m * per_channel, s * per_channel
+        )
+        assert out.dtype == torch.float32 and out.is_contiguous()
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
