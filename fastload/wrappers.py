@@ -40,6 +40,18 @@ _BOOKKEEPING = frozenset(
 )
 
 
+def _plain_call(obj: Any) -> types.FunctionType | None:
+    """``obj``'s class's own ``__call__`` when it is a plain Python function without default
+    arguments and the class does not reroute attribute access; else ``None``."""
+    kind = type(obj)
+    call = inspect.getattr_static(kind, "__call__", None)
+    if not isinstance(call, types.FunctionType) or call.__defaults__ or call.__kwdefaults__:
+        return None
+    if "__getattr__" in vars(kind) or "__getattribute__" in vars(kind):
+        return None
+    return call
+
+
 def delegate_of(obj: Any) -> Any:
     """The callable ``obj`` hands its arguments to, when its ``__call__`` is provably
     ``return self.<attribute>(<arguments>)`` (the same arguments, in order: a detection
@@ -48,11 +60,8 @@ def delegate_of(obj: Any) -> Any:
     The attribute must be one of the object's own (not a property, which could compute), and
     the class must not reroute attribute access.
     """
-    kind = type(obj)
-    call = inspect.getattr_static(kind, "__call__", None)
-    if not isinstance(call, types.FunctionType) or call.__defaults__ or call.__kwdefaults__:
-        return None
-    if "__getattr__" in vars(kind) or "__getattribute__" in vars(kind):
+    call = _plain_call(obj)
+    if call is None:
         return None
     code = call.__code__
     count = code.co_argcount - 1  # the arguments besides self
@@ -94,11 +103,8 @@ def sequence_of(obj: Any) -> list[Any] | None:
     class must not reroute attribute access. The source read must be the code that runs: its
     names are checked against the compiled method's.
     """
-    kind = type(obj)
-    call = inspect.getattr_static(kind, "__call__", None)
-    if not isinstance(call, types.FunctionType) or call.__defaults__ or call.__kwdefaults__:
-        return None
-    if "__getattr__" in vars(kind) or "__getattribute__" in vars(kind):
+    call = _plain_call(obj)
+    if call is None:
         return None
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(call)))
