@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.gpu.policies",
         "fastload.gpu.mixing",
         "fastload.gpu.policies_v2",
+        "fastload.gpu.lists",
         "fastload.gpu.stage",
         "fastload.gpu",
         "fastload.backends.base",

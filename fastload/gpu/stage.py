@@ -21,6 +21,7 @@ from torch.utils.data import default_collate, get_worker_info
 
 from fastload import drawing
 from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
+from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, transforms_in
 from fastload.sampling import sample_seed, seeded
 from fastload.tensors import map_tensors
@@ -128,6 +129,12 @@ class BatchStage:
     def _transform(self, batch: Any) -> Any:
         if isinstance(batch, torch.Tensor):
             images, labels, rest, kind = batch, None, (), None
+        elif isinstance(batch, (list, tuple)) and batch and is_image_list(batch[0]):
+            # images of different sizes (detection's collate): the targets are left as they are
+            if self.transforms is None:
+                return batch
+            items = (apply_to_images(self.transforms, batch[0]), *batch[1:])
+            return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
         elif isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor):
             images = batch[0]
             has_labels = len(batch) > 1 and isinstance(batch[1], torch.Tensor)
@@ -136,7 +143,8 @@ class BatchStage:
         else:
             raise TypeError(
                 "batch_transforms and channels_last need batches that are an image tensor or a "
-                f"sequence (images, labels, ...); got {type(batch).__name__}"
+                "sequence (images, labels, ...) whose images are a tensor or a list of them; "
+                f"got {type(batch).__name__}"
             )
         if self.transforms is not None:
             if labels is None:

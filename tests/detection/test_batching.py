@@ -4,6 +4,7 @@ batching (``GeneralizedRCNNTransform.batch_images``), and through a real loader.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -81,3 +82,66 @@ def test_the_prefetcher_moves_lists_of_images_and_target_dicts(tmp_path: Path) -
     )
     images, sizes, _ = next(iter(padded))
     assert images.is_cuda and images.shape[-1] % 32 == 0 and sizes.shape == (2, 2)
+
+
+def test_batch_transforms_run_on_the_references_lists_of_images(tmp_path: Path) -> None:
+    """The references' collate keeps images of different sizes in a tuple: ``gpu.Normalize``
+    normalizes each as torchvision does, the targets pass untouched, the draws unchanged."""
+    import torchvision.transforms.v2.functional as TF
+
+    from fastload import gpu
+
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    dataset = wrapped_train(tmp_path)
+
+    def batches(**options: object) -> list[tuple[Any, ...]]:
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=3,
+            num_workers=2,
+            collate_fn=collate,
+            accelerate=True,
+            generator=torch.Generator().manual_seed(0),
+            **options,
+        )
+        return list(loader)
+
+    plain = batches()
+    normalized = batches(batch_transforms=gpu.Normalize(mean, std))
+    assert len(plain) == len(normalized) == 2
+    assert len({tuple(i.shape) for images, _ in plain for i in images}) > 1
+    for (images, targets), (ours, our_targets) in zip(plain, normalized, strict=True):
+        assert isinstance(ours, tuple)
+        for image, result in zip(images, ours, strict=True):
+            torch.testing.assert_close(result, TF.normalize(image, mean, std))
+        for target, our_target in zip(targets, our_targets, strict=True):
+            assert torch.equal(target["boxes"], our_target["boxes"])
+            assert torch.equal(target["masks"], our_target["masks"])
+    with pytest.raises(ValueError, match="cannot run on a batch of images of different sizes"):
+        flip = gpu.RandomHorizontalFlip()
+        next(iter(fastload.DataLoader(dataset, collate_fn=collate, batch_transforms=flip)))
+
+
+@pytest.mark.gpu
+def test_batch_transforms_run_on_lists_of_images_on_the_device(tmp_path: Path) -> None:
+    """With a CUDA device the ops run on the copied images, on the prefetcher's stream."""
+    from fastload import gpu
+
+    dataset = wrapped_train(tmp_path)
+    jitter = gpu.Compose(
+        [gpu.ColorJitter(0.4, 0.4, 0.4, 0.1), gpu.Normalize([0.5] * 3, [0.25] * 3)]
+    )
+    loader = fastload.DataLoader(
+        dataset,
+        batch_size=3,
+        num_workers=2,
+        collate_fn=collate,
+        device="cuda",
+        accelerate=True,
+        batch_transforms=jitter,
+    )
+    for images, targets in loader:
+        for image, target in zip(images, targets, strict=True):
+            assert image.is_cuda and image.dtype == torch.float32
+            assert image.shape[-2:] == target["masks"].shape[-2:]
+            assert image.min() < 0  # normalized
