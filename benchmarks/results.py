@@ -39,6 +39,7 @@ def row(
     unit: str = "images/s",
     target: float | None = None,
     group: str = "",
+    against: str | None = None,
 ) -> dict[str, Any]:
     """One configuration: its per-round figures and, against the baseline measured in the same
     rounds, the median per-round ratio and its range.
@@ -51,6 +52,8 @@ def row(
         unit: What ``rates`` counts.
         target: The ratio the project aims at, drawn on the plot when given.
         group: Rows of one group share a plot (for example "train" and "val" pipelines).
+        against: What ``baseline`` measured, when it is not the run's own baseline (the
+            plot's axis and the table say so).
     """
     out: dict[str, Any] = {
         "name": name,
@@ -69,6 +72,8 @@ def row(
         }
     if target is not None:
         out["target"] = target
+    if against is not None:
+        out["against"] = against
     return out
 
 

@@ -10,12 +10,15 @@ mirror; ``benchmarks/dali_overhead.py``'s), when DALI is installed.
 Each row runs in a process of its own, one measuring slice per round, with the rows' order
 rotated each round; a slice starts after the loader's first batches (workers started, files
 cached). Memory: the sum of the peak resident memory (VmHWM) of the row's process and of each
-of its worker processes. Ratios are per round (the same round's slices saw the same load).
+of its worker processes. Ratios are per round (the same round's slices saw the same load);
+each kind's float32 row is also set against its own uint8 row (issue 52: float32 at nearly the
+cost of uint8).
 
 Two more rows bound what any kind of worker could give: "one core" runs the samples' own work
 (read, decode fused with the crop, the copy into a batch slot, and for float32 the loaders'
-normalize of each full batch) in a loop on one core with no loader at all; ``N`` times it is the ceiling for ``N`` workers on ``N``
-free cores, and the report says which share of it each kind reaches.
+normalize of each full batch) in a loop on one core with no loader at all; ``N`` times it is
+the ceiling for ``N`` workers on ``N`` free cores, and the report says which share of it each
+kind reaches.
 
 ``--gil`` (needs ``pip install py-spy``) attaches py-spy to each thread row's process for its
 slice and counts the samples in which some thread holds the GIL: the share of the time the
@@ -57,6 +60,7 @@ ROWS = (
     "one core float32",
 )
 TARGETS = {"thread uint8": 1.1, "thread float32": 1.4}  # issue 39's, against the processes
+FLOAT_TO_UINT8 = 0.9  # issue 52's: a float32 batch at nearly the cost of a uint8 one
 GIL_HZ = 250  # py-spy's samples a second
 
 
@@ -273,6 +277,18 @@ def figures(results: dict[str, list[dict[str, Any]]], where: str) -> list[dict[s
                         group=f"{kind}, {where}",
                     )
                 )
+    for kind in ("process", "thread"):  # the same loader's float32 against its uint8
+        float32, uint8 = results[f"{kind} float32"], results[f"{kind} uint8"]
+        out.append(
+            results_json.row(
+                kind,
+                [s["rate"] for s in float32],
+                [s["rate"] for s in uint8],
+                target=FLOAT_TO_UINT8,
+                group=f"float32 against uint8, {where}",
+                against=f"{kind} uint8",
+            )
+        )
     return out
 
 
@@ -308,6 +324,8 @@ def report(results: dict[str, list[dict[str, Any]]], workers: int) -> None:
         ("thread float32", "process float32", 1.4),
         ("thread uint8", "process uint8", 1.1),
         ("thread float32", "DALI CPU float32", 1.3),
+        ("process float32", "process uint8", FLOAT_TO_UINT8),
+        ("thread float32", "thread uint8", FLOAT_TO_UINT8),
     ]
     for ours, base, target in pairs:
         if base not in results:

@@ -65,6 +65,8 @@ def markdown(doc: dict[str, Any]) -> str:
                 if "ratio" in row
                 else "baseline"
             )
+            if "against" in row:
+                ratio += f" against {row['against']}"
             target = f", target {row['target']}x" if "target" in row else ""
             median = f"{row['median']:,.0f} {unit}"
             lines.append(f"| {group} | {row['name']} | {median} | {ratio}{target} |")
@@ -99,7 +101,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
             ax.legend(loc="lower right", fontsize=8)
         ax.invert_yaxis()
         ax.set_title(f"{group} ({unit})" if group else unit, fontsize=10)
-        ax.set_xlabel(f"x {doc['baseline']}", fontsize=9)
+        ax.set_xlabel(f"x {rows[-1].get('against', doc['baseline'])}", fontsize=9)
     fig.suptitle(f"{doc['benchmark']}: {doc['date']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100, metadata={"Software": None})
