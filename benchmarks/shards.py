@@ -16,7 +16,10 @@ Parts (``--part``, default all):
     transform -> ``batched`` -> ``WebLoader``;
   - ``fastload shards max_side``: the photos packed with ``max_side`` (re-encoded at q90);
   - ``fastload shards raw``: the photos packed with ``max_side`` and ``pixels="raw"`` (their
-    pixels at that size, no decoding when read); the bytes of both packs are printed.
+    pixels at that size, no decoding when read);
+  - ``fastload shards raw half``: the same with ``raw_share=0.5`` (the half whose files hold
+    the most bytes per pixel raw, the rest JPEGs at ``max_side``); the bytes of each pack are
+    printed.
   With ``--dtype uint8`` no side normalizes (torchvision's ``PILToTensor`` for the others).
 * ``pack``: MB/s of ``fastload.pack`` (no re-encoding) against ``tar cf`` of the same folder,
   both from the page cache to the same disk, rounds interleaved; and images/s of a pack with
@@ -132,11 +135,20 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     raw = packed(
         data, work / f"raw-{args.max_side}", args.shards, max_side=args.max_side, pixels="raw"
     )
-    for name, pack in (("max_side", small), ("raw", raw)):
+    half = packed(
+        data,
+        work / f"raw-half-{args.max_side}",
+        args.shards,
+        max_side=args.max_side,
+        pixels="raw",
+        raw_share=0.5,
+    )
+    for name, pack in (("max_side", small), ("raw", raw), ("raw half", half)):
         print(f"  the {name} {args.max_side} pack: {folder_bytes(pack) / 2**20:,.1f} MiB")
     shards = fastload.ImageShards(plain, geometry(), backend=args.backend)
     resized = fastload.ImageShards(small, geometry(), backend=args.backend)
     pixels = fastload.ImageShards(raw, geometry(), backend=args.backend)
+    mixed = fastload.ImageShards(half, geometry(), backend=args.backend)
     tars = sorted(str(p) for p in plain.glob("*.tar"))
     return {
         "stock folder": torch.utils.data.DataLoader(
@@ -158,6 +170,9 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ),
         f"fastload shards raw {args.max_side}": fastload_loader(
             pixels, args, sampler=fastload.ShardSampler(pixels, window=args.window)
+        ),
+        f"fastload shards raw half {args.max_side}": fastload_loader(
+            mixed, args, sampler=fastload.ShardSampler(mixed, window=args.window)
         ),
     }
 
@@ -192,6 +207,7 @@ def measure_read(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
         (f"fastload shards max_side {args.max_side}", "stock folder"),
         (f"fastload shards raw {args.max_side}", f"fastload shards max_side {args.max_side}"),
         (f"fastload shards raw {args.max_side}", "fastload folder"),
+        (f"fastload shards raw half {args.max_side}", f"fastload shards max_side {args.max_side}"),
         ("fastload folder", "stock folder"),
     ]
     for a, b in pairs:

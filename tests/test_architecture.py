@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.detection.*",
         "fastload.shards.dataset",
         "fastload.shards.storage.upload",
+        "fastload.shards.raw_choice",
         "fastload.shards.pack",
         "fastload.accelerate.*",
         "fastload.autotune.*",

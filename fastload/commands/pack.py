@@ -112,6 +112,15 @@ def _storage_arguments(pack: Any) -> None:
         "times the bytes (default: encoded)",
     )
     pack.add_argument(
+        "--raw-share",
+        type=float,
+        default=1.0,
+        metavar="SHARE",
+        help="with --pixels raw: store this share of the images raw, those whose files hold the "
+        "most bytes per pixel (where raw saves the most decoding per byte added), the rest as "
+        "with --pixels encoded (default: 1, all)",
+    )
+    pack.add_argument(
         "--workers",
         type=positive_int,
         default=None,
@@ -166,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
             max_side=args.max_side,
             quality=args.quality,
             pixels=args.pixels,
+            raw_share=args.raw_share,
             workers=args.workers,
             metadata=not args.no_json,
             storage_options=args.storage_options,

@@ -46,6 +46,7 @@ from fastload.shards.format import manifest as manifests
 from fastload.shards.format import tables
 from fastload.shards.format.index import Part, write_index
 from fastload.shards.format.tar import BLOCK, END, header, padding
+from fastload.shards.raw_choice import densest
 from fastload.shards.storage import upload
 from fastload.shards.storage.remote import is_remote
 from fastload.system import cpu_cores
@@ -280,8 +281,13 @@ def _stored(data: bytes, max_side: int | None, quality: int, pixels: str) -> byt
 _CHUNK = 16  # samples a task: a future per file cost as much as reading the file
 
 
-def _prepare_chunk(prepare: Callable[..., _Item], work: list[tuple[str, str, Any]]) -> list[_Item]:
-    return [prepare(key, path, label) for key, path, label in work]
+def _prepare_chunk(
+    prepare: Callable[..., _Item], work: list[tuple[str, str, Any, str | None]]
+) -> list[_Item]:
+    return [
+        prepare(key, path, label) if pixels is None else prepare(key, path, label, pixels=pixels)
+        for key, path, label, pixels in work
+    ]
 
 
 def _items(
@@ -291,9 +297,11 @@ def _items(
     prepare: Callable[..., _Item],
     pool: Executor,
     window: int,
+    raw: np.ndarray | None = None,
 ) -> Iterator[_Item]:
     """The samples from position ``start`` of ``order``, prepared by ``pool`` in chunks with
-    at most ``window`` chunks in flight; keys are positions in ``order``, zero-padded."""
+    at most ``window`` chunks in flight; keys are positions in ``order``, zero-padded. ``raw``
+    (one bool per source image) chooses each image's ``pixels``; ``None``: the pack's."""
     width = max(6, len(str(len(order) - 1)))
     pending: deque[Any] = deque()
     chunks = iter(range(start, len(order), _CHUNK))
@@ -303,7 +311,12 @@ def _items(
             if first is None:
                 break
             work = [
-                (f"{position:0{width}d}", source.paths[k], source.labels[k])
+                (
+                    f"{position:0{width}d}",
+                    source.paths[k],
+                    source.labels[k],
+                    None if raw is None else ("raw" if raw[k] else "encoded"),
+                )
                 for position, k in enumerate(order[first : first + _CHUNK].tolist(), start=first)
             ]
             pending.append(pool.submit(_prepare_chunk, prepare, work))
@@ -390,6 +403,27 @@ class _ShardWriter:
 # ---------------------------------------------------------------- starting, continuing
 
 
+def _options(
+    shuffle_seed: int | None,
+    shard_size: int,
+    max_side: int | None,
+    quality: int,
+    metadata: bool,
+    pixels: str,
+    raw_share: float,
+) -> dict[str, Any]:
+    """The pack's settings that its bytes depend on (an unfinished pack resumes only with the
+    same ones)."""
+    options: dict[str, Any] = {"shuffle_seed": shuffle_seed, "shard_size": shard_size}
+    options["max_side"] = max_side
+    options |= {"quality": quality if max_side is not None else None, "metadata": metadata}
+    if pixels != "encoded":  # left out otherwise: an unfinished pack of before still resumes
+        options["pixels"] = pixels
+    if raw_share != 1:
+        options["raw_share"] = raw_share
+    return options
+
+
 def _settings(source: _Source, **options: Any) -> dict[str, Any]:
     digest = hashlib.sha256()
     for path, label in zip(source.paths, source.labels, strict=True):
@@ -458,9 +492,18 @@ def _read_log(out: Path) -> list[tuple[manifests.ShardEntry, int]]:
 
 
 def _check(
-    shard_size: int, max_side: int | None, quality: int, workers: int | None, pixels: str
+    shard_size: int,
+    max_side: int | None,
+    quality: int,
+    workers: int | None,
+    pixels: tuple[str, float],
 ) -> None:
-    check_choice("pixels", pixels, PIXELS)
+    check_choice("pixels", pixels[0], PIXELS)
+    share = pixels[1]
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ValueError(f"raw_share={share!r} must be a number in (0, 1]")
+    if pixels[0] != "raw" and share != 1:
+        raise ValueError(f"raw_share={share!r} applies to pixels='raw' (got pixels={pixels[0]!r})")
 
     check_int("shard_size", shard_size, minimum=4 * BLOCK)
     check_int("quality", quality, minimum=1)
@@ -481,6 +524,7 @@ def pack(
     max_side: int | None = None,
     quality: int = 90,
     pixels: str = "encoded",
+    raw_share: float = 1.0,
     workers: int | None = None,
     metadata: bool = True,
     progress: bool = True,
@@ -521,6 +565,10 @@ def pack(
             to ``max_side`` when given and larger) as a binary PPM (``KEY.ppm``), which is
             read with no decoding at all, for several times the bytes (see the shards page
             for what it costs and buys). Not for a COCO dataset.
+        raw_share: With ``pixels="raw"``, the share of the images stored raw: those whose
+            files hold the most bytes per pixel (where raw saves the most decoding per byte
+            added, measured: see :mod:`fastload.shards.raw_choice`), chosen from their headers
+            before packing; the others are stored as with ``pixels="encoded"``.
         workers: Threads that read (processes that re-encode); default: the usable cores.
         metadata: Write ``KEY.json`` with the original path and size.
         progress: Draw a progress bar (images/s and MB/s) when standard error is a terminal.
@@ -541,7 +589,7 @@ def pack(
     """
     from fastload._progress import Progress
 
-    _check(shard_size, max_side, quality, workers, pixels)
+    _check(shard_size, max_side, quality, workers, (pixels, raw_share))
     found = _source(source, (image_key, caption_key, separator), max_side, pixels)
     destination = os.fspath(out)
     remote = None
@@ -551,16 +599,13 @@ def pack(
     elif storage_options is not None:
         raise ValueError(f"storage_options apply to a remote destination; {destination!r} is local")
     out = Path(out)
-    options: dict[str, Any] = {"shuffle_seed": shuffle_seed, "shard_size": shard_size}
-    options["max_side"] = max_side
-    options |= {"quality": quality if max_side is not None else None, "metadata": metadata}
-    if pixels != "encoded":  # left out otherwise: an unfinished pack of before still resumes
-        options["pixels"] = pixels
+    options = _options(shuffle_seed, shard_size, max_side, quality, metadata, pixels, raw_share)
     done = _begin(out, _settings(found, **options))
     order = np.arange(len(found.paths))
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(found.paths))
     workers = workers or cpu_cores()
+    raw = densest(found.paths, raw_share, workers=workers) if raw_share != 1 else None
     bar = Progress("packing", enabled=None if progress else False)
     entries = [entry for entry, _ in done]
     with open(out / _LOG, "a") as log:
@@ -581,6 +626,7 @@ def pack(
                 max_side=max_side,
                 quality=quality,
                 pixels=pixels,
+                raw=raw,
                 metadata=metadata,
                 bar=bar,
             )
@@ -595,6 +641,7 @@ def pack(
         __version__,
         categories=found.categories,
         pixels=pixels,
+        raw_share=raw_share if raw_share != 1 else None,
     )
     _publish(result, out, destination, remote, progress=progress)
     return result
@@ -629,6 +676,7 @@ def _write_all(
     max_side: int | None,
     quality: int,
     pixels: str,
+    raw: np.ndarray | None,
     metadata: bool,
     bar: Callable[..., None],
 ) -> None:
@@ -648,7 +696,7 @@ def _write_all(
         )
     began, written = time.monotonic(), 0
     try:
-        items = _items(found, order, start, prepare, pool, 2 * workers)
+        items = _items(found, order, start, prepare, pool, 2 * workers, raw)
         for position, item in enumerate(items, start=start):
             writer.add(item, position)
             written += len(item.data)

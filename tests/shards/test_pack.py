@@ -133,6 +133,11 @@ def _member(shards: fastload.ImageShards, i: int, ext: str) -> bytes:
         return tar.extractfile(f"{shards.key(i)}.{ext}").read()
 
 
+def _has_member(shards: fastload.ImageShards, i: int, ext: str) -> bool:
+    with tarfile.open(shards.shard_of(i)) as tar:
+        return f"{shards.key(i)}.{ext}" in tar.getnames()
+
+
 def test_a_stopped_run_continues_to_the_same_shards(folder: Path, tmp_path: Path) -> None:
     fastload.pack(folder, tmp_path / "whole", shard_size=20_000, workers=2, progress=False)
     files = fastload.ImageFolder(folder)
@@ -269,6 +274,63 @@ def test_raw_pixels_read_as_the_files_pixels(folder: Path, tmp_path: Path) -> No
     assert len(_member(ppm, 0, "ppm")) == len(b"P6\n%d %d\n255\n" % (width, height)) + whole.numel()
 
 
+def test_a_share_of_raw_pixels_goes_to_the_files_with_most_bytes_a_pixel(
+    folder: Path, tmp_path: Path
+) -> None:
+    """``raw_share``: that share of the images raw, the files with the most bytes per pixel
+    (by their headers, ties to the earlier file); each sample reads as the same sample of the
+    all-raw pack or of the encoded pack, with the same draws."""
+    from PIL import Image
+
+    from fastload import transforms as fl
+
+    share = 0.3
+    packed = fastload.pack(
+        folder, tmp_path / "mixed", pixels="raw", raw_share=share, progress=False
+    )
+    fastload.pack(folder, tmp_path / "raw", pixels="raw", progress=False)
+    fastload.pack(folder, tmp_path / "encoded", progress=False)
+    assert packed.raw_share == share
+    assert json.loads((tmp_path / "mixed" / "manifest.json").read_text())["raw_share"] == share
+    assert "raw_share" not in json.loads((tmp_path / "raw" / "manifest.json").read_text())
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    density = {}
+    for path in files:
+        with Image.open(path) as image:
+            density[path.relative_to(folder).as_posix()] = path.stat().st_size / (
+                image.width * image.height
+            )
+    ranked = sorted(density, key=lambda name: -density[name])
+    expected = set(ranked[: round(share * len(files))])
+    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
+    mixed = fastload.ImageShards(tmp_path / "mixed", transform=op)
+    alike = {
+        "ppm": fastload.ImageShards(tmp_path / "raw", transform=op),
+        "jpg": fastload.ImageShards(tmp_path / "encoded", transform=op),
+    }
+    stored_raw = set()
+    for i in range(len(mixed)):
+        path = json.loads(_member(mixed, i, "json"))["path"]
+        kind = "ppm" if _has_member(mixed, i, "ppm") else "jpg"
+        if kind == "ppm":
+            stored_raw.add(path)
+        torch.manual_seed(i)
+        expected_sample = alike[kind][i]
+        torch.manual_seed(i)
+        image, label = mixed[i]
+        assert label == expected_sample[1] and torch.equal(image, expected_sample[0]), i
+    assert stored_raw == expected and len(expected) == round(share * len(files))
+
+
+def test_a_raw_share_is_checked(folder: Path, tmp_path: Path) -> None:
+    for bad in (0, 1.5, True, "half"):
+        with pytest.raises(ValueError, match=r"raw_share=.* must be a number in \(0, 1\]"):
+            fastload.pack(folder, tmp_path / "x", pixels="raw", raw_share=bad, progress=False)
+    with pytest.raises(ValueError, match=r"raw_share=0.5 applies to pixels='raw'"):
+        fastload.pack(folder, tmp_path / "x", raw_share=0.5, progress=False)
+    assert not (tmp_path / "x").exists()
+
+
 def test_raw_pixels_at_max_side_are_upright_and_smaller(tmp_path: Path) -> None:
     from images import jpeg_bytes, photo, with_orientation
 
@@ -317,6 +379,10 @@ def test_the_command_packs_raw_pixels(folder: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["pixels"] == "raw"
     bad = subprocess.run([*command, "--pixels", "png"], capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid choice: 'png'" in bad.stderr
+    share = [*command[:-1], str(tmp_path / "half"), "--pixels", "raw", "--raw-share", "0.5"]
+    done = subprocess.run(share, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "half" / "manifest.json").read_text())["raw_share"] == 0.5
 
 
 @pytest.mark.parametrize("backend", ["dali", "nvimgcodec"])

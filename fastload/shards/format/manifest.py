@@ -66,6 +66,8 @@ class Manifest:
         pixels: How the image members hold their pixels: ``"encoded"`` (image files) or
             ``"raw"`` (binary PPMs, ``pack(pixels="raw")``); left out of the file when
             ``"encoded"``.
+        raw_share: With ``pixels="raw"``, the share of the images stored raw when it was not
+            all of them (``pack(raw_share=...)``); left out of the file when ``None``.
     """
 
     shards: list[ShardEntry]
@@ -76,6 +78,7 @@ class Manifest:
     version: int = VERSION
     categories: list[dict[str, Any]] = field(default_factory=list)
     pixels: str = "encoded"
+    raw_share: float | None = None
 
     @property
     def samples(self) -> int:
@@ -87,6 +90,8 @@ class Manifest:
             del data["categories"]
         if self.pixels == "encoded":
             del data["pixels"]
+        if self.raw_share is None:
+            del data["raw_share"]
         return data
 
 
@@ -127,6 +132,7 @@ def parse(text: bytes, where: str) -> Manifest:
         int(data.get("version", VERSION)),
         list(data.get("categories", [])),
         str(data.get("pixels", "encoded")),
+        data.get("raw_share"),
     )
 
 
