@@ -180,13 +180,32 @@ def test_shards_benchmark_runs_every_part(tmp_path: Path) -> None:
     args += ["--json", str(tmp_path / "figures.json")]
     done = run_script("shards", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "shards")
-    for row in ("stock folder", "fastload folder", "fastload shards", "webdataset"):
+    rows = ["stock folder", "fastload folder", "fastload shards", "webdataset"]
+    for row in [*rows, "fastload shards raw 64", "fastload shards raw half 64"]:
         assert re.search(rf"  {row}\s+[\d,]+ images/s", done.stdout), done.stdout
+    assert re.search(r"the raw half 64 pack: [\d.]+ MiB", done.stdout)
     assert re.search(r"fastload shards / webdataset: median \d+\.\d+x", done.stdout)
     assert len(re.findall(r"pack / tar: median \d+\.\d+x", done.stdout)) == 2
     assert len(re.findall(r"\s+\d+ shards: [\d,]+ / [\d,]+ MiB, \d+ fds", done.stdout)) == 2
     assert "window 8" in done.stdout
     assert len(re.findall(r"max_side \d+ \(\d+% of the bytes\), .*: [\d.]+ dB", done.stdout)) == 6
+
+
+def test_raw_choice_models_both_costs_and_sets_each_choice_against_random(
+    tmp_path: Path,
+) -> None:
+    data = make_image_folder(tmp_path / "set", images=12, classes=2)
+    done = run_script("raw_choice", "--data", str(data), "--max-side", "64", "--seeds", "2")
+    assert "12 photos" in done.stdout
+    assert re.search(
+        r"decoding: -?\d+ us \+ -?[\d.]+ ns a pixel \+ -?[\d.]+ ns a byte", done.stdout
+    )
+    shares = re.findall(
+        r"share (0\.\d\d): .* by bytes per pixel -?[\d.]+, at random -?[\d.]+ .* by each "
+        r"image's measured saving -?[\d.]+",
+        done.stdout,
+    )
+    assert shares == ["0.25", "0.50", "0.75"], done.stdout
 
 
 def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
@@ -238,7 +257,9 @@ def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) 
     done = run_script("worker_threads", *args, timeout=600)
     assert_figures(tmp_path / "figures.json", "worker_threads")
     assert "pinned to 1 cores:" in done.stdout and "1 workers / threads" in done.stdout
-    for ratio in ("thread float32 / process float32", "thread float32 / DALI CPU float32"):
+    ratios = ["thread float32 / process float32", "thread float32 / DALI CPU float32"]
+    ratios += ["process float32 / process uint8", "thread float32 / thread uint8"]
+    for ratio in ratios:
         assert re.search(rf"{ratio}: \d+\.\d\dx", done.stdout), done.stdout
     assert re.search(r"memory, threads / processes, float32: \d+\.\d\dx", done.stdout)
     # the samples' own work on one core, times the workers: what each kind reaches of it

@@ -3,12 +3,13 @@
 Storing an image raw saves its decoding and costs about three bytes a pixel less its encoded
 size. The time saved per byte added grows with the bytes per pixel of the encoded file:
 entropy decoding costs by the compressed byte, and a file that compresses poorly adds fewer
-bytes when stored raw. Measured here on 49 real photos at ``max_side=320`` (the region decoder
-with RandomResizedCrop 224): decoding took about 135 us + 4.5 ns a pixel + 5.1 ns a compressed
-byte, reading raw pixels 110 us + 3.8 ns a pixel; a quarter of the images chosen by bytes per
-pixel saved 1.30 us of decoding per KiB added, a random quarter 0.94, the best possible
-quarter 1.36 (half: 1.13, 0.95 and 1.21). So the share stored raw is the images whose files
-hold the most bytes per pixel.
+bytes when stored raw. Measured with ``benchmarks/raw_choice.py`` on 49 real photos at
+``max_side=320`` (RandomResizedCrop 224 fused with decoding, one core): decoding took about
+141 us + 4.5 ns a pixel + 6.3 ns a compressed byte, reading raw pixels 120 us + 4.0 ns a
+pixel; the quarter of the images whose source files hold the most bytes per pixel saved 1.26 us
+of decoding per KiB added, a random quarter 0.99 (0.76-1.25 over 200 draws), the quarter
+ranked by each image's measured saving 1.44 (a half: 1.13, 1.00 and 1.26). So the share stored
+raw is the images whose files hold the most bytes per pixel.
 """
 
 from __future__ import annotations
