@@ -263,11 +263,12 @@ def _normalize_planes(
 
     OpenCV's ``addWeighted`` converts, scales and shifts a plane in one vectorised pass
     (about 3 ms for 64 x 3 x 224 x 224 uint8 on one core, against 14 ms for torch's multiply
-    then add over each plane); a batch it cannot view plane by plane (not contiguous, a dtype
-    OpenCV lacks) takes torch's way.
+    then add over each plane); a batch it cannot view plane by plane (not contiguous, empty, a
+    dtype OpenCV lacks) takes torch's way.
     """
     out = _float_batch(images.shape)
-    if images.is_contiguous() and images.dtype in (torch.uint8, torch.float32):
+    planes = images.is_contiguous() and images.numel() > 0
+    if planes and images.dtype in (torch.uint8, torch.float32):
         source, target = images.numpy(), out.numpy()
         for n in range(images.shape[0]):
             for ch, (factor, shift) in enumerate(zip(factors, shifts, strict=True)):

@@ -496,14 +496,15 @@ def _check(
     max_side: int | None,
     quality: int,
     workers: int | None,
-    pixels: tuple[str, float],
+    pixels: str,
+    raw_share: float,
 ) -> None:
-    check_choice("pixels", pixels[0], PIXELS)
-    share = pixels[1]
+    check_choice("pixels", pixels, PIXELS)
+    share = raw_share
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise ValueError(f"raw_share={share!r} must be a number in (0, 1]")
-    if pixels[0] != "raw" and share != 1:
-        raise ValueError(f"raw_share={share!r} applies to pixels='raw' (got pixels={pixels[0]!r})")
+    if pixels != "raw" and share != 1:
+        raise ValueError(f"raw_share={share!r} applies to pixels='raw' (got pixels={pixels!r})")
 
     check_int("shard_size", shard_size, minimum=4 * BLOCK)
     check_int("quality", quality, minimum=1)
@@ -589,7 +590,7 @@ def pack(
     """
     from fastload._progress import Progress
 
-    _check(shard_size, max_side, quality, workers, (pixels, raw_share))
+    _check(shard_size, max_side, quality, workers, pixels, raw_share)
     found = _source(source, (image_key, caption_key, separator), max_side, pixels)
     destination = os.fspath(out)
     remote = None

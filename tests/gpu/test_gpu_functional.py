@@ -213,3 +213,8 @@ def test_normalize_on_the_cpu_every_layout_gives_torchvisions_values(
         )
         assert out.dtype == torch.float32 and out.is_contiguous()
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_normalize_of_an_empty_image_batch_on_the_cpu() -> None:
+    out = F.normalize(torch.zeros(2, 3, 0, 5, dtype=torch.uint8), [0.5] * 3, [0.25] * 3)
+    assert out.shape == (2, 3, 0, 5) and out.dtype == torch.float32
