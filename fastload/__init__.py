@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fastload.version import __version__
 
 if TYPE_CHECKING:
-    from fastload import autotune, backends, detection, gpu, train, transforms
+    from fastload import autotune, backends, detection, gpu, ray, train, transforms
     from fastload._optional import MissingDependencyError
     from fastload.accelerate import explain
     from fastload.datasets import ImageFolder, ImageList
@@ -48,6 +48,7 @@ _WHERE = {
     "gpu": "fastload.gpu",
     "map_tensors": "fastload.tensors",
     "pack": "fastload.shards.pack",
+    "ray": "fastload.ray",
     "train": "fastload.train",
     "transforms": "fastload.transforms",
 }
@@ -73,6 +74,7 @@ __all__ = [
     "gpu",
     "map_tensors",
     "pack",
+    "ray",
     "train",
     "transforms",
 ]

@@ -88,7 +88,13 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.autotune.*",
     ),
     ("fastload.loader.*",),
-    ("fastload.bench.*", "fastload.diagnosis.*", "fastload.train.*", "fastload.integrations.*"),
+    (
+        "fastload.bench.*",
+        "fastload.diagnosis.*",
+        "fastload.train.*",
+        "fastload.integrations.*",
+        "fastload.ray.*",
+    ),
     ("fastload.cli", "fastload.commands.*", "fastload.__main__", "fastload"),
 ]
 

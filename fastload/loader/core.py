@@ -253,6 +253,29 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return self._path().batches()
 
+    def next_epoch_keys(self) -> list[Any]:
+        """The next epoch's batches of indices, drawn as a pass over this loader draws them,
+        for running the epoch elsewhere (:mod:`fastload.ray`); nothing is loaded.
+
+        Under ``seeding="sample"`` each index is a :class:`~fastload.sampling.SampleKey`
+        carrying its sample's seed and each batch a ``KeyedBatch`` carrying the batch's, so
+        that whoever loads them draws what this loader's workers would. The epoch counts as
+        started: the next pass (or call) is the epoch after it.
+
+        Raises:
+            TypeError: The dataset is an ``IterableDataset``, or a batch executor runs the
+                loader (it draws its own epoch).
+        """
+        path = self._resumable()
+        if not isinstance(path, WorkerPath) or path.epochs is None:
+            raise TypeError(
+                f"next_epoch_keys needs a loader whose workers read the dataset; the "
+                f"{self.plan.backend} executor draws its own epoch"
+            )
+        # torch's iterator draws its workers' base seed before the sampler's first draw
+        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        return list(path.epochs)
+
     def __len__(self) -> int:
         return len(self._path())
 

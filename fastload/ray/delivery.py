@@ -1,0 +1,78 @@
+"""The training side: a Ray Dataset of a loader's epoch read back into the loader's batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from fastload.devices import resolve_device
+from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
+from fastload.prefetch import CUDAPrefetcher
+from fastload.ray.reading import check_plan
+
+__all__ = ["batches", "regroup"]
+
+
+def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
+    """The batches of ``source`` (what :func:`fastload.ray.epoch_dataset` made from
+    ``loader``, or a training worker's share of it), as ``loader`` would deliver them.
+
+    Each batch is ``images`` (or ``(images, labels)``), with the loader's batch ops (its
+    ``batch_transforms`` and what ``accelerate`` moved to batches) applied under the batch's
+    own seed: on the CPU here, or with a CUDA ``device`` after a ``non_blocking`` copy from
+    pinned memory on the prefetcher's side stream, as the loader runs them.
+
+    Args:
+        source: A Ray ``Dataset`` or ``DataIterator`` (``ray.train.get_dataset_shard``).
+        loader: The loader the dataset was made from (or one made the same way).
+        device: Where batches are delivered: ``None`` or ``"cpu"``, or a CUDA device.
+    """
+    plan = check_plan(loader)
+    has_ops = plan.batch_ops is not None or plan.channels_last
+    stage = BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
+    blocks = source.iter_batches(batch_size=None, batch_format="numpy")
+    tagged = (Tagged(batch, seed) for batch, seed in regroup(blocks))
+    where = resolve_device(device)
+    if where is None or where.type != "cuda":
+        for item in tagged:
+            yield item.batch if stage is None else stage(item.batch, seed=item.seed)
+        return
+    on_device = DeviceStage(stage) if stage is not None else None
+    pinned = (item.pin_memory() for item in tagged)
+    untagged = on_device.untag(pinned) if on_device is not None else (i.batch for i in pinned)
+    yield from CUDAPrefetcher(untagged, device=where, transform=on_device)
+
+
+def regroup(blocks: Iterator[dict[str, np.ndarray]]) -> Iterator[tuple[Any, int]]:
+    """The loader's batches, with their seeds, from blocks of rows in the epoch's order
+    (each batch's rows together, whatever the blocks' sizes)."""
+    pending: list[dict[str, np.ndarray]] = []
+    for block in blocks:
+        numbers = block["batch"]
+        cuts = np.flatnonzero(numbers[1:] != numbers[:-1]) + 1
+        for part in np.split(np.arange(len(numbers)), cuts):
+            if not len(part):
+                continue
+            piece = {name: values[part] for name, values in block.items()}
+            if pending and pending[0]["batch"][0] != piece["batch"][0]:
+                yield _batch(pending)
+                pending = []
+            pending.append(piece)
+    if pending:
+        yield _batch(pending)
+
+
+def _batch(pieces: list[dict[str, np.ndarray]]) -> tuple[Any, int]:
+    """One batch's rows as the loader's batch (tensors it owns) and its seed."""
+
+    def tensor(name: str) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate([piece[name] for piece in pieces]))
+
+    images = tensor("image")
+    seed = int(pieces[0]["batch_seed"][0])
+    if "label" in pieces[0]:
+        return [images, tensor("label")], seed
+    return images, seed

@@ -1,0 +1,142 @@
+"""The Ray side: a loader's epoch as a Ray Dataset whose tasks read and decode its batches."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import default_collate
+
+from fastload.loader.plan import WorkerPlan
+from fastload.sampling import KeyedBatch, SampleKey
+
+__all__ = ["INSTALL", "epoch_dataset", "import_ray", "read_batches"]
+
+INSTALL = 'pip install "fastload[ray]"'
+_DATASETS: dict[str, Any] = {}  # in each Ray worker process: the dataset, fetched once
+
+
+def import_ray() -> Any:
+    """``ray`` with Ray Data, or an ImportError that says how to install it."""
+    try:
+        importlib.import_module("ray.data")
+        return importlib.import_module("ray")
+    except ImportError as exc:
+        message = f"fastload.ray needs Ray Data ({exc}); install it with: {INSTALL}"
+        raise ImportError(message) from exc
+
+
+def epoch_dataset(loader: Any) -> Any:
+    """The loader's next epoch as a Ray Dataset: one row a sample, in the loader's order,
+    read and decoded in Ray tasks, one task and one output block a batch.
+
+    The epoch is drawn as a pass over the loader draws it
+    (:meth:`fastload.DataLoader.next_epoch_keys`): the same order and the same per-sample
+    draws as the loader's own workers. The columns: ``image`` (uint8, C x H x W), ``label``
+    (int64, when the samples have one), ``batch`` (the batch's number in the epoch) and
+    ``batch_seed`` (what its batch ops draw from). The loader's batch ops do not run here:
+    :func:`fastload.ray.batches` runs them where the batches are used.
+
+    Raises:
+        ImportError: Ray Data is not installed.
+        TypeError: The loader cannot run this way (a batch executor, an ``IterableDataset``,
+            ``on_error="skip"``, a collate function of its own, draws made per sample for
+            batch ops): the message says which.
+    """
+    ray = import_ray()
+    check_plan(loader)
+    keyed = loader.next_epoch_keys()
+    rows = [
+        {
+            "batch": number,
+            "indices": [int(key) for key in keys],
+            "seeds": [key.seed for key in keys],
+            "batch_seed": keys.seed,
+        }
+        for number, keys in enumerate(keyed)
+    ]
+    source = ray.data.from_items(rows, override_num_blocks=max(1, len(rows)))
+    source.context.execution_options.preserve_order = True  # the loader's order, batch by batch
+    dataset = ray.put(loader.plan.dataset)
+    return source.map_batches(read_batches, batch_size=1, fn_args=(dataset,))
+
+
+def check_plan(loader: Any) -> WorkerPlan:
+    """The loader's plan, when :func:`epoch_dataset` can run it.
+
+    Raises:
+        TypeError: What stands in the way.
+    """
+    plan = loader.plan
+    why = None
+    if not isinstance(plan, WorkerPlan):
+        why = f"the {plan.backend} executor reads the epoch itself"
+    elif not plan.keyed:
+        why = (
+            "its samples carry no seeds of their own; a fastload dataset with "
+            'seeding="sample" (the default) draws the same wherever it is read'
+        )
+    elif plan.skipping:
+        why = 'on_error="skip" is not carried to Ray yet; use on_error="raise"'
+    elif plan.deferred:
+        why = "batch ops that draw per sample in the workers are not carried to Ray yet"
+    elif plan.then is not None or loader.collate_fn is not default_collate:
+        why = "a collate_fn of its own is not carried to Ray yet; use torch's default"
+    if why is not None:
+        raise TypeError(f"fastload.ray cannot run this loader: {why}")
+    return plan
+
+
+def read_batches(rows: dict[str, np.ndarray], dataset: Any) -> dict[str, np.ndarray]:
+    """A Ray task's work: each row's batch read and decoded as the loader's workers read it
+    (its keys, their seeds, torch's ``default_collate``), as numpy columns."""
+    reader = _dataset(dataset)
+    columns: dict[str, list[np.ndarray]] = {}
+    for k in range(len(rows["batch"])):
+        keys = KeyedBatch(
+            (
+                SampleKey(int(i), int(s))
+                for i, s in zip(rows["indices"][k], rows["seeds"][k], strict=True)
+            ),
+            int(rows["batch_seed"][k]),
+        )
+        getitems = getattr(reader, "__getitems__", None)
+        samples = getitems(keys) if getitems is not None else [reader[i] for i in keys]
+        for name, values in _columns(default_collate(list(samples))).items():
+            columns.setdefault(name, []).append(values)
+        size = len(keys)
+        columns.setdefault("batch", []).append(np.full(size, int(rows["batch"][k]), np.int64))
+        columns.setdefault("batch_seed", []).append(
+            np.full(size, int(rows["batch_seed"][k]), np.int64)
+        )
+    return {name: np.concatenate(parts) for name, parts in columns.items()}
+
+
+def _dataset(ref: Any) -> Any:
+    """The dataset behind ``ref``, fetched from Ray's object store once a process."""
+    key = ref.hex()
+    if key not in _DATASETS:
+        import ray
+
+        _DATASETS.clear()  # one epoch's dataset at a time
+        _DATASETS[key] = ray.get(ref)
+    return _DATASETS[key]
+
+
+def _columns(batch: Any) -> dict[str, np.ndarray]:
+    """A collated batch (an image tensor, or images and int labels) as columns."""
+    if isinstance(batch, torch.Tensor):
+        return {"image": batch.numpy()}
+    if (
+        isinstance(batch, (list, tuple))
+        and len(batch) == 2
+        and all(isinstance(part, torch.Tensor) for part in batch)
+        and batch[1].ndim == 1
+    ):
+        return {"image": batch[0].numpy(), "label": batch[1].numpy()}
+    raise TypeError(
+        "fastload.ray carries batches of images, or of images and int labels, for now; the "
+        f"loader's batches are {type(batch).__name__}"
+    )

@@ -1,0 +1,156 @@
+"""fastload's epochs on a real Ray (started on this machine inside the tests): the same batches
+as the loader itself, decoded in Ray's worker processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+import torch
+import torchvision
+import torchvision.transforms as TV
+
+import fastload
+from fastload import gpu
+from fastload import transforms as T
+from fastload.ray.delivery import regroup
+from fastload.synthetic import make_image_folder
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Any:
+    """Ray on this machine's two cores, for this module, stopped after it."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=256 * 2**20,
+        configure_logging=False,
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_image_folder(tmp_path_factory.mktemp("ray") / "set", images=23, classes=3)
+
+
+def assert_same_batches(ours: list[Any], theirs: list[Any]) -> None:
+    assert len(ours) == len(theirs)
+    for k, (mine, expected) in enumerate(zip(ours, theirs, strict=True)):
+        images, labels = mine
+        assert torch.equal(images, expected[0]), k
+        assert torch.equal(labels, expected[1]), k
+
+
+def test_an_epoch_on_ray_gives_the_loaders_batches(local_ray: Any, photos: Path) -> None:
+    """Two epochs of a shuffled fastload dataset with batch ops that draw: the same images,
+    labels and draws (the last batch short), decoded in Ray tasks."""
+
+    def loader() -> fastload.DataLoader:
+        dataset = fastload.ImageFolder(
+            photos, T.Compose([T.RandomResizedCrop(40), T.RandomHorizontalFlip()])
+        )
+        ops = gpu.Compose([gpu.ColorJitter(0.4, 0.4, 0.4, 0.1), gpu.Normalize(MEAN, STD)])
+        return fastload.DataLoader(
+            dataset,
+            batch_size=5,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(7),
+            batch_transforms=ops,
+        )
+
+    theirs, ours = loader(), loader()
+    for _ in range(2):
+        expected = list(theirs)
+        got = list(fastload.ray.batches(fastload.ray.epoch_dataset(ours), ours))
+        assert [len(b[0]) for b in got] == [5, 5, 5, 5, 3]
+        assert got[0][0].dtype == torch.float32
+        assert_same_batches(got, expected)
+
+
+def test_an_unchanged_torchvision_pipeline_through_accelerate(local_ray: Any, photos: Path) -> None:
+    """torchvision's ImageFolder and train transform, swapped with accelerate=True and each
+    sample's own draws (seeding="sample"): the crop fused with decoding in Ray, the conversion
+    and Normalize on the batches here."""
+    transform = TV.Compose(
+        [
+            TV.RandomResizedCrop(32),
+            TV.RandomHorizontalFlip(),
+            TV.ToTensor(),
+            TV.Normalize(MEAN, STD),
+        ]
+    )
+
+    def loader() -> fastload.DataLoader:
+        dataset = torchvision.datasets.ImageFolder(str(photos), transform=transform)
+        generator = torch.Generator().manual_seed(3)
+        return fastload.DataLoader(
+            dataset,
+            batch_size=8,
+            shuffle=True,
+            generator=generator,
+            accelerate=True,
+            seeding="sample",
+        )
+
+    theirs, ours = loader(), loader()
+    assert ours.acceleration.accelerated and ours.plan.batch_ops is not None
+    assert_same_batches(
+        list(fastload.ray.batches(fastload.ray.epoch_dataset(ours), ours)), list(theirs)
+    )
+
+
+def test_the_decoding_runs_in_rays_worker_processes(local_ray: Any, photos: Path) -> None:
+    dataset = fastload.ImageFolder(
+        photos, T.Compose([T.CenterCrop(16)]), target_transform=lambda _: os.getpid()
+    )
+    loader = fastload.DataLoader(dataset, batch_size=6)
+    pids = {
+        int(pid)
+        for _, labels in fastload.ray.batches(fastload.ray.epoch_dataset(loader), loader)
+        for pid in labels
+    }
+    assert pids and os.getpid() not in pids
+
+
+def test_loaders_it_cannot_run_yet_are_one_error_naming_why(local_ray: Any, photos: Path) -> None:
+    dataset = fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)]))
+    cases = {
+        "samples carry no seeds": fastload.DataLoader(dataset, batch_size=4, seeding="worker"),
+        "on_error": fastload.DataLoader(
+            fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)]), on_error="skip"),
+            batch_size=4,
+        ),
+        "collate_fn of its own": fastload.DataLoader(
+            dataset, batch_size=4, collate_fn=lambda samples: samples
+        ),
+    }
+    for why, loader in cases.items():
+        with pytest.raises(TypeError, match=f"fastload.ray cannot run this loader: .*{why}"):
+            fastload.ray.epoch_dataset(loader)
+
+
+def test_regroup_makes_the_loaders_batches_from_any_blocks() -> None:
+    """Rows in order, cut into blocks anywhere: each batch whole again, with its seed."""
+    numbers = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+    rows = {
+        "image": np.arange(8, dtype=np.uint8).reshape(8, 1, 1, 1),
+        "label": np.arange(8, dtype=np.int64) * 10,
+        "batch": numbers,
+        "batch_seed": numbers + 100,
+    }
+    blocks = [
+        {name: values[a:b] for name, values in rows.items()} for a, b in ((0, 2), (2, 4), (4, 8))
+    ]
+    out = list(regroup(iter(blocks)))
+    assert [seed for _, seed in out] == [100, 101, 102]
+    assert [batch[1].tolist() for batch, _ in out] == [[0, 10, 20], [30, 40], [50, 60, 70]]
