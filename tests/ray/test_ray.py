@@ -25,13 +25,17 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 @pytest.fixture(scope="module")
 def local_ray() -> Any:
-    """Ray on this machine's two cores, for this module, stopped after it."""
+    """Ray on this machine's two cores, for this module, stopped after it; two "trainer"
+    slots stand for training workers that leave the CPUs to the decoding."""
     ray.init(
         num_cpus=2,
+        resources={"trainer": 2},
         include_dashboard=False,
         log_to_driver=False,
         object_store_memory=256 * 2**20,
         configure_logging=False,
+        # Ray's workers import this module for the trainers' loop (pickled by reference)
+        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}},
     )
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
@@ -154,3 +158,65 @@ def test_regroup_makes_the_loaders_batches_from_any_blocks() -> None:
     out = list(regroup(iter(blocks)))
     assert [seed for _, seed in out] == [100, 101, 102]
     assert [batch[1].tolist() for batch, _ in out] == [[0, 10, 20], [30, 40], [50, 60, 70]]
+
+
+def _train_loop(config: dict[str, Any]) -> None:
+    """Each Ray Train worker: the loader it would use on one machine for its rank, its epochs
+    run on Ray Data; the indices it trained on, per epoch, written for the test to read."""
+    import json
+
+    import ray.train
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    loader = rank_loader(Path(config["photos"]), rank, world)
+    seen = []
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        labels = [
+            int(label)
+            for _, batch_labels in fastload.ray.batches(fastload.ray.epoch_dataset(loader), loader)
+            for label in batch_labels
+        ]
+        seen.append(labels)
+    Path(config["out"], f"rank{rank}.json").write_text(json.dumps(seen))
+
+
+def rank_loader(photos: Path, rank: int, world: int) -> fastload.DataLoader:
+    """A rank's loader: its share of a shuffled epoch, each sample's label its index."""
+    paths = sorted(str(p) for p in photos.rglob("*.jpg"))
+    dataset = fastload.ImageList(paths, list(range(len(paths))), T.Compose([T.CenterCrop(16)]))
+    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, seed=5)
+    return fastload.DataLoader(dataset, batch_size=4, sampler=sampler)
+
+
+def test_ray_trains_two_gloo_workers_each_on_its_share(
+    local_ray: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Ray Train's TorchTrainer with two workers (gloo): each rank's epochs are its loader's
+    batches, the same as that loader gives alone; together every sample once an epoch."""
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    photos = make_image_folder(tmp_path_factory.mktemp("train") / "set", images=24, classes=3)
+    out = tmp_path_factory.mktemp("ranks")
+    trainer = TorchTrainer(
+        _train_loop,
+        train_loop_config={"photos": str(photos), "out": str(out)},
+        # the trainers take no CPU of the two: the decoding tasks have them
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"trainer": 1}),
+        torch_config=TorchConfig(backend="gloo"),
+        run_config=RunConfig(storage_path=str(tmp_path_factory.mktemp("runs"))),
+    )
+    trainer.fit()
+    import json
+
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    for epoch in range(2):
+        shares = [set(rank[epoch]) for rank in ranks]
+        assert not shares[0] & shares[1] and shares[0] | shares[1] == set(range(24))
+        for rank, got in enumerate(ranks):
+            alone = rank_loader(photos, rank, 2)
+            alone.sampler.set_epoch(epoch)
+            assert got[epoch] == [int(label) for _, labels in alone for label in labels]
+    assert ranks[0][0] != ranks[0][1]  # a new order each epoch
