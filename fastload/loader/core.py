@@ -30,6 +30,7 @@ from fastload.accelerate import Acceleration
 from fastload.autotune import autotune, choose_worker_type
 from fastload.checks import differences
 from fastload.devices import resolve_device
+from fastload.loader.delivery import EpochKeys, keyed_epoch
 from fastload.loader.executing import ExecutorPath
 from fastload.loader.plan import ExecutorPlan, WorkerPlan, plan_loader
 from fastload.loader.workers import WorkerPath
@@ -253,14 +254,17 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return self._path().batches()
 
-    def next_epoch_keys(self) -> list[Any]:
-        """The next epoch's batches of indices, drawn as a pass over this loader draws them,
-        for running the epoch elsewhere (:mod:`fastload.ray`); nothing is loaded.
+    def next_epoch_keys(self) -> EpochKeys:
+        """The next epoch's batches of indices (or the rest of the epoch a
+        :meth:`load_state_dict` resumes), drawn as a pass over this loader draws them, for
+        running the epoch elsewhere (:mod:`fastload.ray`); nothing is loaded.
 
         Under ``seeding="sample"`` each index is a :class:`~fastload.sampling.SampleKey`
         carrying its sample's seed and each batch a ``KeyedBatch`` carrying the batch's, so
         that whoever loads them draws what this loader's workers would. The epoch counts as
-        started: the next pass (or call) is the epoch after it.
+        started; whoever delivers the batches reports each (``EpochKeys.delivered``) and the
+        end (``finished``), so that :meth:`state_dict` says where the epoch stands, as for a
+        pass over the loader.
 
         Raises:
             TypeError: The dataset is an ``IterableDataset``, or a batch executor runs the
@@ -272,9 +276,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
                 f"next_epoch_keys needs a loader whose workers read the dataset; the "
                 f"{self.plan.backend} executor draws its own epoch"
             )
-        # torch's iterator draws its workers' base seed before the sampler's first draw
-        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-        return list(path.epochs)
+        return keyed_epoch(path.epochs, self.generator)
 
     def __len__(self) -> int:
         return len(self._path())

@@ -15,7 +15,7 @@ import torch
 
 from fastload.sampling import EpochSampler
 
-__all__ = ["Counting", "Delivered", "counted"]
+__all__ = ["Counting", "Delivered", "EpochKeys", "counted", "keyed_epoch"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,47 @@ def counted(
         batches.counter = _Counter(epochs, token)
         return batches
     return Delivered(batches, epochs, token)
+
+
+class EpochKeys(list[Any]):
+    """An epoch's batches of keys drawn for loading elsewhere (:mod:`fastload.ray`), and the
+    count of those handed to the user, which whoever delivers them reports.
+
+    Args:
+        keys: The batches of keys, in order.
+        counter: Tells the loader's epoch what this pass hands out.
+    """
+
+    def __init__(self, keys: list[Any], counter: _Counter) -> None:
+        super().__init__(keys)
+        self._counter = counter
+
+    def delivered(self) -> None:
+        """One more batch was handed to the user (``state_dict`` counts it)."""
+        self._counter(None)
+
+    def finished(self) -> None:
+        """The pass ran to its end."""
+        self._counter.end()
+
+
+def keyed_epoch(epochs: EpochSampler, generator: torch.Generator | None) -> EpochKeys:
+    """The next epoch's batches of keys, drawn as a pass over the loader draws them (or the
+    rest of a resumed epoch), counted as a pass is.
+
+    torch's iterator draws its workers' base seed from the loader's ``generator`` before the
+    sampler's first draw: so does this. A resumed epoch puts torch's global stream back as
+    :func:`counted` does.
+    """
+    token = epochs.begin()
+
+    def draw() -> list[Any]:
+        torch.empty((), dtype=torch.int64).random_(generator=generator)
+        return list(epochs)
+
+    if epochs.resuming and generator is None:
+        with torch.random.fork_rng(devices=[]):
+            keys = draw()
+    else:
+        keys = draw()
+    return EpochKeys(keys, _Counter(epochs, token))

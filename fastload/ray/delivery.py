@@ -10,8 +10,9 @@ import torch
 
 from fastload.devices import resolve_device
 from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
+from fastload.loader.plan import WorkerPlan
 from fastload.prefetch import CUDAPrefetcher
-from fastload.ray.reading import check_plan
+from fastload.ray.reading import check_plan, epoch_of
 
 __all__ = ["batches", "regroup"]
 
@@ -23,7 +24,10 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
     Each batch is ``images`` (or ``(images, labels)``), with the loader's batch ops (its
     ``batch_transforms`` and what ``accelerate`` moved to batches) applied under the batch's
     own seed: on the CPU here, or with a CUDA ``device`` after a ``non_blocking`` copy from
-    pinned memory on the prefetcher's side stream, as the loader runs them.
+    pinned memory on the prefetcher's side stream, as the loader runs them. Each batch handed
+    out counts for ``loader.state_dict()`` when ``source`` is an epoch made in this process,
+    so that a loader made the same way resumes the rest of the epoch with
+    ``load_state_dict`` and :func:`fastload.ray.epoch_dataset`.
 
     Args:
         source: A Ray ``Dataset`` or ``DataIterator`` (``ray.train.get_dataset_shard``).
@@ -31,6 +35,16 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
         device: Where batches are delivered: ``None`` or ``"cpu"``, or a CUDA device.
     """
     plan = check_plan(loader)
+    epoch = epoch_of(source)
+    for batch in _delivered(source, plan, device):
+        if epoch is not None:
+            epoch.delivered()
+        yield batch
+    if epoch is not None:
+        epoch.finished()
+
+
+def _delivered(source: Any, plan: WorkerPlan, device: Any) -> Iterator[Any]:
     has_ops = plan.batch_ops is not None or plan.channels_last
     stage = BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
     blocks = source.iter_batches(batch_size=None, batch_format="numpy")

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import importlib
+import weakref
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from fastload.loader.delivery import EpochKeys
 from fastload.loader.plan import WorkerPlan
 from fastload.sampling import KeyedBatch, SampleKey
 
-__all__ = ["INSTALL", "epoch_dataset", "import_ray", "read_batches"]
+__all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches"]
 
 INSTALL = 'pip install "fastload[ray]"'
 _DATASETS: dict[str, Any] = {}  # in each Ray worker process: the dataset, fetched once
+# in the process that made them: each epoch's Ray Dataset, and its keys that count deliveries
+_EPOCHS: weakref.WeakKeyDictionary[Any, EpochKeys] = weakref.WeakKeyDictionary()
 
 
 def import_ray() -> Any:
@@ -34,10 +38,14 @@ def epoch_dataset(loader: Any) -> Any:
 
     The epoch is drawn as a pass over the loader draws it
     (:meth:`fastload.DataLoader.next_epoch_keys`): the same order and the same per-sample
-    draws as the loader's own workers. The columns: ``image`` (uint8, C x H x W), ``label``
-    (int64, when the samples have one), ``batch`` (the batch's number in the epoch) and
-    ``batch_seed`` (what its batch ops draw from). The loader's batch ops do not run here:
-    :func:`fastload.ray.batches` runs them where the batches are used.
+    draws as the loader's own workers; after ``loader.load_state_dict``, the rest of the epoch
+    the state names. Reading it with :func:`fastload.ray.batches` in this process counts what
+    is delivered, so that ``loader.state_dict()`` says where the epoch stands.
+
+    The columns: ``image`` (uint8, C x H x W), ``label`` (int64, when the samples have one),
+    ``batch`` (the batch's number in the epoch) and ``batch_seed`` (what its batch ops draw
+    from). The loader's batch ops do not run here: :func:`fastload.ray.batches` runs them
+    where the batches are used.
 
     Raises:
         ImportError: Ray Data is not installed.
@@ -60,7 +68,19 @@ def epoch_dataset(loader: Any) -> Any:
     source = ray.data.from_items(rows, override_num_blocks=max(1, len(rows)))
     source.context.execution_options.preserve_order = True  # the loader's order, batch by batch
     dataset = ray.put(loader.plan.dataset)
-    return source.map_batches(read_batches, batch_size=1, fn_args=(dataset,))
+    epoch = source.map_batches(read_batches, batch_size=1, fn_args=(dataset,))
+    _EPOCHS[epoch] = keyed
+    return epoch
+
+
+def epoch_of(source: Any) -> EpochKeys | None:
+    """The keys of the epoch :func:`epoch_dataset` made ``source`` for in this process (they
+    count what is delivered, for the loader's ``state_dict``); ``None`` for anything else (a
+    training worker's share of a dataset made elsewhere)."""
+    try:
+        return _EPOCHS.get(source)
+    except TypeError:  # not hashable: not one of ours
+        return None
 
 
 def check_plan(loader: Any) -> WorkerPlan:

@@ -113,6 +113,38 @@ def test_an_unchanged_torchvision_pipeline_through_accelerate(local_ray: Any, ph
     )
 
 
+def test_an_epoch_stopped_on_ray_resumes_exactly_in_another_loader(
+    local_ray: Any, photos: Path
+) -> None:
+    """Two batches of an epoch read through Ray, the loader's state saved; a loader made the
+    same way loads it: the rest of that epoch on Ray (no batch replayed), then the next epoch,
+    as the uninterrupted loader gives them."""
+
+    def loader() -> fastload.DataLoader:
+        dataset = fastload.ImageFolder(photos, T.Compose([T.RandomResizedCrop(24)]))
+        ops = gpu.ColorJitter(0.4, 0.4, 0.4, 0.1)
+        generator = torch.Generator().manual_seed(11)
+        return fastload.DataLoader(
+            dataset, batch_size=5, shuffle=True, generator=generator, batch_transforms=ops
+        )
+
+    uninterrupted = loader()
+    expected = list(uninterrupted) + list(uninterrupted)
+    first = loader()
+    stream = fastload.ray.batches(fastload.ray.epoch_dataset(first), first)
+    got = [next(stream), next(stream)]
+    state = first.state_dict()
+    stream.close()  # the run stops here: its Ray execution with it
+    assert state["epochs"]["in_epoch"] and state["epochs"]["batches"] == 2
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = fastload.ray.epoch_dataset(resumed)
+    got += list(fastload.ray.batches(rest, resumed))
+    assert not resumed.state_dict()["epochs"]["in_epoch"]  # the epoch ran to its end
+    got += list(fastload.ray.batches(fastload.ray.epoch_dataset(resumed), resumed))
+    assert_same_batches(got, expected)
+
+
 def test_the_decoding_runs_in_rays_worker_processes(local_ray: Any, photos: Path) -> None:
     dataset = fastload.ImageFolder(
         photos, T.Compose([T.CenterCrop(16)]), target_transform=lambda _: os.getpid()
