@@ -9,12 +9,13 @@ import numpy as np
 import torch
 
 from fastload.devices import resolve_device
+from fastload.errors import ImageDecodeError
 from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
 from fastload.loader.plan import WorkerPlan
 from fastload.prefetch import CUDAPrefetcher
 from fastload.ray.reading import check_plan, epoch_of
 
-__all__ = ["batches", "regroup"]
+__all__ = ["batches", "regroup", "unwrapped"]
 
 
 def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
@@ -36,12 +37,31 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
     """
     plan = check_plan(loader)
     epoch = epoch_of(source)
-    for batch in _delivered(source, plan, device):
-        if epoch is not None:
-            epoch.delivered()
-        yield batch
+    try:
+        for batch in _delivered(source, plan, device):
+            if epoch is not None:
+                epoch.delivered()
+            yield batch
+    except Exception as exc:
+        original = unwrapped(exc)
+        if original is None:
+            raise
+        raise original from exc  # the loader's own error (naming the file), not Ray's wrapper
     if epoch is not None:
         epoch.finished()
+
+
+def unwrapped(exc: BaseException) -> ImageDecodeError | None:
+    """The unreadable image behind an error a Ray task raised, if that is what it was."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ImageDecodeError):
+            return current
+        seen.add(id(current))
+        cause = getattr(current, "cause", None)  # a RayTaskError's own exception
+        current = cause if isinstance(cause, BaseException) else current.__cause__
+    return None
 
 
 def _delivered(source: Any, plan: WorkerPlan, device: Any) -> Iterator[Any]:

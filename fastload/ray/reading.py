@@ -67,6 +67,7 @@ def epoch_dataset(loader: Any) -> Any:
     ]
     source = ray.data.from_items(rows, override_num_blocks=max(1, len(rows)))
     source.context.execution_options.preserve_order = True  # the loader's order, batch by batch
+    source.context.raise_original_map_exception = True  # an unreadable image: the loader's error
     dataset = ray.put(loader.plan.dataset)
     epoch = source.map_batches(read_batches, batch_size=1, fn_args=(dataset,))
     _EPOCHS[epoch] = keyed

@@ -145,6 +145,54 @@ def test_an_epoch_stopped_on_ray_resumes_exactly_in_another_loader(
     assert_same_batches(got, expected)
 
 
+class DiesOnce:
+    """A target transform that kills the process running it the first time it runs anywhere
+    (a file marks that it did): a Ray worker lost mid-epoch."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __call__(self, target: int) -> int:
+        if not self.marker.exists():
+            self.marker.touch()
+            os._exit(1)
+        return target
+
+
+def test_a_ray_worker_killed_mid_epoch_costs_no_sample(
+    local_ray: Any, photos: Path, tmp_path: Path
+) -> None:
+    """The process decoding a batch dies; Ray runs its task again, which reads the same keys
+    with the same seeds: the epoch is the loader's, every sample once."""
+
+    def loader() -> fastload.DataLoader:
+        dataset = fastload.ImageFolder(
+            photos,
+            T.Compose([T.RandomResizedCrop(24)]),
+            target_transform=DiesOnce(tmp_path / "died"),
+        )
+        generator = torch.Generator().manual_seed(2)
+        return fastload.DataLoader(dataset, batch_size=5, shuffle=True, generator=generator)
+
+    on_ray = loader()
+    got = list(fastload.ray.batches(fastload.ray.epoch_dataset(on_ray), on_ray))
+    assert (tmp_path / "died").exists()  # a worker did die
+    assert_same_batches(got, list(loader()))
+
+
+def test_a_broken_image_on_ray_is_the_loaders_error_naming_it(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    photos = make_image_folder(tmp_path / "set", images=6, classes=2)
+    broken = sorted(photos.rglob("*.jpg"))[3]
+    broken.write_bytes(broken.read_bytes()[:200])  # a truncated JPEG
+    loader = fastload.DataLoader(
+        fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)])), batch_size=3
+    )
+    with pytest.raises(fastload.ImageDecodeError, match=broken.name):
+        list(fastload.ray.batches(fastload.ray.epoch_dataset(loader), loader))
+
+
 def test_the_decoding_runs_in_rays_worker_processes(local_ray: Any, photos: Path) -> None:
     dataset = fastload.ImageFolder(
         photos, T.Compose([T.CenterCrop(16)]), target_transform=lambda _: os.getpid()
