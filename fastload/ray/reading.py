@@ -32,7 +32,7 @@ def import_ray() -> Any:
         raise ImportError(message) from exc
 
 
-def epoch_dataset(loader: Any) -> Any:
+def epoch_dataset(loader: Any, *, ray_remote_args: dict[str, Any] | None = None) -> Any:
     """The loader's next epoch as a Ray Dataset: one row a sample, in the loader's order,
     read and decoded in Ray tasks, one task and one output block a batch.
 
@@ -46,6 +46,13 @@ def epoch_dataset(loader: Any) -> Any:
     ``batch`` (the batch's number in the epoch) and ``batch_seed`` (what its batch ops draw
     from). The loader's batch ops do not run here: :func:`fastload.ray.batches` runs them
     where the batches are used.
+
+    Args:
+        loader: The ``fastload.DataLoader`` whose epoch it is.
+        ray_remote_args: Ray's options for the decoding tasks, as ``map_batches`` takes them:
+            ``{"resources": {"decode": 1}}`` decodes only on nodes started with that custom
+            resource (CPU-only nodes beside the trainers), ``{"num_cpus": 2}`` gives a task
+            two cores. Default: one CPU a task, anywhere.
 
     Raises:
         ImportError: Ray Data is not installed.
@@ -69,7 +76,9 @@ def epoch_dataset(loader: Any) -> Any:
     source.context.execution_options.preserve_order = True  # the loader's order, batch by batch
     source.context.raise_original_map_exception = True  # an unreadable image: the loader's error
     dataset = ray.put(loader.plan.dataset)
-    epoch = source.map_batches(read_batches, batch_size=1, fn_args=(dataset,))
+    epoch = source.map_batches(
+        read_batches, batch_size=1, fn_args=(dataset,), **(ray_remote_args or {})
+    )
     _EPOCHS[epoch] = keyed
     return epoch
 
