@@ -208,6 +208,18 @@ def test_raw_choice_models_both_costs_and_sets_each_choice_against_random(
     assert shares == ["0.25", "0.50", "0.75"], done.stdout
 
 
+def test_ray_data_sets_fastload_on_ray_against_rays_pipeline_and_the_loader(
+    tmp_path: Path,
+) -> None:
+    data = make_image_folder(tmp_path / "set", images=16, classes=2)
+    args = ["--data", str(data), "--rounds", "1", "--batch-size", "8"]
+    done = run_script("ray_data", *args, "--json", str(tmp_path / "figures.json"))
+    assert_figures(tmp_path / "figures.json", "ray_data")
+    for ratio in ("fastload on Ray / Ray's pipeline", "fastload on Ray / fastload alone"):
+        assert re.search(rf"{ratio}: \d+\.\d\dx", done.stdout), done.stdout
+    assert re.search(r"Ray's pipeline\s+[\d,]+ images/s\s+peak memory\s+-?[\d,]+ MiB", done.stdout)
+
+
 def test_remote_benchmark_prints_every_ratio(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=48, classes=3)
     args = ["--data", str(data), "--rounds", "1", "--batch-size", "8", "--shards", "6"]
