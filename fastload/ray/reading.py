@@ -18,6 +18,7 @@ __all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches"]
 
 INSTALL = 'pip install "fastload[ray]"'
 _DATASETS: dict[str, Any] = {}  # in each Ray worker process: the dataset, fetched once
+_KEPT = 4  # datasets kept in a worker (a training and a validation epoch at once, and the next)
 # in the process that made them: each epoch's Ray Dataset, and its keys that count deliveries
 _EPOCHS: weakref.WeakKeyDictionary[Any, EpochKeys] = weakref.WeakKeyDictionary()
 
@@ -103,6 +104,8 @@ def check_plan(loader: Any) -> WorkerPlan:
     why = None
     if not isinstance(plan, WorkerPlan):
         why = f"the {plan.backend} executor reads the epoch itself"
+    elif loader.batch_sampler is None:
+        why = "it makes no batches (batch_size=None); give it a batch_size"
     elif not plan.keyed:
         why = (
             "its samples carry no seeds of their own; a fastload dataset with "
@@ -150,7 +153,8 @@ def _dataset(ref: Any) -> Any:
     if key not in _DATASETS:
         import ray
 
-        _DATASETS.clear()  # one epoch's dataset at a time
+        while len(_DATASETS) >= _KEPT:  # the oldest epochs' (dicts keep their order)
+            del _DATASETS[next(iter(_DATASETS))]
         _DATASETS[key] = ray.get(ref)
     return _DATASETS[key]
 

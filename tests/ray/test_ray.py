@@ -217,6 +217,7 @@ def test_loaders_it_cannot_run_yet_are_one_error_naming_why(local_ray: Any, phot
         "collate_fn of its own": fastload.DataLoader(
             dataset, batch_size=4, collate_fn=lambda samples: samples
         ),
+        "makes no batches": fastload.DataLoader(dataset, batch_size=None),
     }
     for why, loader in cases.items():
         with pytest.raises(TypeError, match=f"fastload.ray cannot run this loader: .*{why}"):
@@ -300,3 +301,28 @@ def test_ray_trains_two_gloo_workers_each_on_its_share(
             alone.sampler.set_epoch(epoch)
             assert got[epoch] == [int(label) for _, labels in alone for label in labels]
     assert ranks[0][0] != ranks[0][1]  # a new order each epoch
+
+
+@pytest.mark.gpu
+def test_an_epoch_on_ray_reaches_the_device_as_the_loaders(local_ray: Any, photos: Path) -> None:
+    """With a CUDA device: pinned, copied on the prefetcher's stream, the batch ops there
+    under each batch's seed; the same batches as the loader's own on that device."""
+
+    def loader() -> fastload.DataLoader:
+        dataset = fastload.ImageFolder(photos, T.Compose([T.RandomResizedCrop(32)]))
+        ops = gpu.Compose([gpu.ColorJitter(0.4, 0.4, 0.4), gpu.Normalize(MEAN, STD)])
+        generator = torch.Generator().manual_seed(5)
+        return fastload.DataLoader(
+            dataset,
+            batch_size=6,
+            shuffle=True,
+            generator=generator,
+            batch_transforms=ops,
+            device="cuda",
+            backend="region",  # the workers decode (not the GPU executor, which Ray cannot run)
+        )
+
+    theirs, ours = loader(), loader()
+    got = list(fastload.ray.batches(fastload.ray.epoch_dataset(ours), ours, device="cuda"))
+    assert all(images.is_cuda and labels.is_cuda for images, labels in got)
+    assert_same_batches(got, list(theirs))
