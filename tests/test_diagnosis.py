@@ -152,6 +152,23 @@ def test_the_data_wait_share_is_measured(slow: str, bound: str, clock: FakeTime)
         assert "loader_bound" not in keys(report.findings)
 
 
+def test_a_loader_bound_step_on_a_full_machine_names_ray(
+    clock: FakeTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the loader sets the pace and its workers already fill the cores, the remedy is
+    decoding elsewhere: on the GPU, or on a cluster's CPUs with fastload.ray."""
+    import fastload.diagnosis.checks as checks
+
+    loader = DataLoader(Images(delay=0.05, clock=clock), batch_size=4)
+    report = doctor(Net(), loader, steps=4, warmup=1, try_changes=False, progress=False)
+    bound = next(f for f in report.findings if f.key == "loader_bound")
+    assert "fastload.ray" not in bound.fix  # no workers yet: autotune first
+    monkeypatch.setattr(checks, "cpu_cores", lambda: 0)  # its workers (none) fill the cores
+    report = doctor(Net(), loader, steps=4, warmup=1, try_changes=False, progress=False)
+    bound = next(f for f in report.findings if f.key == "loader_bound")
+    assert "fastload.ray" in bound.fix and "fill this machine's 0 cores" in bound.fix
+
+
 def test_the_users_objects_are_left_as_they_were() -> None:
     torch.manual_seed(0)
     model = Net()

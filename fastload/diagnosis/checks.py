@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from fastload.diagnosis.report import DoctorReport, Finding
+from fastload.system import cpu_cores
 from fastload.tensors import inputs_of
 
 __all__ = ["CHECKS", "FUSABLE", "Context", "bias_before_norm", "has_conv", "static_findings"]
@@ -203,12 +204,23 @@ def loader_bound(ctx: Context) -> Finding | None:
     if report is None or report.bound != "loader" or report.data_wait_share < 0.1:
         return None
     gain = 1.0 / max(1.0 - report.data_wait_share, 0.05)
+    remedy = (
+        "fastload autotune (num_workers, prefetch_factor), a faster backend "
+        "(fastload bench), or decoding on the GPU (backend='nvimgcodec' / 'dali')"
+    )
+    workers = getattr(ctx.loader, "num_workers", 0)
+    cores = cpu_cores()
+    if isinstance(workers, int) and workers >= cores:
+        remedy = (
+            f"its {workers} workers already fill this machine's {cores} cores: decode on the "
+            "GPU (backend='nvimgcodec' / 'dali'), or on other machines' CPUs with Ray Data "
+            "(fastload.ray: the loader's epochs decoded on a cluster, the same batches)"
+        )
     return Finding(
         "loader_bound",
         f"the step waits {report.data_wait_share:.0%} of its time for data: the loader "
         f"gives {report.loader_rate:,.0f} samples/s, the model takes {report.step_rate:,.0f}",
-        "fastload autotune (num_workers, prefetch_factor), a faster backend "
-        "(fastload bench), or decoding on the GPU (backend='nvimgcodec' / 'dali')",
+        remedy,
         "measured: the data wait",
         round(gain, 2),
     )
