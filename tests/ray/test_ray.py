@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import ray
 import torch
 import torchvision
 import torchvision.transforms as TV
@@ -21,25 +20,6 @@ from fastload.ray.delivery import regroup
 from fastload.synthetic import make_image_folder
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Any:
-    """Ray on this machine's two cores, for this module, stopped after it; two "trainer"
-    slots stand for training workers that leave the CPUs to the decoding."""
-    ray.init(
-        num_cpus=2,
-        resources={"trainer": 2},
-        include_dashboard=False,
-        log_to_driver=False,
-        object_store_memory=256 * 2**20,
-        configure_logging=False,
-        # Ray's workers import this module for the trainers' loop (pickled by reference)
-        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}},
-    )
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
