@@ -11,7 +11,7 @@ from fastload import errors
 from fastload.sampling import SeededSamples
 from fastload.tensors import map_tensors
 
-__all__ = ["SkipCollate", "SkipReport", "Skipped"]
+__all__ = ["Collated", "SkipCollate", "SkipReport", "Skipped"]
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,17 @@ class Skipped:
     reason: str
 
 
-class _Collated:
-    """A batch with the samples dropped from it; unwrapped in the main process."""
+class Collated:
+    """A batch (``None`` when every sample was skipped) and the markers of the samples
+    dropped from it; :class:`SkipReport` unwraps it where batches are delivered."""
 
     __slots__ = ("batch", "skipped")
 
     def __init__(self, batch: Any, skipped: list[Skipped]) -> None:
         self.batch, self.skipped = batch, skipped
 
-    def pin_memory(self) -> _Collated:  # called by torch's pin-memory thread
-        return _Collated(map_tensors(lambda t: t.pin_memory(), self.batch), self.skipped)
+    def pin_memory(self) -> Collated:  # called by torch's pin-memory thread
+        return Collated(map_tensors(lambda t: t.pin_memory(), self.batch), self.skipped)
 
 
 class SkipCollate:
@@ -44,23 +45,23 @@ class SkipCollate:
     def __init__(self, collate_fn: Callable[[Any], Any], *, batched: bool) -> None:
         self.collate_fn, self.batched = collate_fn, batched
 
-    def __call__(self, samples: Any) -> _Collated:
+    def __call__(self, samples: Any) -> Collated:
         if not self.batched:
             if isinstance(samples, Skipped):
-                return _Collated(None, [samples])
-            return _Collated(self.collate_fn(samples), [])
+                return Collated(None, [samples])
+            return Collated(self.collate_fn(samples), [])
         good: list[Any] = [s for s in samples if not isinstance(s, Skipped)]
         if isinstance(samples, SeededSamples):  # the batch's seed goes on to the batch ops
             good = SeededSamples(good, samples.seed)
         skipped = [s for s in samples if isinstance(s, Skipped)]
-        return _Collated(self.collate_fn(good) if good else None, skipped)
+        return Collated(self.collate_fn(good) if good else None, skipped)
 
 
 class SkipReport:
     """Iterates batches, dropping what was skipped, recording it, and warning once per epoch.
 
     Args:
-        batches: The collated batches (:class:`_Collated` or plain).
+        batches: The collated batches (:class:`Collated` or plain).
         dataset: Whose ``bad_files`` records the skipped files.
         on_drop: Told, when a batch is dropped whole (none of its files readable), how many
             batches were returned before it.
@@ -90,7 +91,7 @@ class SkipReport:
                 errors.warn_skipped(self._count)
                 self._count = 0
                 raise
-            if not isinstance(item, _Collated):
+            if not isinstance(item, Collated):
                 self._returned += 1
                 return item
             for s in item.skipped:

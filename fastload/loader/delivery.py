@@ -125,6 +125,11 @@ class EpochKeys(list[Any]):
         """One more batch was handed to the user (``state_dict`` counts it)."""
         self._counter(None)
 
+    def dropped(self, returned: int) -> None:
+        """A batch was dropped whole (``on_error="skip"``, none of its files readable) after
+        ``returned`` batches were handed out."""
+        self._counter.epochs.drop(returned)
+
     def finished(self) -> None:
         """The pass ran to its end."""
         self._counter.end()

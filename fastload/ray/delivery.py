@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
 from fastload.loader.plan import WorkerPlan
 from fastload.prefetch import CUDAPrefetcher
 from fastload.ray.reading import check_plan, epoch_of
+from fastload.skipping import Collated, Skipped, SkipReport
 
 __all__ = ["batches", "regroup", "unwrapped"]
 
@@ -37,8 +40,9 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
     """
     plan = check_plan(loader)
     epoch = epoch_of(source)
+    on_drop = epoch.dropped if epoch is not None else None
     try:
-        for batch in _delivered(source, plan, device):
+        for batch in _delivered(source, plan, device, on_drop=on_drop):
             if epoch is not None:
                 epoch.delivered()
             yield batch
@@ -64,11 +68,21 @@ def unwrapped(exc: BaseException) -> ImageDecodeError | None:
     return None
 
 
-def _delivered(source: Any, plan: WorkerPlan, device: Any) -> Iterator[Any]:
+def _delivered(
+    source: Any, plan: WorkerPlan, device: Any, *, on_drop: Callable[[int], None] | None
+) -> Iterator[Any]:
     has_ops = plan.batch_ops is not None or plan.channels_last
     stage = BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
     blocks = source.iter_batches(batch_size=None, batch_format="numpy")
-    tagged = (Tagged(batch, seed) for batch, seed in regroup(blocks))
+    tagged: Iterator[Tagged]
+    if plan.skipping:  # what was dropped is recorded and reported as the loader does
+        collated = (
+            Collated(None if batch is None else Tagged(batch, seed), dropped)
+            for batch, seed, dropped in regroup(blocks)
+        )
+        tagged = SkipReport(collated, plan.dataset, on_drop=on_drop)
+    else:
+        tagged = (Tagged(batch, seed) for batch, seed, _ in regroup(blocks))
     where = resolve_device(device)
     if where is None or where.type != "cuda":
         for item in tagged:
@@ -80,17 +94,18 @@ def _delivered(source: Any, plan: WorkerPlan, device: Any) -> Iterator[Any]:
     yield from CUDAPrefetcher(untagged, device=where, transform=on_device)
 
 
-def regroup(blocks: Iterator[dict[str, np.ndarray]]) -> Iterator[tuple[Any, int]]:
-    """The loader's batches, with their seeds, from blocks of rows in the epoch's order
-    (each batch's rows together, whatever the blocks' sizes)."""
+def regroup(blocks: Iterator[dict[str, np.ndarray]]) -> Iterator[tuple[Any, int, list[Skipped]]]:
+    """The loader's batches, with their seeds and what ``on_error="skip"`` dropped from them,
+    from blocks of rows in the epoch's order (each batch's rows together, whatever the
+    blocks' sizes). A batch whose every sample was dropped comes as ``None``."""
     pending: list[dict[str, np.ndarray]] = []
     for block in blocks:
         numbers = block["batch"]
-        cuts = np.flatnonzero(numbers[1:] != numbers[:-1]) + 1
-        for part in np.split(np.arange(len(numbers)), cuts):
-            if not len(part):
+        cuts = [0, *(np.flatnonzero(numbers[1:] != numbers[:-1]) + 1).tolist(), len(numbers)]
+        for start, stop in pairwise(cuts):
+            if start == stop:
                 continue
-            piece = {name: values[part] for name, values in block.items()}
+            piece = {name: values[start:stop] for name, values in block.items()}  # views
             if pending and pending[0]["batch"][0] != piece["batch"][0]:
                 yield _batch(pending)
                 pending = []
@@ -99,14 +114,28 @@ def regroup(blocks: Iterator[dict[str, np.ndarray]]) -> Iterator[tuple[Any, int]
         yield _batch(pending)
 
 
-def _batch(pieces: list[dict[str, np.ndarray]]) -> tuple[Any, int]:
-    """One batch's rows as the loader's batch (tensors it owns) and its seed."""
+def _batch(pieces: list[dict[str, np.ndarray]]) -> tuple[Any, int, list[Skipped]]:
+    """One batch's rows as the loader's batch (tensors it owns), its seed and the samples
+    dropped from it."""
+    seed = int(pieces[0]["batch_seed"][0])
+    dropped = [
+        Skipped(path, reason)
+        for piece in pieces
+        for report in piece.get("skipped", ())
+        if report
+        for path, reason in json.loads(report)
+    ]
+    if "kept" in pieces[0]:
+        pieces = [
+            {name: values[piece["kept"]] for name, values in piece.items()} for piece in pieces
+        ]
+        if not any(len(piece["batch"]) for piece in pieces):
+            return None, seed, dropped
 
     def tensor(name: str) -> torch.Tensor:
         return torch.from_numpy(np.concatenate([piece[name] for piece in pieces]))
 
     images = tensor("image")
-    seed = int(pieces[0]["batch_seed"][0])
     if "label" in pieces[0]:
-        return [images, tensor("label")], seed
-    return images, seed
+        return [images, tensor("label")], seed, dropped
+    return images, seed, dropped

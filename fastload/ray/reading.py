@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import weakref
 from typing import Any
 
@@ -13,6 +14,7 @@ from torch.utils.data import default_collate
 from fastload.loader.delivery import EpochKeys
 from fastload.loader.plan import WorkerPlan
 from fastload.sampling import KeyedBatch, SampleKey
+from fastload.skipping import Skipped
 
 __all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches"]
 
@@ -58,11 +60,11 @@ def epoch_dataset(loader: Any, *, ray_remote_args: dict[str, Any] | None = None)
     Raises:
         ImportError: Ray Data is not installed.
         TypeError: The loader cannot run this way (a batch executor, an ``IterableDataset``,
-            ``on_error="skip"``, a collate function of its own, draws made per sample for
-            batch ops): the message says which.
+            a collate function of its own, draws made per sample for batch ops): the message
+            says which.
     """
     ray = import_ray()
-    check_plan(loader)
+    plan = check_plan(loader)
     keyed = loader.next_epoch_keys()
     rows = [
         {
@@ -78,7 +80,11 @@ def epoch_dataset(loader: Any, *, ray_remote_args: dict[str, Any] | None = None)
     source.context.raise_original_map_exception = True  # an unreadable image: the loader's error
     dataset = ray.put(loader.plan.dataset)
     epoch = source.map_batches(
-        read_batches, batch_size=1, fn_args=(dataset,), **(ray_remote_args or {})
+        read_batches,
+        batch_size=1,
+        fn_args=(dataset,),
+        fn_kwargs={"skipping": plan.skipping},
+        **(ray_remote_args or {}),
     )
     _EPOCHS[epoch] = keyed
     return epoch
@@ -111,8 +117,6 @@ def check_plan(loader: Any) -> WorkerPlan:
             "its samples carry no seeds of their own; a fastload dataset with "
             'seeding="sample" (the default) draws the same wherever it is read'
         )
-    elif plan.skipping:
-        why = 'on_error="skip" is not carried to Ray yet; use on_error="raise"'
     elif plan.deferred:
         why = "batch ops that draw per sample in the workers are not carried to Ray yet"
     elif plan.then is not None or loader.collate_fn is not default_collate:
@@ -122,11 +126,19 @@ def check_plan(loader: Any) -> WorkerPlan:
     return plan
 
 
-def read_batches(rows: dict[str, np.ndarray], dataset: Any) -> dict[str, np.ndarray]:
+def read_batches(
+    rows: dict[str, np.ndarray], dataset: Any, *, skipping: bool = False
+) -> dict[str, np.ndarray]:
     """A Ray task's work: each row's batch read and decoded as the loader's workers read it
-    (its keys, their seeds, torch's ``default_collate``), as numpy columns."""
+    (its keys, their seeds, torch's ``default_collate``), as numpy columns.
+
+    With ``skipping`` (``on_error="skip"``), the unreadable samples leave the batch and two
+    columns more say what was dropped: ``skipped`` (on a batch's first row, its unreadable
+    files as JSON ``[[path, reason], ...]``; empty elsewhere) and ``kept`` (``False`` only on
+    the one placeholder row of a batch whose every sample was unreadable).
+    """
     reader = _dataset(dataset)
-    columns: dict[str, list[np.ndarray]] = {}
+    parts: list[dict[str, np.ndarray]] = []
     for k in range(len(rows["batch"])):
         keys = KeyedBatch(
             (
@@ -136,15 +148,30 @@ def read_batches(rows: dict[str, np.ndarray], dataset: Any) -> dict[str, np.ndar
             int(rows["batch_seed"][k]),
         )
         getitems = getattr(reader, "__getitems__", None)
-        samples = getitems(keys) if getitems is not None else [reader[i] for i in keys]
-        for name, values in _columns(default_collate(list(samples))).items():
-            columns.setdefault(name, []).append(values)
-        size = len(keys)
-        columns.setdefault("batch", []).append(np.full(size, int(rows["batch"][k]), np.int64))
-        columns.setdefault("batch_seed", []).append(
-            np.full(size, int(rows["batch_seed"][k]), np.int64)
-        )
-    return {name: np.concatenate(parts) for name, parts in columns.items()}
+        samples = list(getitems(keys) if getitems is not None else (reader[i] for i in keys))
+        part = _batch_columns(samples, skipping=skipping)
+        size = len(part["image"])
+        part["batch"] = np.full(size, int(rows["batch"][k]), np.int64)
+        part["batch_seed"] = np.full(size, int(rows["batch_seed"][k]), np.int64)
+        parts.append(part)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+
+def _batch_columns(samples: list[Any], *, skipping: bool) -> dict[str, np.ndarray]:
+    """One batch's samples, collated, as columns (see :func:`read_batches`)."""
+    if not skipping:
+        return _columns(default_collate(samples))
+    good = [s for s in samples if not isinstance(s, Skipped)]
+    dropped = [[s.path, s.reason] for s in samples if isinstance(s, Skipped)]
+    if good:
+        columns = _columns(default_collate(good))
+        kept = np.ones(len(good), bool)
+    else:  # nothing to collate: one row that only carries the report
+        columns = {"image": np.zeros((1, 1, 1, 1), np.uint8), "label": np.zeros(1, np.int64)}
+        kept = np.zeros(1, bool)
+    report = np.full(len(kept), "", dtype=object)
+    report[0] = json.dumps(dropped) if dropped else ""
+    return {**columns, "kept": kept, "skipped": report}
 
 
 def _dataset(ref: Any) -> Any:

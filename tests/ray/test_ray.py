@@ -125,6 +125,44 @@ def test_an_epoch_stopped_on_ray_resumes_exactly_in_another_loader(
     assert_same_batches(got, expected)
 
 
+def test_unreadable_images_skipped_on_ray_as_the_loader_skips_them(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    """``on_error="skip"``: the same batches as the loader's (a batch whose every file is
+    unreadable dropped whole), the same files recorded, the same warning, and a state taken
+    after the dropped batch that the loader's own pass would give there."""
+    photos = make_image_folder(tmp_path / "set", images=11, classes=2)
+    files = sorted(photos.rglob("*.jpg"))
+    for broken in (files[1], files[3], files[4], files[5]):  # the second batch of 3: all
+        broken.write_bytes(broken.read_bytes()[:200])
+
+    def loader() -> fastload.DataLoader:
+        dataset = fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)]), on_error="skip")
+        return fastload.DataLoader(dataset, batch_size=3, batch_transforms=gpu.Normalize(MEAN, STD))
+
+    theirs, ours = loader(), loader()
+    with pytest.warns(UserWarning, match="skipped 4 unreadable") as expected_warning:
+        expected = list(theirs)
+    with pytest.warns(UserWarning, match="skipped 4 unreadable") as our_warning:
+        got = list(fastload.ray.batches(fastload.ray.epoch_dataset(ours), ours))
+    assert str(our_warning[0].message) == str(expected_warning[0].message)
+    assert [len(images) for images, _ in got] == [2, 3, 2]  # 3 batches of 4: one dropped
+    assert_same_batches(got, expected)
+    assert ours.dataset.bad_files == theirs.dataset.bad_files
+    assert set(ours.dataset.bad_files) == {str(files[k]) for k in (1, 3, 4, 5)}
+
+    theirs, ours = loader(), loader()
+    torch_pass = iter(theirs)
+    ray_pass = fastload.ray.batches(fastload.ray.epoch_dataset(ours), ours)
+    for _ in range(2):  # the first batch, then the third (the second was dropped)
+        next(torch_pass), next(ray_pass)
+    mine, expected_state = ours.state_dict()["epochs"], theirs.state_dict()["epochs"]
+    assert mine.keys() == expected_state.keys()
+    for name, value in expected_state.items():
+        assert repr(mine[name]) == repr(value), name
+    ray_pass.close()
+
+
 class DiesOnce:
     """A target transform that kills the process running it the first time it runs anywhere
     (a file marks that it did): a Ray worker lost mid-epoch."""
@@ -190,10 +228,6 @@ def test_loaders_it_cannot_run_yet_are_one_error_naming_why(local_ray: Any, phot
     dataset = fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)]))
     cases = {
         "samples carry no seeds": fastload.DataLoader(dataset, batch_size=4, seeding="worker"),
-        "on_error": fastload.DataLoader(
-            fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)]), on_error="skip"),
-            batch_size=4,
-        ),
         "collate_fn of its own": fastload.DataLoader(
             dataset, batch_size=4, collate_fn=lambda samples: samples
         ),
@@ -217,8 +251,9 @@ def test_regroup_makes_the_loaders_batches_from_any_blocks() -> None:
         {name: values[a:b] for name, values in rows.items()} for a, b in ((0, 2), (2, 4), (4, 8))
     ]
     out = list(regroup(iter(blocks)))
-    assert [seed for _, seed in out] == [100, 101, 102]
-    assert [batch[1].tolist() for batch, _ in out] == [[0, 10, 20], [30, 40], [50, 60, 70]]
+    assert [seed for _, seed, _ in out] == [100, 101, 102]
+    assert [batch[1].tolist() for batch, _, _ in out] == [[0, 10, 20], [30, 40], [50, 60, 70]]
+    assert all(dropped == [] for _, _, dropped in out)
 
 
 def _train_loop(config: dict[str, Any]) -> None:
