@@ -15,7 +15,8 @@ from fastload.errors import ImageDecodeError
 from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
 from fastload.loader.plan import WorkerPlan
 from fastload.prefetch import CUDAPrefetcher
-from fastload.ray.reading import check_plan, epoch_of
+from fastload.ray.reading import check_plan, epoch_of, import_ray
+from fastload.ray.watch import Watch
 from fastload.skipping import Collated, Skipped, SkipReport
 
 __all__ = ["batches", "regroup", "unwrapped"]
@@ -31,7 +32,9 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
     pinned memory on the prefetcher's side stream, as the loader runs them. Each batch handed
     out counts for ``loader.state_dict()`` when ``source`` is an epoch made in this process,
     so that a loader made the same way resumes the rest of the epoch with
-    ``load_state_dict`` and :func:`fastload.ray.epoch_dataset`.
+    ``load_state_dict`` and :func:`fastload.ray.epoch_dataset`. While such an epoch waits
+    because no live node offers what its decoding tasks ask for (the nodes that did were
+    lost), a :class:`~fastload.ray.watch.StarvedEpochWarning` says so.
 
     Args:
         source: A Ray ``Dataset`` or ``DataIterator`` (``ray.train.get_dataset_shard``).
@@ -39,10 +42,15 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
         device: Where batches are delivered: ``None`` or ``"cpu"``, or a CUDA device.
     """
     plan = check_plan(loader)
-    epoch = epoch_of(source)
-    on_drop = epoch.dropped if epoch is not None else None
+    ours = epoch_of(source)
+    epoch, watch = None, None
+    if ours is not None:
+        epoch, watch = ours[0], Watch(ours[1], import_ray().nodes)
     try:
+        on_drop = epoch.dropped if epoch is not None else None
         for batch in _delivered(source, plan, device, on_drop=on_drop):
+            if watch is not None:
+                watch.progressed()
             if epoch is not None:
                 epoch.delivered()
             yield batch
@@ -51,6 +59,9 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
         if original is None:
             raise
         raise original from exc  # the loader's own error (naming the file), not Ray's wrapper
+    finally:
+        if watch is not None:
+            watch.stop()
     if epoch is not None:
         epoch.finished()
 

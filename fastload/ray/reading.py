@@ -13,6 +13,7 @@ from torch.utils.data import default_collate
 
 from fastload.loader.delivery import EpochKeys
 from fastload.loader.plan import WorkerPlan
+from fastload.ray.watch import needs
 from fastload.sampling import KeyedBatch, SampleKey
 from fastload.skipping import Skipped
 
@@ -21,8 +22,11 @@ __all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches"]
 INSTALL = 'pip install "fastload[ray]"'
 _DATASETS: dict[str, Any] = {}  # in each Ray worker process: the dataset, fetched once
 _KEPT = 4  # datasets kept in a worker (a training and a validation epoch at once, and the next)
-# in the process that made them: each epoch's Ray Dataset, and its keys that count deliveries
-_EPOCHS: weakref.WeakKeyDictionary[Any, EpochKeys] = weakref.WeakKeyDictionary()
+# in the process that made them: each epoch's Ray Dataset, its keys that count deliveries and
+# what its decoding tasks ask a node for
+_EPOCHS: weakref.WeakKeyDictionary[Any, tuple[EpochKeys, dict[str, float]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def import_ray() -> Any:
@@ -86,14 +90,15 @@ def epoch_dataset(loader: Any, *, ray_remote_args: dict[str, Any] | None = None)
         fn_kwargs={"skipping": plan.skipping},
         **(ray_remote_args or {}),
     )
-    _EPOCHS[epoch] = keyed
+    _EPOCHS[epoch] = (keyed, needs(ray_remote_args))
     return epoch
 
 
-def epoch_of(source: Any) -> EpochKeys | None:
-    """The keys of the epoch :func:`epoch_dataset` made ``source`` for in this process (they
-    count what is delivered, for the loader's ``state_dict``); ``None`` for anything else (a
-    training worker's share of a dataset made elsewhere)."""
+def epoch_of(source: Any) -> tuple[EpochKeys, dict[str, float]] | None:
+    """For a Ray Dataset :func:`epoch_dataset` made in this process: the epoch's keys (they
+    count what is delivered, for the loader's ``state_dict``) and what its decoding tasks ask
+    a node for (:func:`fastload.ray.watch.needs`); ``None`` for anything else (a training
+    worker's share of a dataset made elsewhere)."""
     try:
         return _EPOCHS.get(source)
     except TypeError:  # not hashable: not one of ours
