@@ -15,7 +15,7 @@ from fastload.errors import ImageDecodeError
 from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
 from fastload.loader.plan import WorkerPlan
 from fastload.prefetch import CUDAPrefetcher
-from fastload.ray.reading import check_plan, epoch_of, import_ray
+from fastload.ray.reading import check_plan, epoch_of, import_ray, task_stage
 from fastload.ray.watch import Watch
 from fastload.skipping import Collated, Skipped, SkipReport
 
@@ -28,8 +28,9 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
 
     Each batch is ``images`` (or ``(images, labels)``), with the loader's batch ops (its
     ``batch_transforms`` and what ``accelerate`` moved to batches) applied under the batch's
-    own seed: on the CPU here, or with a CUDA ``device`` after a ``non_blocking`` copy from
-    pinned memory on the prefetcher's side stream, as the loader runs them. Each batch handed
+    own seed where the loader applies them: for a loader on the CPU, in the Ray tasks (as its
+    workers do); for one on a CUDA device, there, after a ``non_blocking`` copy from pinned
+    memory on the prefetcher's side stream (Ray then carries uint8). Each batch handed
     out counts for ``loader.state_dict()`` when ``source`` is an epoch made in this process,
     so that a loader made the same way resumes the rest of the epoch with
     ``load_state_dict`` and :func:`fastload.ray.epoch_dataset`. While such an epoch waits
@@ -39,7 +40,8 @@ def batches(source: Any, loader: Any, *, device: Any = None) -> Iterator[Any]:
     Args:
         source: A Ray ``Dataset`` or ``DataIterator`` (``ray.train.get_dataset_shard``).
         loader: The loader the dataset was made from (or one made the same way).
-        device: Where batches are delivered: ``None`` or ``"cpu"``, or a CUDA device.
+        device: Where batches are delivered: a CUDA device, or ``"cpu"``. Default: the
+            loader's ``device``.
     """
     plan = check_plan(loader)
     ours = epoch_of(source)
@@ -84,17 +86,21 @@ def _delivered(
 ) -> Iterator[Any]:
     has_ops = plan.batch_ops is not None or plan.channels_last
     stage = BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
-    blocks = source.iter_batches(batch_size=None, batch_format="numpy")
+    grouped = regroup(source.iter_batches(batch_size=None, batch_format="numpy"))
+    if task_stage(plan) is not None:  # the tasks ran the batch ops, as the loader's workers do
+        stage = None
+        if plan.channels_last:
+            grouped = ((_channels_last(b), seed, dropped) for b, seed, dropped in grouped)
     tagged: Iterator[Tagged]
     if plan.skipping:  # what was dropped is recorded and reported as the loader does
         collated = (
             Collated(None if batch is None else Tagged(batch, seed), dropped)
-            for batch, seed, dropped in regroup(blocks)
+            for batch, seed, dropped in grouped
         )
         tagged = SkipReport(collated, plan.dataset, on_drop=on_drop)
     else:
-        tagged = (Tagged(batch, seed) for batch, seed, _ in regroup(blocks))
-    where = resolve_device(device)
+        tagged = (Tagged(batch, seed) for batch, seed, _ in grouped)
+    where = plan.device if device is None else resolve_device(device)
     if where is None or where.type != "cuda":
         for item in tagged:
             yield item.batch if stage is None else stage(item.batch, seed=item.seed)
@@ -150,3 +156,13 @@ def _batch(pieces: list[dict[str, np.ndarray]]) -> tuple[Any, int, list[Skipped]
     if "label" in pieces[0]:
         return [images, tensor("label")], seed, dropped
     return images, seed, dropped
+
+
+def _channels_last(batch: Any) -> Any:
+    """A batch whose images came as N x H x W x C arrays, as channels-last N x C x H x W
+    tensors (a view)."""
+    if batch is None:
+        return None
+    if isinstance(batch, list):
+        return [batch[0].permute(0, 3, 1, 2), *batch[1:]]
+    return batch.permute(0, 3, 1, 2)

@@ -11,13 +11,14 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from fastload.gpu.stage import BatchStage
 from fastload.loader.delivery import EpochKeys
 from fastload.loader.plan import WorkerPlan
 from fastload.ray.watch import needs
 from fastload.sampling import KeyedBatch, SampleKey
 from fastload.skipping import Skipped
 
-__all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches"]
+__all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches", "task_stage"]
 
 INSTALL = 'pip install "fastload[ray]"'
 _DATASETS: dict[str, Any] = {}  # in each Ray worker process: the dataset, fetched once
@@ -80,14 +81,18 @@ def epoch_dataset(loader: Any, *, ray_remote_args: dict[str, Any] | None = None)
         for number, keys in enumerate(keyed)
     ]
     source = ray.data.from_items(rows, override_num_blocks=max(1, len(rows)))
-    source.context.execution_options.preserve_order = True  # the loader's order, batch by batch
-    source.context.raise_original_map_exception = True  # an unreadable image: the loader's error
+    context = source.context
+    context.execution_options.preserve_order = True  # the loader's order, batch by batch
+    context.raise_original_map_exception = True  # an unreadable image: the loader's error
+    # Ray Data reserves part of the CPUs for each operator; here the input is ready at once
+    # and the decoding is the only work, which the reservation held to half the CPUs
+    context.op_resource_reservation_enabled = False
     dataset = ray.put(loader.plan.dataset)
     epoch = source.map_batches(
         read_batches,
         batch_size=1,
         fn_args=(dataset,),
-        fn_kwargs={"skipping": plan.skipping},
+        fn_kwargs={"skipping": plan.skipping, "stage": task_stage(plan)},
         **(ray_remote_args or {}),
     )
     _EPOCHS[epoch] = (keyed, needs(ray_remote_args))
@@ -131,11 +136,25 @@ def check_plan(loader: Any) -> WorkerPlan:
     return plan
 
 
+def task_stage(plan: WorkerPlan) -> BatchStage | None:
+    """The batch ops the decoding tasks run, as the loader's workers run them: all of them
+    for a loader on the CPU, none for one on a CUDA device (they run there, after the copy,
+    and Ray carries uint8)."""
+    if plan.cuda or (plan.batch_ops is None and not plan.channels_last):
+        return None
+    return BatchStage(plan.batch_ops, channels_last=plan.channels_last)
+
+
 def read_batches(
-    rows: dict[str, np.ndarray], dataset: Any, *, skipping: bool = False
+    rows: dict[str, np.ndarray],
+    dataset: Any,
+    *,
+    skipping: bool = False,
+    stage: BatchStage | None = None,
 ) -> dict[str, np.ndarray]:
     """A Ray task's work: each row's batch read and decoded as the loader's workers read it
-    (its keys, their seeds, torch's ``default_collate``), as numpy columns.
+    (its keys, their seeds, torch's ``default_collate``, then ``stage`` under the batch's
+    seed), as numpy columns; channels-last images as N x H x W x C arrays.
 
     With ``skipping`` (``on_error="skip"``), the unreadable samples leave the batch and two
     columns more say what was dropped: ``skipped`` (on a batch's first row, its unreadable
@@ -154,7 +173,7 @@ def read_batches(
         )
         getitems = getattr(reader, "__getitems__", None)
         samples = list(getitems(keys) if getitems is not None else (reader[i] for i in keys))
-        part = _batch_columns(samples, skipping=skipping)
+        part = _batch_columns(samples, skipping, stage, int(rows["batch_seed"][k]))
         size = len(part["image"])
         part["batch"] = np.full(size, int(rows["batch"][k]), np.int64)
         part["batch_seed"] = np.full(size, int(rows["batch_seed"][k]), np.int64)
@@ -162,14 +181,24 @@ def read_batches(
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
-def _batch_columns(samples: list[Any], *, skipping: bool) -> dict[str, np.ndarray]:
-    """One batch's samples, collated, as columns (see :func:`read_batches`)."""
+def _batch_columns(
+    samples: list[Any], skipping: bool, stage: BatchStage | None, seed: int
+) -> dict[str, np.ndarray]:
+    """One batch's samples, collated and through ``stage``, as columns (see
+    :func:`read_batches`)."""
+
+    def collated(good: list[Any]) -> dict[str, np.ndarray]:
+        batch = default_collate(good)
+        if stage is None:
+            return _columns(batch, nhwc=False)
+        return _columns(stage(batch, seed=seed), nhwc=stage.channels_last)
+
     if not skipping:
-        return _columns(default_collate(samples))
+        return collated(samples)
     good = [s for s in samples if not isinstance(s, Skipped)]
     dropped = [[s.path, s.reason] for s in samples if isinstance(s, Skipped)]
     if good:
-        columns = _columns(default_collate(good))
+        columns = collated(good)
         kept = np.ones(len(good), bool)
     else:  # nothing to collate: one row that only carries the report
         columns = {"image": np.zeros((1, 1, 1, 1), np.uint8), "label": np.zeros(1, np.int64)}
@@ -191,18 +220,25 @@ def _dataset(ref: Any) -> Any:
     return _DATASETS[key]
 
 
-def _columns(batch: Any) -> dict[str, np.ndarray]:
-    """A collated batch (an image tensor, or images and int labels) as columns."""
+def _columns(batch: Any, *, nhwc: bool) -> dict[str, np.ndarray]:
+    """A collated batch (an image tensor, or images and int labels) as columns; ``nhwc``:
+    channels-last images as N x H x W x C arrays, without a copy."""
     if isinstance(batch, torch.Tensor):
-        return {"image": batch.numpy()}
+        return {"image": _array(batch, nhwc=nhwc)}
     if (
         isinstance(batch, (list, tuple))
         and len(batch) == 2
         and all(isinstance(part, torch.Tensor) for part in batch)
         and batch[1].ndim == 1
     ):
-        return {"image": batch[0].numpy(), "label": batch[1].numpy()}
+        return {"image": _array(batch[0], nhwc=nhwc), "label": batch[1].numpy()}
     raise TypeError(
         "fastload.ray carries batches of images, or of images and int labels, for now; the "
         f"loader's batches are {type(batch).__name__}"
     )
+
+
+def _array(images: torch.Tensor, *, nhwc: bool) -> np.ndarray:
+    if nhwc:
+        return images.permute(0, 2, 3, 1).contiguous().numpy()
+    return images.numpy()

@@ -61,6 +61,34 @@ def test_an_epoch_on_ray_gives_the_loaders_batches(local_ray: Any, photos: Path)
         assert_same_batches(got, expected)
 
 
+def test_a_cpu_loaders_batch_ops_run_in_the_ray_tasks_as_in_its_workers(
+    local_ray: Any, photos: Path
+) -> None:
+    """A loader on the CPU runs its batch ops in its workers: on Ray, the tasks run them (the
+    blocks carry float32), and channels-last batches come back channels-last, the loader's."""
+
+    def loader() -> fastload.DataLoader:
+        dataset = fastload.ImageFolder(photos, T.Compose([T.RandomResizedCrop(20)]))
+        ops = gpu.Compose([gpu.ColorJitter(0.4, 0.4, 0.4), gpu.Normalize(MEAN, STD)])
+        generator = torch.Generator().manual_seed(3)
+        return fastload.DataLoader(
+            dataset,
+            batch_size=4,
+            shuffle=True,
+            generator=generator,
+            batch_transforms=ops,
+            channels_last=True,
+        )
+
+    theirs, ours = loader(), loader()
+    epoch = fastload.ray.epoch_dataset(ours)
+    got = list(fastload.ray.batches(epoch, ours))
+    assert all(images.is_contiguous(memory_format=torch.channels_last) for images, _ in got)
+    assert_same_batches(got, list(theirs))
+    block = epoch.take_batch(4, batch_format="numpy")["image"]
+    assert block.dtype == np.float32 and block.shape[1:] == (20, 20, 3)  # N x H x W x C
+
+
 def test_an_unchanged_torchvision_pipeline_through_accelerate(local_ray: Any, photos: Path) -> None:
     """torchvision's ImageFolder and train transform, swapped with accelerate=True and each
     sample's own draws (seeding="sample"): the crop fused with decoding in Ray, the conversion
