@@ -11,7 +11,10 @@ own start-up included, as a training epoch pays it):
   ``map`` (RandomResizedCrop, flip, ToTensor, Normalize on each row), ``iter_torch_batches``;
 * ``fastload on Ray``: ``fastload.ray.epoch_dataset`` of a ``fastload.DataLoader`` over
   ``fastload.ImageFolder`` (the crop fused with decoding, in Ray tasks), read back with
-  ``fastload.ray.batches`` (``gpu.Normalize`` on each batch where it is used);
+  ``fastload.ray.batches`` (``gpu.Normalize`` on each batch in the Ray tasks, as the loader's
+  workers run it);
+* ``Ray's, no reserve``: the same with Ray Data's per-operator resource reservation turned
+  off, as ``fastload.ray`` runs its epochs;
 * ``fastload alone``: the same loader iterated on this machine with ``--cpus`` worker processes.
 
 Also each row's memory: the peak, during its epochs, of the summed proportional set size (PSS:
@@ -42,8 +45,9 @@ from fastload import transforms as T
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def rays_pipeline(root: Path, batch_size: int) -> Any:
-    """An epoch of Ray's own pipeline: its batches."""
+def rays_pipeline(root: Path, batch_size: int, *, reservation: bool = True) -> Any:
+    """An epoch of Ray's own pipeline: its batches; ``reservation=False`` with Ray Data's
+    per-operator resource reservation off, as ``fastload.ray`` runs its epochs."""
     import ray
     import torchvision.transforms as TV
     from PIL import Image
@@ -63,7 +67,9 @@ def rays_pipeline(root: Path, batch_size: int) -> Any:
         image = transform(Image.fromarray(row["image"]))
         return {"image": image.numpy(), "label": index[Path(row["path"]).parent.name]}
 
-    dataset = ray.data.read_images(str(root), mode="RGB", include_paths=True).map(prepare)
+    dataset = ray.data.read_images(str(root), mode="RGB", include_paths=True)
+    dataset.context.op_resource_reservation_enabled = reservation
+    dataset = dataset.map(prepare)
     return dataset.iter_torch_batches(batch_size=batch_size, drop_last=False)
 
 
@@ -138,6 +144,7 @@ def main() -> None:
     on_ray, alone = fastload_loader(root, args, 0), fastload_loader(root, args, args.cpus)
     rows = {
         "Ray's pipeline": lambda: rays_pipeline(root, args.batch_size),
+        "Ray's, no reserve": lambda: rays_pipeline(root, args.batch_size, reservation=False),
         "fastload on Ray": lambda: fastload.ray.batches(fastload.ray.epoch_dataset(on_ray), on_ray),
         "fastload alone": lambda: iter(alone),
     }
@@ -165,11 +172,12 @@ def report(
     )
     for name in rates:
         print(
-            f"  {name:<16} {statistics.median(rates[name]):7,.0f} images/s   peak memory "
+            f"  {name:<18} {statistics.median(rates[name]):7,.0f} images/s   peak memory "
             f"{statistics.median(memory[name]):7,.0f} MiB above idle"
         )
     for ours, base in (
         ("fastload on Ray", "Ray's pipeline"),
+        ("fastload on Ray", "Ray's, no reserve"),
         ("fastload on Ray", "fastload alone"),
     ):
         ratios = [a / b for a, b in zip(rates[ours], rates[base], strict=True)]
