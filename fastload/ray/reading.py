@@ -50,10 +50,11 @@ def epoch_dataset(loader: Any, *, ray_remote_args: dict[str, Any] | None = None)
     the state names. Reading it with :func:`fastload.ray.batches` in this process counts what
     is delivered, so that ``loader.state_dict()`` says where the epoch stands.
 
-    The columns: ``image`` (uint8, C x H x W), ``label`` (int64, when the samples have one),
-    ``batch`` (the batch's number in the epoch) and ``batch_seed`` (what its batch ops draw
-    from). The loader's batch ops do not run here: :func:`fastload.ray.batches` runs them
-    where the batches are used.
+    The columns: ``image`` (C x H x W; uint8, or what the batch ops make), ``label`` (int64,
+    when the samples have one), ``batch`` (the batch's number in the epoch) and
+    ``batch_seed`` (what its batch ops draw from). The tasks run the loader's batch ops when
+    its workers would (a loader on the CPU: :func:`task_stage`); for a loader on a CUDA
+    device, :func:`fastload.ray.batches` runs them there.
 
     Args:
         loader: The ``fastload.DataLoader`` whose epoch it is.
