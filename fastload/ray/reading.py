@@ -179,6 +179,8 @@ def read_batches(
         part["batch"] = np.full(size, int(rows["batch"][k]), np.int64)
         part["batch_seed"] = np.full(size, int(rows["batch_seed"][k]), np.int64)
         parts.append(part)
+    if len(parts) == 1:  # the usual task (one batch): no copy of its images
+        return parts[0]
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
