@@ -80,7 +80,11 @@ class Watch:
             if self._progress.is_set():
                 self._progress.clear()
                 continue
-            if not placeable(self.need, self._nodes()) and not self.warned:
+            try:
+                nodes = self._nodes()
+            except Exception:  # Ray shutting down, its GCS gone: nothing sure to say
+                continue
+            if not placeable(self.need, nodes) and not self.warned:
                 self.warned = True
                 warnings.warn(
                     f"fastload.ray: the epoch is waiting: no live Ray node offers what its "

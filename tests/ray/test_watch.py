@@ -66,3 +66,23 @@ def test_the_watch_is_quiet_while_a_node_can_decode() -> None:
 def test_stopping_ends_the_thread() -> None:
     Watch({"CPU": 1.0}, Listing([node(CPU=1)]), period=0.01).stop()
     assert not [t for t in threading.enumerate() if t.name == "fastload-ray-watch"]
+
+
+def test_a_cluster_that_cannot_be_asked_is_not_warned_about() -> None:
+    """Ray's node listing failing (its GCS gone) neither warns nor ends the watch: it asks
+    again the next period."""
+    calls: list[int] = []
+    again = threading.Event()
+
+    def gone() -> list[dict[str, Any]]:
+        calls.append(1)
+        if len(calls) == 2:
+            again.set()
+        raise ConnectionError("the GCS is gone")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        watch = Watch({"CPU": 1.0}, gone, period=0.01)
+        assert again.wait(timeout=60)
+        watch.stop()
+    assert caught == [] and not watch.warned
