@@ -36,6 +36,7 @@ __all__ = [
     "new_shared_storage",
     "parameter_max",
     "pin_memory",
+    "pins_in_thread",
     "sample_dirichlet",
     "storage_use_count",
     "tv_tensor_wrapped",
@@ -117,6 +118,14 @@ def tv_tensor_wrapped(dataset: Any) -> tuple[Any, Any] | None:
     if not isinstance(dataset, VisionDatasetTVTensorWrapper):
         return None
     return dataset._dataset, dataset._target_keys
+
+
+def pins_in_thread(loader: Any) -> bool:
+    """Whether torch's multiprocessing iterator of ``loader`` pins its batches in a thread of
+    its own (``pin_memory`` and an accelerator, as torch decides)."""
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6+; CUDA alone before
+    available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+    return bool(loader.pin_memory and available)
 
 
 def new_shared_storage(nbytes: int) -> torch.UntypedStorage:

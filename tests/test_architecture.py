@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.transforms",
         "fastload.drawing",
         "fastload.buffers",
+        "fastload.shared_buffers",
         "fastload.sampling",
         "fastload.gpu.functional",
         "fastload.gpu.policy_ops",

@@ -22,6 +22,7 @@ from fastload.compat import (
     MP_STATUS_CHECK_INTERVAL,
     MultiProcessingDataLoaderIter,
     SingleProcessDataLoaderIter,
+    pins_in_thread,
 )
 from fastload.gpu.stage import BatchStage, DeviceStage
 from fastload.loader.collate import collate_chain
@@ -30,6 +31,7 @@ from fastload.loader.plan import WorkerPlan
 from fastload.loader.threads import ThreadWorkersIter
 from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler
+from fastload.shared_buffers import Returns, RingInit, SlotTable
 from fastload.skipping import SkipReport
 
 __all__ = ["WorkerPath", "dead_workers"]
@@ -97,6 +99,8 @@ class WorkerPath:
             keyed=plan.keyed,
             drawn=plan.deferred,
         )
+        if not plan.threads:
+            arguments["worker_init_fn"] = RingInit(loader.worker_init_fn)
         kind = _ThreadsLoader if plan.threads else _TorchLoader
         self.torch_loader = kind(plan.dataset, **arguments)
 
@@ -163,9 +167,21 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
 
 
 class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
+    def __init__(self, loader: Any) -> None:
+        # each iterator's workers get slots of their own (fastload.shared_buffers), where the
+        # main thread sees every batch as it arrives: not through torch's pin-memory thread
+        self._returns: Returns | None = None
+        init = loader.worker_init_fn
+        if isinstance(init, RingInit):
+            pinning = pins_in_thread(loader)
+            fds = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
+            init.table = SlotTable(loader.num_workers) if fds and not pinning else None
+            self._returns = Returns(init.table) if init.table is not None else None
+        super().__init__(loader)
+
     def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
         try:
-            return super()._try_get_data(timeout)
+            got, data = super()._try_get_data(timeout)
         except (ConnectionError, EOFError) as exc:
             # a batch whose worker died while it was being received: torch looks for dead
             # workers before the kernel has reaped this one, and lets the socket error through
@@ -173,6 +189,9 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
             if died is None:
                 raise
             raise died from exc
+        if got and self._returns is not None:
+            self._returns.received(data)
+        return got, data
 
 
 def dead_workers(workers: list[Any], *, wait: float = 5.0) -> RuntimeError | None:

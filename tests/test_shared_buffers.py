@@ -1,0 +1,133 @@
+"""Worker processes' batch memory reused once the main process lets go of it, never before."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+import fastload
+from fastload import gpu
+from fastload.shared_buffers import SLOTS
+
+MEAN, STD = (0.5, 0.25, 0.125), (0.5, 0.5, 0.25)
+
+
+class Ramps(Dataset):
+    """uint8 images whose every pixel depends on the index: a batch shows where it came from."""
+
+    def __len__(self) -> int:
+        return 96
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        base = torch.arange(3 * 16 * 16, dtype=torch.int64).view(3, 16, 16)
+        return ((base * 7 + i * 31) % 256).to(torch.uint8), i
+
+
+def _expected(batch_size: int = 4) -> list[torch.Tensor]:
+    data = Ramps()
+    images = torch.stack([data[i][0] for i in range(len(data))]).float() / 255
+    mean, std = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
+    return list(((images - mean) / std).split(batch_size))
+
+
+def _loader(**options: object) -> fastload.DataLoader:
+    return fastload.DataLoader(
+        Ramps(),
+        batch_size=4,
+        num_workers=2,
+        batch_transforms=gpu.Normalize(MEAN, STD),
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def _storage(batch: torch.Tensor) -> int:
+    """The shared memory file a batch came in (its inode: addresses are reused by mmap)."""
+    fd, _ = batch.untyped_storage()._share_fd_cpu_()
+    return os.fstat(fd).st_ino
+
+
+def test_batches_dropped_at_once_are_written_again_in_the_same_memory() -> None:
+    addresses = []
+    for (images, _), want in zip(_loader(), _expected(), strict=True):
+        torch.testing.assert_close(images, want)
+        addresses.append(_storage(images))
+    assert len(set(addresses)) <= 2 * SLOTS < len(addresses)
+
+
+def test_batches_and_views_the_consumer_holds_are_never_overwritten() -> None:
+    held, views = [], []
+    for k, (images, _) in enumerate(_loader()):
+        if k % 2:
+            held.append((k, images))  # whole batches kept to the end
+        else:
+            views.append((k, images[1:]))  # only a view of the batch kept
+    want = _expected()
+    for k, images in held:
+        torch.testing.assert_close(images, want[k])
+    for k, view in views:
+        torch.testing.assert_close(view, want[k][1:])
+
+
+def test_two_iterators_of_one_loader_at_once_keep_each_others_batches() -> None:
+    # the first lets go of every batch, the second holds all of its own: a slot freed by the
+    # first must not free the second's batch in the worker of the same id
+    loader = _loader()
+    first, second = iter(loader), iter(loader)
+    held = []
+    for (a, _), (b, _) in zip(first, second, strict=True):
+        del a
+        held.append(b)
+    for images, want in zip(held, _expected(), strict=True):
+        torch.testing.assert_close(images, want)
+
+
+def test_persistent_workers_keep_their_memory_across_epochs() -> None:
+    loader = _loader(persistent_workers=True)
+    seen = [[_storage(images) for images, _ in loader] for _ in range(2)]
+    assert set(seen[1]) & set(seen[0])  # the second epoch writes the first's memory again
+    held = list(loader)
+    for (images, _), want in zip(held, _expected(), strict=True):
+        torch.testing.assert_close(images, want)
+
+
+def _note_worker(worker_id: int) -> None:
+    info = torch.utils.data.get_worker_info()
+    assert info is not None
+    Path(info.dataset.folder, f"worker-{worker_id}").touch()  # type: ignore[attr-defined]
+
+
+class NotedRamps(Ramps):
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+
+def test_spawned_workers_reuse_memory_and_run_the_users_worker_init_fn(tmp_path: Path) -> None:
+    loader = fastload.DataLoader(
+        NotedRamps(tmp_path),
+        batch_size=4,
+        num_workers=2,
+        batch_transforms=gpu.Normalize(MEAN, STD),
+        multiprocessing_context="spawn",
+        worker_init_fn=_note_worker,
+    )
+    addresses = []
+    for (images, _), want in zip(loader, _expected(), strict=True):
+        torch.testing.assert_close(images, want)
+        addresses.append(_storage(images))
+    assert len(set(addresses)) <= 2 * SLOTS < len(addresses)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker-0", "worker-1"]
+
+
+def test_batches_come_out_right_under_the_file_system_sharing_strategy() -> None:
+    # the ring is for file descriptors only: under this strategy batches are made anew
+    before = torch.multiprocessing.get_sharing_strategy()
+    torch.multiprocessing.set_sharing_strategy("file_system")
+    try:
+        held = [images for images, _ in _loader()]
+    finally:
+        torch.multiprocessing.set_sharing_strategy(before)
+    for images, want in zip(held, _expected(), strict=True):
+        torch.testing.assert_close(images, want)
