@@ -34,12 +34,15 @@ import torch
 
 from fastload import compat
 
-__all__ = ["Returns", "RingInit", "SlotTable", "WorkerRing", "current", "take"]
+__all__ = ["Returns", "RingInit", "SlotTable", "WorkerRing", "current", "take", "take_storage"]
 
-SLOTS = 4  # a worker's batches in torch's queue (its prefetch), with the consumer, and one spare
+# A worker's storages in flight: its batches in torch's queue (its prefetch), those with the
+# consumer, one spare; times the images of a batch where each sample's image has a storage of
+# its own (detection's lists). A slot's storage is made only once every lower slot is out.
+SLOTS = 24
 _TAIL = 16  # bytes past the batch: the table's id, then the worker and slot (two int64)
 _ALIGN = 64
-_FREE, _OUT = 0, 1
+_FREE, _OUT, _DROPPED = 0, 1, 2  # _DROPPED: free, and the worker no longer keeps its storage
 _use_count = compat.storage_use_count()  # None: nothing is reused
 _RING: WorkerRing | None = None  # this worker process's ring, once installed
 
@@ -70,21 +73,36 @@ class WorkerRing:
         self.ring_id, self.worker = table.ring_id, worker
         self._states = table.states[worker].numpy()
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
+        self._taken = 0
+        self._last = [0] * len(self._states)  # when each slot was last taken
 
     def take(self, nbytes: int) -> torch.UntypedStorage | None:
         """A shared storage of at least ``nbytes`` (and the tag after them), marked out; ``None``
         when every slot is out."""
+        self._taken += 1
+        self._drop_idle()
         for slot, state in enumerate(self._states):
-            if state != _FREE:
+            if state == _OUT:
                 continue
             storage = self._kept[slot]
             if storage is not None and not _local_only(storage):
                 continue  # still held in this process (its send not finished)
             if storage is None or storage.nbytes() - _TAIL < nbytes:
                 storage = self._kept[slot] = self._new(nbytes, slot)
-            self._states[slot] = _OUT
+            self._states[slot], self._last[slot] = _OUT, self._taken
             return storage
         return None
+
+    def _drop_idle(self) -> None:
+        """Let go of the storages of free slots not taken lately: they were made while the
+        consumer held many batches, and would otherwise stay for the iterator's life."""
+        idle = 2 * len(self._states)
+        for slot, storage in enumerate(self._kept):
+            if storage is None or self._states[slot] != _FREE:
+                continue
+            if self._taken - self._last[slot] > idle and _local_only(storage):
+                self._kept[slot] = None
+                self._states[slot] = _DROPPED  # the main process lets go of its mapping too
 
     def _new(self, nbytes: int, slot: int) -> torch.UntypedStorage:
         payload = -(-nbytes // _ALIGN) * _ALIGN
@@ -107,13 +125,17 @@ def _local_only(storage: torch.UntypedStorage, owners: int = 1) -> bool:
     return bool(_use_count(compat.storage_handle(storage)) <= owners)
 
 
-def take(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:
-    """A tensor of ``shape`` and ``dtype`` in this worker's ring (uninitialised), or ``None``
+def take_storage(nbytes: int) -> torch.UntypedStorage | None:
+    """A storage of at least ``nbytes`` in this worker's ring (uninitialised), or ``None``
     where there is no ring (not a worker process of a fastload loader) or no free slot."""
-    if _RING is None:
-        return None
+    return _RING.take(nbytes) if _RING is not None else None
+
+
+def take(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:
+    """A contiguous tensor of ``shape`` and ``dtype`` in this worker's ring (uninitialised), or
+    ``None`` as for :func:`take_storage`."""
     itemsize = torch.empty(0, dtype=dtype).element_size()
-    storage = _RING.take(math.prod(shape) * itemsize)
+    storage = take_storage(math.prod(shape) * itemsize)
     if storage is None:
         return None
     flat = torch.empty(0, dtype=dtype).set_(storage, 0, (math.prod(shape),))  # type: ignore[call-overload]
@@ -167,6 +189,9 @@ class Returns:
         for key in [key for key in self._out if _local_only(self._kept[key])]:
             self._out.discard(key)
             self._states[key] = _FREE
+        for key in [key for key in self._kept if key not in self._out]:
+            if self._states[key] == _DROPPED:
+                del self._kept[key]
         for storage in _shared_storages(data):
             nbytes = storage.nbytes()
             if nbytes < _TAIL or nbytes % 8:
