@@ -39,6 +39,7 @@ __all__ = [
     "pins_in_thread",
     "sample_dirichlet",
     "storage_use_count",
+    "turbojpeg_warnings_raise",
     "tv_tensor_wrapped",
     "v2_augmentation_space",
     "v2_policies",
@@ -126,6 +127,19 @@ def pins_in_thread(loader: Any) -> bool:
     accelerator = getattr(torch, "accelerator", None)  # torch 2.6+; CUDA alone before
     available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
     return bool(loader.pin_memory and available)
+
+
+def turbojpeg_warnings_raise(handle: Any) -> bool:
+    """Make a PyTurboJPEG ``TurboJPEG`` handle raise ``OSError`` where libjpeg-turbo reports a
+    warning (a truncated or corrupt stream) instead of calling ``warnings.warn``: PyTurboJPEG
+    warns only when it can tell warnings from errors (its private error-code function, read
+    here), and catching a warning takes ``warnings.catch_warnings``, which changes the
+    process's filters for every thread. ``False`` where this PyTurboJPEG lacks it."""
+    name = "_TurboJPEG__get_error_code"
+    if not hasattr(handle, name):
+        return False
+    setattr(handle, name, None)
+    return True
 
 
 def new_shared_storage(nbytes: int) -> torch.UntypedStorage:

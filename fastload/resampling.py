@@ -11,8 +11,8 @@ render them.
 
 from __future__ import annotations
 
+import ctypes
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -255,12 +255,7 @@ def _resize(
     if antialias and interpolation != "nearest" and (width < cols or height < rows):
         # torch's uint8 channels-last kernel: torchvision's antialiased result, and fast. The
         # output is channels-first in memory, so the batch collate copies it without a transpose.
-        if region.flags.writeable:
-            image = torch.from_numpy(region)
-        else:  # Pillow's arrays are read-only; this kernel only reads its input
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                image = torch.from_numpy(region)
+        image = torch.from_numpy(region if region.flags.writeable else _writable_view(region))
         image = image.permute(2, 0, 1).unsqueeze(0)
         out = torch.nn.functional.interpolate(
             image, size=(height, width), mode=interpolation, antialias=True, align_corners=False
@@ -268,6 +263,26 @@ def _resize(
         return out[0].permute(1, 2, 0).numpy()
     flag = _INTERPOLATION[interpolation]
     return _keep_channels(cv2.resize(region, (width, height), interpolation=flag))
+
+
+# numpy 2 moved it (np.byte_bounds is gone there)
+_byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+
+
+def _writable_view(region: np.ndarray) -> np.ndarray:
+    """A writable array over a read-only one's memory (Pillow's arrays are read-only), for
+    kernels that only read it: torch warns on a read-only array, and silencing that with
+    ``warnings.catch_warnings`` changes the filters of every thread in the process. The view
+    does not keep ``region`` alive: the caller holds it while the view is used."""
+    low, high = _byte_bounds(region)
+    memory = np.ctypeslib.as_array((ctypes.c_uint8 * (high - low)).from_address(low))
+    return np.ndarray(
+        region.shape,
+        region.dtype,
+        buffer=memory,
+        offset=region.ctypes.data - low,
+        strides=region.strides,
+    )
 
 
 def _keep_channels(out: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from fastload import compat
 from fastload._optional import Availability, MissingDependencyError, Requirement, require
 from fastload.backends.base import Backend
 from fastload.backends.registry import register
@@ -79,9 +80,18 @@ class TurboJPEGBackend(Backend):
         import turbojpeg
 
         self._rgb = turbojpeg.TJPF_RGB
+        self._raises = compat.turbojpeg_warnings_raise(self._tj)  # no warnings to catch
 
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
         factor = None if reduce == 1 else (1, reduce)
+        if not self._raises:  # catch_warnings is process-wide: not safe beside other threads
+            return self._decode_catching(data, factor)
+        try:
+            return self._tj.decode(data, pixel_format=self._rgb, scaling_factor=factor)
+        except OSError as exc:
+            raise ValueError(f"libjpeg-turbo: {exc}") from None
+
+    def _decode_catching(self, data: bytes, factor: tuple[int, int] | None) -> np.ndarray:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             array = self._tj.decode(data, pixel_format=self._rgb, scaling_factor=factor)
