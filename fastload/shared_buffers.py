@@ -21,6 +21,13 @@ While every slot is out (the consumer holds many batches), a worker makes its ba
 torch does, so a batch kept is never overwritten. A batch sent on from the main process to a
 third process shares its memory (torch sends shared storages without copying): copy it first
 if the main process may drop it while the other still reads it.
+
+Images of varying sizes (detection's, one storage each) take a free storage that holds them
+with at most as much again to spare, else replace one that does not fit, so that no slot grows
+to the largest image seen; storages not taken lately are let go of. What the ring keeps beside
+the batches in flight costs memory: on detection's multiscale and ssd pipelines (2 workers,
+batch 4) about 115 and 100-200 MB more shared memory at the peak than fresh storages, for
+1.10x their images/s (measured).
 """
 
 from __future__ import annotations
@@ -38,8 +45,8 @@ __all__ = ["Returns", "RingInit", "SlotTable", "WorkerRing", "current", "take", 
 
 # A worker's storages in flight: its batches in torch's queue (its prefetch), those with the
 # consumer, one spare; times the images of a batch where each sample's image has a storage of
-# its own (detection's lists). A slot's storage is made only once every lower slot is out.
-SLOTS = 24
+# its own (detection's lists). A storage is made only when no free one will do.
+SLOTS = 16
 _TAIL = 16  # bytes past the batch: the table's id, then the worker and slot (two int64)
 _ALIGN = 64
 _FREE, _OUT, _DROPPED = 0, 1, 2  # _DROPPED: free, and the worker no longer keeps its storage
@@ -74,29 +81,46 @@ class WorkerRing:
         self._states = table.states[worker].numpy()
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
         self._taken = 0
-        self._last = [0] * len(self._states)  # when each slot was last taken
+        self._last = [0] * len(self._states)  # when (in takes handed out) each was last taken
 
     def take(self, nbytes: int) -> torch.UntypedStorage | None:
         """A shared storage of at least ``nbytes`` (and the tag after them), marked out; ``None``
         when every slot is out."""
-        self._taken += 1
         self._drop_idle()
+        slot, fits = self._choose(nbytes)
+        if slot is None:
+            return None
+        storage = self._kept[slot]
+        if storage is None or not fits:
+            storage = self._kept[slot] = self._new(nbytes, slot)
+        self._taken += 1
+        self._states[slot], self._last[slot] = _OUT, self._taken
+        return storage
+
+    def _choose(self, nbytes: int) -> tuple[int | None, bool]:
+        """The free slot to write ``nbytes`` in, and whether its storage fits them: one whose
+        storage holds them with at most as much again to spare; else one whose storage does
+        not (it is made anew, at this size: a slot never grows to the largest image seen);
+        else one with no storage yet."""
+        replace = empty = None
         for slot, state in enumerate(self._states):
             if state == _OUT:
                 continue
             storage = self._kept[slot]
-            if storage is not None and not _local_only(storage):
+            if storage is None:
+                empty = slot if empty is None else empty
+                continue
+            if not _local_only(storage):
                 continue  # still held in this process (its send not finished)
-            if storage is None or storage.nbytes() - _TAIL < nbytes:
-                storage = self._kept[slot] = self._new(nbytes, slot)
-            self._states[slot], self._last[slot] = _OUT, self._taken
-            return storage
-        return None
+            if nbytes <= storage.nbytes() - _TAIL <= 2 * nbytes + _ALIGN:
+                return slot, True
+            replace = slot if replace is None else replace
+        return (replace, False) if replace is not None else (empty, False)
 
     def _drop_idle(self) -> None:
         """Let go of the storages of free slots not taken lately: they were made while the
         consumer held many batches, and would otherwise stay for the iterator's life."""
-        idle = 2 * len(self._states)
+        idle = len(self._states)
         for slot, storage in enumerate(self._kept):
             if storage is None or self._states[slot] != _FREE:
                 continue

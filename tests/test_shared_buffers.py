@@ -168,3 +168,19 @@ def test_storages_not_taken_lately_are_let_go_of() -> None:
         assert ring.take(4096) is not None
         table.states[0, 0] = 0
     assert table.states[0].tolist() == [0, 2, 2]  # 2: the main process drops its mapping too
+
+
+def test_a_slot_is_reused_for_sizes_near_its_own_and_never_grows_to_the_largest() -> None:
+    table = SlotTable(1, slots=1)
+    ring = WorkerRing(table, 0)
+    large = ring.take(1 << 20)
+    assert large is not None
+    address = large.data_ptr()
+    del large
+    table.states[0, 0] = 0
+    near = ring.take(600_000)  # within twice its size: written again
+    assert near is not None and near.data_ptr() == address
+    del near
+    table.states[0, 0] = 0
+    small = ring.take(1000)  # a storage of 1 MiB is not kept for 1,000 bytes
+    assert small is not None and small.nbytes() < 4096
