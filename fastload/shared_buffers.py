@@ -33,6 +33,7 @@ batch 4) about 115 and 100-200 MB more shared memory at the peak than fresh stor
 from __future__ import annotations
 
 import math
+import os
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +42,19 @@ import torch
 
 from fastload import compat
 
-__all__ = ["Returns", "RingInit", "SlotTable", "WorkerRing", "current", "take", "take_storage"]
+__all__ = [
+    "OFF_ENV",
+    "Returns",
+    "RingInit",
+    "SlotTable",
+    "WorkerRing",
+    "current",
+    "enabled",
+    "take",
+    "take_storage",
+]
+
+OFF_ENV = "FASTLOAD_SHARED_RING"  # "0": every batch made anew, as torch makes it
 
 # A worker's storages in flight: its batches in torch's queue (its prefetch), those with the
 # consumer, one spare; times the images of a batch where each sample's image has a storage of
@@ -147,6 +160,13 @@ def _local_only(storage: torch.UntypedStorage, owners: int = 1) -> bool:
     if _use_count is None:
         return False
     return bool(_use_count(compat.storage_handle(storage)) <= owners)
+
+
+def enabled() -> bool:
+    """Whether worker processes keep their batch memory (``FASTLOAD_SHARED_RING`` is not
+    ``"0"``): the memory it keeps beside the batches in flight may matter more than its
+    speed."""
+    return os.environ.get(OFF_ENV, "1").strip() != "0"
 
 
 def take_storage(nbytes: int) -> torch.UntypedStorage | None:

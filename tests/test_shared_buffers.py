@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import torch
 from torch.utils.data import Dataset
 
@@ -184,3 +185,12 @@ def test_a_slot_is_reused_for_sizes_near_its_own_and_never_grows_to_the_largest(
     table.states[0, 0] = 0
     small = ring.take(1000)  # a storage of 1 MiB is not kept for 1,000 bytes
     assert small is not None and small.nbytes() < 4096
+
+
+def test_the_environment_variable_turns_the_ring_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTLOAD_SHARED_RING", "0")
+    addresses = []
+    for (images, _), want in zip(_loader(), _expected(), strict=True):
+        torch.testing.assert_close(images, want)
+        addresses.append(_storage(images))
+    assert len(set(addresses)) == len(addresses)  # a new shared memory file for every batch

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch.utils.data
 
+from fastload import shared_buffers
 from fastload.compat import (
     MP_STATUS_CHECK_INTERVAL,
     MultiProcessingDataLoaderIter,
@@ -173,9 +174,9 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
         self._returns: Returns | None = None
         init = loader.worker_init_fn
         if isinstance(init, RingInit):
-            pinning = pins_in_thread(loader)
             fds = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
-            init.table = SlotTable(loader.num_workers) if fds and not pinning else None
+            ring = shared_buffers.enabled() and fds and not pins_in_thread(loader)
+            init.table = SlotTable(loader.num_workers) if ring else None
             self._returns = Returns(init.table) if init.table is not None else None
         super().__init__(loader)
 
