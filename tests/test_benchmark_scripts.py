@@ -384,3 +384,19 @@ def test_ffcv_peer_says_how_to_get_ffcv_when_it_is_missing(tmp_path: Path) -> No
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "FFCV is not importable" in done.stderr and "ffcv==1.0.2" in done.stderr
+
+
+def test_shared_ring_sets_kept_memory_against_fresh_in_speed_and_memory(tmp_path: Path) -> None:
+    from fastload.synthetic import make_coco
+
+    data = make_image_folder(tmp_path / "set", images=24, classes=2)
+    make_coco(tmp_path / "coco", images=8)
+    args = ["--data", str(data), "--coco", str(tmp_path / "coco"), "--seconds", "0.5"]
+    args += ["--rounds", "1", "--pipelines", "classification float32", "detection multiscale"]
+    doc = run_benchmark(tmp_path, "shared_ring", *args)
+    units = {(row["group"], row["unit"]) for row in doc["rows"] if "ratio" in row}
+    assert units == {
+        (pipeline, unit)
+        for pipeline in ("classification float32", "detection multiscale")
+        for unit in ("images/s", "MiB")
+    }
