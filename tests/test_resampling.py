@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastload.resampling import resample
+from fastload.resampling import View, render, resample
 
 
 @pytest.mark.parametrize("region", [np.s_[:, :], np.s_[5:40, 7:61]])
@@ -56,3 +56,13 @@ def test_threads_resampling_read_only_arrays_leave_the_filters_as_they_were() ->
         for thread in threads:
             thread.join()
         assert list(warnings.filters) == before
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_a_mirrored_view_is_the_mirror_of_the_unmirrored_one(channels: int) -> None:
+    pixels = np.random.default_rng(3).integers(0, 256, (30, 41, channels), dtype=np.uint8)
+    box = (2.0, 3.0, 35.0, 27.0)
+    plain = render(pixels, View(box, 33, 24))
+    mirrored = render(pixels, View(box, 33, 24, mirror=True))
+    assert mirrored.shape == plain.shape and mirrored.flags.c_contiguous
+    np.testing.assert_array_equal(mirrored, plain[:, ::-1])
