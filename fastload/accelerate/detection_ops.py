@@ -26,6 +26,7 @@ from fastload.detection import CocoDetection, SegmentationList
 from fastload.detection.convert import FloatImage
 from fastload.detection.iou_crop import RandomIoUCrop
 from fastload.detection.joint import JointDataset, Undrawn
+from fastload.detection.sanitize import KeepAllFirst
 from fastload.detection.segmentation import TargetFirst
 from fastload.detection.ssd import PhotometricFirst, RandomZoomOut
 from fastload.handover import HandOn
@@ -259,6 +260,13 @@ def _draws_nothing(op: Any) -> bool:
     )
     if type(op) in quiet:
         return True
+    return isinstance(op, KeepAllFirst) or _sanitizes_by_default(op)
+
+
+def _sanitizes_by_default(op: Any) -> bool:
+    """Whether ``op`` is v2's ``SanitizeBoundingBoxes`` finding the labels its default way."""
+    import torchvision.transforms.v2 as v2
+
     return type(op) is v2.SanitizeBoundingBoxes and op.labels_getter == "default"
 
 
@@ -358,6 +366,7 @@ def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
     blockers = ((name_of(rest[0]), AS_WRITTEN),) if rest else ()
     if rest and form in ("uint8", "image") and _converts_to_float32(rest[0], form):
         rest = [FloatImage(rest[0], stacked=stacked), *rest[1:]]
+    rest = [KeepAllFirst(op) if _sanitizes_by_default(op) else op for op in rest]
     # what draws nothing runs outside the draws' lock in thread workers
     rest = [Undrawn(op) if _draws_nothing(op) else op for op in rest]
     return Translated(
