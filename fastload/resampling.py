@@ -357,7 +357,8 @@ def _mirrored(array: np.ndarray) -> np.ndarray:
     OpenCV's flip copies whole pixels with vector instructions; numpy copies a mirror of 3-byte
     pixels element by element, 10x slower (2.9 ms against 0.29 for 800 x 1066 x 3 uint8).
     """
-    if array.dtype in (np.uint8, np.float32) and array.strides[-1] == array.itemsize:
+    cv_layout = array.ndim == 3 and array.strides[-1] == array.itemsize
+    if cv_layout and array.dtype in (np.uint8, np.float32):
         return _keep_channels(cv2.flip(array, 1))
     return np.ascontiguousarray(array[:, ::-1])
 

@@ -36,8 +36,12 @@ class KeepAllFirst:
 
     def _keeps_all(self, target: Any) -> bool:
         from torchvision import tv_tensors
-        from torchvision.transforms.v2.functional import sanitize_bounding_boxes
+        from torchvision.transforms.v2 import functional
 
+        # torchvision 0.20+; before it, the op always runs
+        sanitize_bounding_boxes = getattr(functional, "sanitize_bounding_boxes", None)
+        if sanitize_bounding_boxes is None:
+            return False
         if not isinstance(target, dict) or not all(isinstance(k, str) for k in target):
             return False
         boxes = [v for v in target.values() if isinstance(v, tv_tensors.BoundingBoxes)]
