@@ -66,4 +66,3 @@ def test_a_mirrored_view_is_the_mirror_of_the_unmirrored_one(channels: int) -> N
     mirrored = render(pixels, View(box, 33, 24, mirror=True))
     assert mirrored.shape == plain.shape and mirrored.flags.c_contiguous
     np.testing.assert_array_equal(mirrored, plain[:, ::-1])
-
