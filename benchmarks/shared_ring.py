@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,6 +121,25 @@ def _slice(args: argparse.Namespace, pipeline: str, ring: bool) -> dict[str, flo
     return out
 
 
+def _report(
+    pipeline: str, on: list[dict[str, float]], off: list[dict[str, float]]
+) -> list[dict[str, Any]]:
+    """Print one pipeline's ring-on against ring-off figures; its rows for the JSON."""
+    rows = []
+    for unit, key in (("images/s", "rate"), ("MiB", "shm")):
+        fresh = [f[key] for f in off]
+        rows.append(results_json.row(f"{pipeline}, fresh", fresh, unit=unit, group=pipeline))
+        kept = [f[key] for f in on]
+        rows.append(results_json.row(f"{pipeline}, ring", kept, fresh, unit=unit, group=pipeline))
+    speed, memory = rows[1], rows[3]
+    print(
+        f"{pipeline}: ring {speed['median']:.0f} images/s against {rows[0]['median']:.0f}: "
+        f"{speed['ratio']:.2f}x ({speed['low']:.2f}-{speed['high']:.2f}); shared memory at the "
+        f"peak {memory['median']:.0f} against {rows[2]['median']:.0f} MiB"
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a class-folder JPEG set (default: made here)")
@@ -152,27 +170,7 @@ def main() -> None:
     print(f"{args.workers} worker processes, {args.rounds} interleaved rounds of {args.seconds} s")
     rows = []
     for pipeline in args.pipelines:
-        on, off = figures[(pipeline, True)], figures[(pipeline, False)]
-        ratios = [a["rate"] / b["rate"] for a, b in zip(on, off, strict=True)]
-        shm_on = statistics.median(f["shm"] for f in on)
-        shm_off = statistics.median(f["shm"] for f in off)
-        print(
-            f"{pipeline}: ring {statistics.median(f['rate'] for f in on):.0f} images/s against "
-            f"{statistics.median(f['rate'] for f in off):.0f}: {statistics.median(ratios):.2f}x "
-            f"({min(ratios):.2f}-{max(ratios):.2f}); shared memory at the peak {shm_on:.0f} "
-            f"against {shm_off:.0f} MiB"
-        )
-        base = [f["rate"] for f in off]
-        rows.append(results_json.row(f"{pipeline}, fresh", base, group=pipeline))
-        rows.append(
-            results_json.row(f"{pipeline}, ring", [f["rate"] for f in on], base, group=pipeline)
-        )
-        shm = [f["shm"] for f in off]
-        rows.append(results_json.row(f"{pipeline}, fresh", shm, unit="MiB", group=pipeline))
-        shm_ring = [f["shm"] for f in on]
-        rows.append(
-            results_json.row(f"{pipeline}, ring", shm_ring, shm, unit="MiB", group=pipeline)
-        )
+        rows += _report(pipeline, figures[(pipeline, True)], figures[(pipeline, False)])
     results_json.write(
         args.json,
         benchmark="shared_ring",
