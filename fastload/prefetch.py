@@ -23,7 +23,7 @@ import torch
 
 from fastload.checks import check_int
 from fastload.devices import DeviceLike, resolve_device
-from fastload.tensors import map_tensors
+from fastload.tensors import map_tensors, pin
 
 # map_tensors and resolve_device lived here first; they stay importable from here.
 __all__ = ["CUDAPrefetcher", "DeviceLike", "map_tensors", "resolve_device"]
@@ -150,7 +150,7 @@ class CUDAPrefetcher:
     def _copy(self, host: Any) -> tuple[Any, list[torch.Tensor], torch.cuda.Event]:
         def to_device(tensor: torch.Tensor) -> torch.Tensor:
             if self.pin_memory and tensor.device.type == "cpu" and not tensor.is_pinned():
-                tensor = tensor.pin_memory()
+                tensor = pin(tensor)
             return tensor.to(self.device, non_blocking=True)
 
         with torch.cuda.stream(self._stream):

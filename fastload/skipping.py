@@ -9,7 +9,7 @@ from typing import Any
 
 from fastload import errors
 from fastload.sampling import SeededSamples
-from fastload.tensors import map_tensors
+from fastload.tensors import pin_batch
 
 __all__ = ["Collated", "SkipCollate", "SkipReport", "Skipped"]
 
@@ -36,7 +36,7 @@ class Collated:
         self.batch, self.skipped = batch, skipped
 
     def pin_memory(self) -> Collated:  # called by torch's pin-memory thread
-        return Collated(map_tensors(lambda t: t.pin_memory(), self.batch), self.skipped)
+        return Collated(pin_batch(self.batch), self.skipped)
 
 
 class SkipCollate:

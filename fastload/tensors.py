@@ -13,7 +13,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["batch_size_of", "inputs_of", "map_tensors", "targets_of"]
+__all__ = [
+    "Pinnable",
+    "batch_size_of",
+    "has_subclasses",
+    "inputs_of",
+    "map_tensors",
+    "pin",
+    "pin_batch",
+    "targets_of",
+]
 
 
 def inputs_of(batch: Any) -> Any:
@@ -92,3 +101,45 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:
         }
         return dataclasses.replace(batch, **changes)
     return batch
+
+
+def pin(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` in pinned memory, of its own type: a subclass that ``pin_memory`` unwraps
+    (torchvision's ``BoundingBoxes``, ``Mask``, ...) is wrapped again, with its metadata."""
+    pinned = tensor.pin_memory()
+    kind = type(tensor)
+    if kind is torch.Tensor or type(pinned) is kind:
+        return pinned
+    # as tv_tensors wrap: the same storage seen as the subclass, its attributes copied
+    out = pinned.as_subclass(kind)
+    out.__dict__.update(tensor.__dict__)
+    return out
+
+
+def pin_batch(batch: Any) -> Any:
+    """Every tensor of a nested batch pinned (:func:`pin`); a batch wrapper with a
+    ``pin_memory`` method of its own pins itself."""
+    if not isinstance(batch, torch.Tensor) and hasattr(batch, "pin_memory"):
+        return batch.pin_memory()
+    return map_tensors(pin, batch)
+
+
+def has_subclasses(batch: Any) -> bool:
+    """Whether a nested batch holds a tensor of a subclass of ``torch.Tensor``."""
+    kinds: set[type] = set()
+    map_tensors(lambda t: kinds.add(type(t)), batch)
+    return bool(kinds - {torch.Tensor})
+
+
+class Pinnable:
+    """A batch on its way through torch's pin-memory thread, which calls :meth:`pin_memory`
+    on it: there, every tensor keeps its subclass (:func:`pin`), where torch's own pinning
+    returns plain tensors. The iterator hands out :attr:`batch`."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+
+    def pin_memory(self) -> Pinnable:
+        return Pinnable(pin_batch(self.batch))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import multiprocessing
 import threading
 from typing import Any
 
@@ -341,6 +342,69 @@ def test_dataloader_keeps_an_explicit_pin_memory(fake_cuda: FakeCuda) -> None:
     assert fastload.DataLoader(data).pin_memory is False  # torch's default without a device
 
 
+# ---------------------------------------------------------------- pinning tensor subclasses
+
+
+def _boxes() -> Any:
+    from torchvision import tv_tensors
+
+    return tv_tensors.BoundingBoxes(
+        torch.tensor([[1.0, 2.0, 5.0, 6.0]]), format="XYWH", canvas_size=(30, 40)
+    )
+
+
+def test_pinning_keeps_tensor_subclasses_and_their_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch's pin_memory returns a plain tensor for torchvision's BoundingBoxes and Mask;
+    fastload's pinning wraps it again, format and canvas size kept (pinning faked: no GPU)."""
+    from torchvision import tv_tensors
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: t.as_subclass(torch.Tensor) + 0)
+    target = {
+        "boxes": _boxes(),
+        "masks": tv_tensors.Mask(torch.ones(1, 3, 3)),
+        "labels": torch.ones(1),
+    }
+    assert fastload.tensors.has_subclasses([target]) and not fastload.tensors.has_subclasses([1])
+    pinned = fastload.tensors.pin_batch([target])[0]
+    assert type(pinned["boxes"]) is tv_tensors.BoundingBoxes
+    assert pinned["boxes"].format is tv_tensors.BoundingBoxFormat.XYWH
+    assert pinned["boxes"].canvas_size == (30, 40)
+    assert type(pinned["masks"]) is tv_tensors.Mask and type(pinned["labels"]) is torch.Tensor
+    assert torch.equal(
+        pinned["boxes"].as_subclass(torch.Tensor), target["boxes"].as_subclass(torch.Tensor)
+    )
+
+
+class Detections(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, dict[str, Any]]:
+        return torch.zeros(3, 4, 4), {"boxes": _boxes(), "id": i}
+
+
+def lists(samples: list[Any]) -> tuple[Any, ...]:
+    return tuple(zip(*samples, strict=True))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_pinned_loader_hands_out_its_batches_with_their_tensor_subclasses(workers: int) -> None:
+    """With pin_memory=True the batches travel wrapped for pinning (here without a GPU: not
+    pinned); the loader hands out the batches themselves."""
+    from torchvision import tv_tensors
+
+    loader = fastload.DataLoader(
+        Detections(), batch_size=4, num_workers=workers, collate_fn=lists, pin_memory=True
+    )
+    with pytest.warns(UserWarning, match="pin_memory"):
+        batches = list(loader)
+    targets = [t for _, targets in batches for t in targets]
+    assert [t["id"] for t in targets] == list(range(8))
+    assert all(type(t["boxes"]) is tv_tensors.BoundingBoxes for t in targets)
+
+
 # ---------------------------------------------------------------- on a real GPU
 
 
@@ -402,3 +466,46 @@ def test_gpu_dataloader_workers_do_not_touch_cuda_and_memory_is_released() -> No
     assert set(threading.enumerate()) - baseline_threads == set()
     pinned_alive = [o for o in gc.get_objects() if torch.is_tensor(o) and o.is_pinned()]
     assert pinned_alive == []
+
+
+@pytest.mark.gpu
+def test_gpu_pinned_and_copied_boxes_stay_bounding_boxes() -> None:
+    from torchvision import tv_tensors
+
+    boxes = _boxes()
+    pinned = fastload.tensors.pin(boxes)
+    assert pinned.is_pinned() and type(pinned) is tv_tensors.BoundingBoxes
+    with CUDAPrefetcher([{"boxes": boxes}]) as batches:
+        (moved,) = list(batches)
+    assert moved["boxes"].is_cuda and type(moved["boxes"]) is tv_tensors.BoundingBoxes
+    assert moved["boxes"].canvas_size == (30, 40)
+
+
+@pytest.mark.gpu
+def test_gpu_workers_start_beside_garbage_holding_record_streamed_tensors() -> None:
+    """Garbage left from delivered batches (a reference cycle holding a CUDA tensor that was
+    record_stream'd) must not be collected in a forked worker: there, freeing it records an
+    event where CUDA cannot run, and the worker aborts."""
+
+    class Collecting(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int) -> int:
+            gc.collect()
+            return i
+
+    side = torch.cuda.Stream()
+    context = multiprocessing.get_context("fork")
+    loader = fastload.DataLoader(
+        Collecting(), batch_size=4, num_workers=2, multiprocessing_context=context
+    )
+    gc.disable()
+    try:
+        cycle: list[Any] = [torch.ones(1 << 20, device="cuda")]
+        cycle[0].record_stream(side)
+        cycle.append(cycle)
+        del cycle
+        assert torch.cat(list(loader)).tolist() == list(range(16))
+    finally:
+        gc.enable()

@@ -24,7 +24,7 @@ from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, transforms_in
 from fastload.sampling import sample_seed, seeded
-from fastload.tensors import map_tensors
+from fastload.tensors import map_tensors, pin_batch
 
 __all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
 
@@ -293,12 +293,7 @@ class Tagged:
         self.batch, self.seed, self.draws, self.batch_draw = batch, seed, draws, batch_draw
 
     def pin_memory(self) -> Tagged:  # called by torch's pin-memory thread
-        batch = self.batch
-        if hasattr(batch, "pin_memory"):  # a tensor, or a wrapper that pins itself
-            pinned = batch.pin_memory()
-        else:
-            pinned = map_tensors(lambda t: t.pin_memory(), batch)
-        return Tagged(pinned, self.seed, self.draws, self.batch_draw)
+        return Tagged(pin_batch(self.batch), self.seed, self.draws, self.batch_draw)
 
 
 class DeviceStage:

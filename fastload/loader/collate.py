@@ -3,6 +3,10 @@
 One function builds it, so its order is written once. Outermost first, as a batch's samples
 meet the links:
 
+0. ``KeepSubclasses`` (torch pins the batches: ``pin_memory=True``): a batch holding tensor
+   subclasses (torchvision's ``BoundingBoxes``, ``Mask``, ...) travels as a
+   :class:`~fastload.tensors.Pinnable`, which keeps them when torch's pin-memory thread pins it
+   (torch's pinning returns plain tensors); the iterator hands out the batch inside;
 1. ``SeedTag`` (a CUDA device, and samples that carry seeds or per-sample draws, or a mixing
    op drawn per batch): the batch stage runs after the copy, in the main process, so the
    batch's seed, its samples' draws and its own (:mod:`fastload.gpu.deferred`) travel with the
@@ -17,8 +21,8 @@ meet the links:
    then one callable (:func:`fastload.wrappers.collated_then`): that callable then ends the
    batch stage (``BatchStage.then``).
 
-The main process undoes 1 and 2 in the reverse order (``DeviceStage.untag``, then
-``SkipReport``) before a batch is delivered.
+The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
+(``DeviceStage.untag``, then ``SkipReport``) before a batch is delivered.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.skipping import SkipCollate
+from fastload.tensors import Pinnable, has_subclasses
 
 __all__ = ["collate_chain"]
 
@@ -41,6 +46,7 @@ def collate_chain(
     batched: bool,
     keyed: bool,
     drawn: bool = False,
+    pinned: bool = False,
 ) -> Callable[[Any], Any]:
     """The loader's collate chain (see the module's notes for the order).
 
@@ -53,6 +59,7 @@ def collate_chain(
         keyed: Samples carry their seeds (``seeding="sample"``).
         drawn: Samples carry draws for deferred batch ops, or the stage draws for the batch
             (:mod:`fastload.gpu.deferred`).
+        pinned: torch pins the batches (the loader's ``pin_memory``).
     """
     chain = collate_fn
     if stage is not None and not on_device:
@@ -61,4 +68,18 @@ def collate_chain(
         chain = SkipCollate(chain, batched=batched)
     if stage is not None and on_device and (keyed or drawn):
         chain = SeedTag(chain, stage)
+    if pinned:
+        chain = KeepSubclasses(chain)
     return chain
+
+
+class KeepSubclasses:
+    """Wraps a collate function: a batch holding tensor subclasses comes out as a
+    :class:`~fastload.tensors.Pinnable`, for torch's pinning to keep them."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples: Any) -> Any:
+        batch = self.collate_fn(samples)
+        return Pinnable(batch) if has_subclasses(batch) else batch

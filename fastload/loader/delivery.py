@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from fastload.sampling import EpochSampler
+from fastload.tensors import Pinnable
 
 __all__ = ["Counting", "Delivered", "EpochKeys", "counted", "keyed_epoch"]
 
@@ -45,6 +46,8 @@ class Counting:
             if self.counter is not None:
                 self.counter.end()
             raise
+        if isinstance(batch, Pinnable):  # pinned keeping its tensor subclasses
+            batch = batch.batch
         return batch if self.counter is None else self.counter(batch)
 
 

@@ -10,6 +10,8 @@ iterators are torch's (subclassed under their own names, so that profiler labels
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import inspect
 import signal
 import time
@@ -99,6 +101,7 @@ class WorkerPath:
             batched=batched,
             keyed=plan.keyed,
             drawn=plan.deferred,
+            pinned=bool(loader.pin_memory),
         )
         if not plan.threads:
             arguments["worker_init_fn"] = RingInit(loader.worker_init_fn)
@@ -178,7 +181,8 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
             ring = shared_buffers.enabled() and fds and not pins_in_thread(loader)
             init.table = SlotTable(loader.num_workers) if ring else None
             self._returns = Returns(init.table) if init.table is not None else None
-        super().__init__(loader)
+        with _garbage_kept_from_workers():
+            super().__init__(loader)
 
     def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
         try:
@@ -193,6 +197,29 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
         if got and self._returns is not None:
             self._returns.received(data)
         return got, data
+
+
+@contextlib.contextmanager
+def _garbage_kept_from_workers() -> Iterator[None]:
+    """Workers forked inside never finalize the main process's garbage.
+
+    A forked worker inherits the uncollected garbage, and its first collection would finalize
+    it there: a CUDA tensor that was record_stream'd (every batch the prefetcher delivered)
+    then records an event in a process where CUDA cannot run, and the worker aborts (torch's
+    own loader too). Frozen while the workers start, that garbage is never collected in them,
+    and the main process collects it as before. Where something else froze objects already
+    (some environments do at start), unfreezing would undo that too: the garbage is collected
+    now instead.
+    """
+    if gc.get_freeze_count():
+        gc.collect()
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def dead_workers(workers: list[Any], *, wait: float = 5.0) -> RuntimeError | None:

@@ -304,3 +304,55 @@ def test_a_worker_dying_while_its_batch_is_received_is_named(
     assert f"DataLoader worker (pid {victim.pid}, killed by signal: SIGKILL)" in message
     assert isinstance(caught.value.__cause__, ConnectionResetError)
     del batches
+
+
+class _Finalized:
+    """Garbage in a reference cycle whose finalizer writes the pid of the process that
+    collects it."""
+
+    def __init__(self, record: Path) -> None:
+        self.record, self.cycle = record, self
+
+    def __del__(self) -> None:
+        with open(self.record, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+class Collecting(Squares):
+    """Each sample read runs a collection in the worker, as an allocation-heavy one would."""
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        gc.collect()
+        return super().__getitem__(i)
+
+
+@pytest.fixture(params=[False, True], ids=["nothing frozen", "objects frozen before"])
+def frozen_before(request: pytest.FixtureRequest) -> Any:
+    """Some environments freeze objects at start (an H200 machine's Python had 375 frozen)."""
+    if request.param:
+        assert gc.get_freeze_count() == 0, "this test's process froze objects already"
+        gc.freeze()
+        yield
+        gc.unfreeze()
+    else:
+        yield
+
+
+@pytest.mark.usefixtures("frozen_before")
+def test_workers_do_not_finalize_the_main_process_garbage(tmp_path: Path) -> None:
+    """A forked worker must not collect garbage it inherited: a CUDA tensor that the
+    prefetcher record_stream'd would record an event there, where CUDA cannot run, and abort
+    the worker (seen on an H200)."""
+    record = tmp_path / "finalized"
+    context = multiprocessing.get_context("fork")
+    loader = fastload.DataLoader(
+        Collecting(), batch_size=4, num_workers=2, multiprocessing_context=context
+    )
+    gc.disable()  # the cycle stays uncollected until the workers have started
+    try:
+        _Finalized(record)
+        assert [label for _, labels in loader for label in labels.tolist()] == list(range(40))
+    finally:
+        gc.enable()
+    gc.collect()  # the main process still finalizes it, once
+    assert record.read_text().split() == [str(os.getpid())]
