@@ -92,6 +92,9 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+DETECTION_PRESETS = ("multiscale", "ssd, masks", "segmentation")
+
+
 def parts(python: str) -> list[Part]:
     n = str(cores())
     bench = [
@@ -140,26 +143,37 @@ def parts(python: str) -> list[Part]:
             "gpu_augment.txt",
             figures="gpu_augment.json",
         ),
-        Part(
-            "detection",
-            [
-                python,
-                "benchmarks/detection_swap.py",
-                "--device",
-                "cuda",
-                "--workers",
-                n,
-                "--batch-size",
-                "8",
-                "--seconds",
-                "8",
-                "--rounds",
-                "2",
-            ],
-            True,
-            240,
-            "detection_swap.txt",
-            figures="detection_swap.json",
+        # three presets of seven: all of them, 3 loaders x 2 rounds each, ran past 240 s on an
+        # H200 (3 done); the same presets with the images left on the CPU, to tell the copy's
+        # cost from the workers'
+        *(
+            Part(
+                name,
+                [
+                    python,
+                    "benchmarks/detection_swap.py",
+                    "--device",
+                    device,
+                    "--workers",
+                    n,
+                    "--batch-size",
+                    "8",
+                    "--seconds",
+                    "5",
+                    "--rounds",
+                    "2",
+                    "--pipelines",
+                    *DETECTION_PRESETS,
+                ],
+                True,
+                240,
+                f"{stem}.txt",
+                figures=f"{stem}.json",
+            )
+            for name, device, stem in (
+                ("detection", "cuda", "detection_swap"),
+                ("detection cpu side", "cpu", "detection_cpu_side"),
+            )
         ),
         Part(
             "train side by side",
