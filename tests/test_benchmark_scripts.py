@@ -356,6 +356,7 @@ def test_detection_swap_sets_the_swap_against_the_stock_reference_loader(tmp_pat
         "fastload, accelerate=True, worker_type='thread'",
     ]
     assert all(len(row["rates"]) == 2 for row in doc["rows"])
+    assert all(row["main_cpu_ms_per_image"] > 0 for row in doc["rows"])  # the main process's
     assert "accelerated in part" in done.stdout and "RandomShortestSize" in done.stdout
     assert len(re.findall(r"accelerate=True.*? [\d,]+: \d+\.\d\dx \(", done.stdout)) == 2
 
