@@ -24,7 +24,7 @@ import textwrap
 import types
 from typing import Any
 
-__all__ = ["collated_then", "delegate_of", "sequence_of"]
+__all__ = ["collated_then", "delegate_of", "sequence_of", "zips_samples"]
 
 _LOADS = {
     "LOAD_METHOD": "LOAD_ATTR",
@@ -193,6 +193,32 @@ def collated_then(collate_fn: Any) -> Any:
     else:
         inner = _resolve(function, *called)
     return inner if callable(inner) else None
+
+
+def zips_samples(collate_fn: Any) -> bool:
+    """Whether ``collate_fn`` is provably ``return tuple(zip(*batch))`` (the detection
+    references' collate: each field of the samples in a tuple, the samples untouched), a
+    function or a lambda, ``tuple`` and ``zip`` the builtins as they are now."""
+    import builtins
+
+    if not isinstance(collate_fn, types.FunctionType):
+        return False
+    code_of = _function_and_owner(collate_fn)
+    if code_of is None:
+        return False
+    function = code_of[0]
+    zipped = [
+        ("LOAD_GLOBAL", "tuple"),
+        ("LOAD_GLOBAL", "zip"),
+        ("LOAD_FAST", function.__code__.co_varnames[0]),
+        ("CALL_FUNCTION_EX", None),
+        ("CALL", 1),
+        ("RETURN_VALUE", None),
+    ]
+    if _shape(function) != zipped:
+        return False
+    resolved = (_resolve(function, "LOAD_GLOBAL", name) for name in ("tuple", "zip"))
+    return list(resolved) == [builtins.tuple, builtins.zip]
 
 
 def _function_and_owner(obj: Any) -> tuple[types.FunctionType, Any] | None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import types
+
 import torch
 from torch.utils.data import default_collate
 
-from fastload.wrappers import collated_then, delegate_of, sequence_of
+from fastload.wrappers import collated_then, delegate_of, sequence_of, zips_samples
 
 
 def mixing(images, labels):
@@ -205,3 +207,19 @@ def test_a_chain_without_source_is_not_proved() -> None:
         namespace,
     )
     assert sequence_of(namespace["Made"]([_swap])) is None
+
+
+def references_collate(batch):
+    """The detection references' utils.collate_fn."""
+    return tuple(zip(*batch))  # noqa: B905 (theirs)
+
+
+def test_the_references_zip_collate_is_proved_and_nothing_like_it() -> None:
+    assert zips_samples(references_collate)
+    assert zips_samples(lambda samples: tuple(zip(*samples)))  # noqa: B905
+    assert not zips_samples(lambda samples: list(zip(*samples)))  # noqa: B905
+    assert not zips_samples(lambda samples: tuple(zip(*samples, strict=True)))
+    assert not zips_samples(lambda samples, extra=1: tuple(zip(*samples)))  # noqa: B905
+    assert not zips_samples(default_collate)
+    shadowed = types.FunctionType(references_collate.__code__, {"zip": lambda *a: a}, "collate")
+    assert not zips_samples(shadowed)  # a zip of its own: not the builtin

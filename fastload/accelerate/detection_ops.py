@@ -23,12 +23,13 @@ from fastload import transforms as ft
 from fastload.accelerate.torchvision_ops import RandomCropV2
 from fastload.accelerate.walk import NotAccelerated, Translated, flatten, interpolation, name_of
 from fastload.detection import CocoDetection, SegmentationList
-from fastload.detection.convert import FloatImage
+from fastload.detection.convert import FloatImage, FloatOnDevice
 from fastload.detection.iou_crop import RandomIoUCrop
 from fastload.detection.joint import JointDataset, Undrawn
 from fastload.detection.sanitize import KeepAllFirst
 from fastload.detection.segmentation import TargetFirst
 from fastload.detection.ssd import PhotometricFirst, RandomZoomOut
+from fastload.gpu.transforms import ToFloat
 from fastload.handover import HandOn
 
 __all__ = ["accelerate_detection", "is_detection", "translate_joint"]
@@ -49,9 +50,11 @@ def is_detection(dataset: Any) -> bool:
     return isinstance(dataset, JointDataset) or tv_tensor_wrapped(dataset) is not None
 
 
-def accelerate_detection(dataset: Any) -> tuple[JointDataset, Translated]:
+def accelerate_detection(
+    dataset: Any, *, float_on_device: bool = False
+) -> tuple[JointDataset, Translated]:
     """A fastload dataset (``CocoDetection``, ``SegmentationList``) that runs ``dataset``'s v2
-    pipeline fused with decoding.
+    pipeline fused with decoding (``float_on_device``: see :func:`translate_joint`).
 
     Returns:
         The dataset to load from (given a ``Subset``, the images it serves, in its order), and
@@ -63,7 +66,7 @@ def accelerate_detection(dataset: Any) -> tuple[JointDataset, Translated]:
     from torch.utils.data import Subset
 
     if type(dataset) is Subset:
-        fast, translated = accelerate_detection(dataset.dataset)
+        fast, translated = accelerate_detection(dataset.dataset, float_on_device=float_on_device)
         return fast.subset(dataset.indices), translated
     if isinstance(dataset, JointDataset):
         if dataset.transform_split.pil is None:
@@ -71,12 +74,14 @@ def accelerate_detection(dataset: Any) -> tuple[JointDataset, Translated]:
                 type(dataset).__name__, "its transforms are fastload's own already"
             )
         stacked = isinstance(dataset, SegmentationList)
-        translated = translate_joint(dataset.transforms, stacked=stacked)
+        translated = translate_joint(
+            dataset.transforms, stacked=stacked, float_on_device=float_on_device
+        )
         return dataset.with_transform(translated.transform), translated
-    return _from_torchvision(dataset)
+    return _from_torchvision(dataset, float_on_device=float_on_device)
 
 
-def _from_torchvision(dataset: Any) -> tuple[JointDataset, Translated]:
+def _from_torchvision(dataset: Any, *, float_on_device: bool) -> tuple[JointDataset, Translated]:
     import torchvision
     from torchvision.datasets import CocoDetection as TorchvisionCoco
     from torchvision.datasets import VOCSegmentation
@@ -99,7 +104,8 @@ def _from_torchvision(dataset: Any) -> tuple[JointDataset, Translated]:
         raise NotAccelerated(
             "transform=", "a transform of the image alone would leave its target where it was"
         )
-    translated = translate_joint(transforms, stacked=type(inner) is VOCSegmentation)
+    stacked = type(inner) is VOCSegmentation
+    translated = translate_joint(transforms, stacked=stacked, float_on_device=float_on_device)
     if type(inner) is VOCSegmentation:
         return SegmentationList(inner.images, inner.masks, translated.transform), translated
     try:
@@ -244,6 +250,21 @@ def _converts_to_float32(op: Any, form: str) -> bool:
     return dtype is torch.float32
 
 
+def _float_later(rest: list[Any]) -> bool:
+    """Whether ``rest`` is v2's ``ToDtype(torch.float32, scale=True)`` (images only) followed
+    only by ops that leave the image's values unread: boxes' formats and clamps,
+    ``SanitizeBoundingBoxes`` finding the labels its default way, ``ToPureTensor``."""
+    import torch
+    import torchvision.transforms.v2 as v2
+
+    if not rest or type(rest[0]) is not v2.ToDtype or not rest[0].scale:
+        return False
+    if rest[0].dtype is not torch.float32:  # a dict of dtypes may convert more than the image
+        return False
+    unread = (v2.ConvertBoundingBoxFormat, v2.ClampBoundingBoxes, v2.ToPureTensor)
+    return all(type(op) in unread or _sanitizes_by_default(op) for op in rest[1:])
+
+
 def _draws_nothing(op: Any) -> bool:
     """Whether ``op`` is a v2 op that draws no random number (a conversion, a box format,
     ``SanitizeBoundingBoxes`` finding the labels its default way)."""
@@ -307,7 +328,9 @@ def _zero(fill: Any) -> bool:
     return all(v == 0 for v in fill)
 
 
-def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
+def translate_joint(
+    transforms: Any, *, stacked: bool = False, float_on_device: bool = False
+) -> Translated:
     """Translate a v2 pipeline called as ``transforms(image, target)``: its leading geometry
     fused, the rest as written.
 
@@ -316,6 +339,10 @@ def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
         stacked: The samples are batched by stacking them (segmentation: images and masks of
             one size): a float conversion then makes the image in plain memory
             (:class:`fastload.detection.convert.FloatImage`).
+        float_on_device: The batches go to a CUDA device, collated by a function that leaves
+            the images as they are: a float conversion of the image followed only by ops that
+            do not read its values is left to the device (a batch op,
+            :class:`fastload.gpu.ToFloat`), the images crossing as uint8.
 
     Raises:
         NotAccelerated: Its first op is not geometry fastload moves targets with (or there is
@@ -363,19 +390,35 @@ def translate_joint(transforms: Any, *, stacked: bool = False) -> Translated:
     form = conversion_forms().get(type(rest[0])) if rest else None
     if form in ("uint8", "image"):
         hand_on, rest = HandOn(form, repr(rest[0])), rest[1:]
+    later = float_on_device and not stacked and form in ("uint8", "image") and _float_later(rest)
+    if later:  # the conversion moves to the batches, its fallback to the end of the rest
+        rest = [*rest[1:], rest[0]]
     blockers = ((name_of(rest[0]), AS_WRITTEN),) if rest else ()
-    if rest and form in ("uint8", "image") and _converts_to_float32(rest[0], form):
-        rest = [FloatImage(rest[0], stacked=stacked), *rest[1:]]
-    rest = [KeepAllFirst(op) if _sanitizes_by_default(op) else op for op in rest]
-    # what draws nothing runs outside the draws' lock in thread workers
-    rest = [Undrawn(op) if _draws_nothing(op) else op for op in rest]
+    batch, rest = _per_sample_rest(rest, form, stacked=stacked, later=later)
     return Translated(
         tuple(fused),
-        (),
+        batch,
         tuple(repr(op) for op in ops[: len(fused)]),
-        (),
+        tuple(f"{op.to_dtype!r} (the image's part)" for op in rest if type(op) is FloatOnDevice),
         None,
         rest=tuple(rest),
         hand_on=hand_on,
         blockers=blockers,
     )
+
+
+def _per_sample_rest(
+    rest: list[Any], form: str | None, *, stacked: bool, later: bool
+) -> tuple[tuple[Any, ...], list[Any]]:
+    """The batch ops and the ops run per sample after the fused ones and the hand-on: the
+    image's float conversion made where it costs least (``later``: on the device, the
+    ``ToDtype`` last in ``rest``), ``SanitizeBoundingBoxes`` skipping its copy where it keeps
+    every box, what draws nothing marked as such."""
+    batch: tuple[Any, ...] = ()
+    if later:
+        batch, rest = (ToFloat(),), [*rest[:-1], FloatOnDevice(rest[-1])]
+    elif rest and form in ("uint8", "image") and _converts_to_float32(rest[0], form):
+        rest = [FloatImage(rest[0], stacked=stacked), *rest[1:]]
+    rest = [KeepAllFirst(op) if _sanitizes_by_default(op) else op for op in rest]
+    # what draws nothing runs outside the draws' lock in thread workers
+    return batch, [Undrawn(op) if _draws_nothing(op) else op for op in rest]

@@ -180,7 +180,7 @@ def _batch_tail(ops: list[Any], start: int, policies: bool) -> Translated | None
 
 
 def accelerate_dataset(
-    dataset: Any, *, batches: bool = True, policies: bool = False
+    dataset: Any, *, batches: bool = True, policies: bool = False, float_on_device: bool = False
 ) -> tuple[ImageDataset, Translated]:
     """A fastload dataset that runs ``dataset``'s pipeline fused with decoding.
 
@@ -192,6 +192,8 @@ def accelerate_dataset(
             :func:`translate_transform`).
         policies: Whether torchvision's policies run on batches (see
             :func:`translate_transform`).
+        float_on_device: Detection: the image's float conversion may be left to the device
+            (see :func:`fastload.accelerate.detection_ops.translate_joint`).
 
     Returns:
         The dataset to load from (same samples, labels, classes and ``target_transform``;
@@ -204,7 +206,7 @@ def accelerate_dataset(
     from fastload.accelerate.detection_ops import accelerate_detection, is_detection
 
     if is_detection(dataset):  # images with boxes and masks: COCO, torchvision's or fastload's
-        return accelerate_detection(dataset)
+        return accelerate_detection(dataset, float_on_device=float_on_device)
     if isinstance(dataset, ImageDataset):  # fastload's own: a folder, a list, shards
         return _accelerate_own(dataset, batches=batches, policies=policies)
     from torchvision.datasets import DatasetFolder

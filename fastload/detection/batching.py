@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PaddedBatch", "pad_images"]
+__all__ = ["PaddedBatch", "leaves_images", "pad_images"]
 
 
 def pad_images(
@@ -71,3 +71,15 @@ class PaddedBatch:
 
     def __repr__(self) -> str:
         return f"PaddedBatch(multiple={self.multiple}, fill={self.fill})"
+
+
+def leaves_images(collate_fn: Any) -> bool:
+    """Whether ``collate_fn`` hands the samples' images on with their values as they are, so
+    that a uint8 image made float after the collate is the float image collated: the
+    references' ``tuple(zip(*batch))`` (proved from its code), or a :class:`PaddedBatch`
+    padding with 0."""
+    from fastload.wrappers import zips_samples
+
+    if type(collate_fn) is PaddedBatch:
+        return collate_fn.fill == 0
+    return zips_samples(collate_fn)

@@ -21,6 +21,7 @@ from fastload.gpu.transforms import (
     RandomResizedCrop,
     RandomTransform,
     RandomVerticalFlip,
+    ToFloat,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "RandomResizedCrop",
     "RandomTransform",
     "RandomVerticalFlip",
+    "ToFloat",
     "TrivialAugmentWide",
     "functional",
     "mixing",

@@ -2,7 +2,8 @@
 
 The detection references collate with ``tuple(zip(*batch))``: the images stay a tuple of
 C x H x W tensors of different sizes, each image's boxes and masks in its target dict. The ops
-that leave every pixel where it is (normalize, colour jitter, grayscale, blur) run on such a
+that leave every pixel where it is (a float conversion, normalize, colour jitter, grayscale,
+blur) run on such a
 list image by image, each image a batch of one with draws of its own, in the list's order, on
 whatever device the images are on. Ops that move pixels (flips, crops, the policies) would leave
 the boxes and masks behind, and ops that mix labels need one label tensor: both are refused.
@@ -23,11 +24,12 @@ from fastload.gpu.transforms import (
     Normalize,
     RandomApply,
     RandomGrayscale,
+    ToFloat,
 )
 
 __all__ = ["PIXELWISE", "apply_to_images", "is_image_list"]
 
-PIXELWISE = (Normalize, ColorJitter, RandomGrayscale, GaussianBlur)  # leave pixels in place
+PIXELWISE = (ToFloat, Normalize, ColorJitter, RandomGrayscale, GaussianBlur)  # pixels stay
 
 
 def is_image_list(value: Any) -> bool:
@@ -46,7 +48,7 @@ def apply_to_images(
     """Apply batch ops to each of ``images`` (each C x H x W), a batch of one at a time.
 
     A callable that is not made of fastload's batch ops gets the list as it is: what it does
-    with it is its own.
+    with it is its own (in a ``Compose``, the list as the ops before it left it).
 
     Returns:
         The images transformed (plain tensors), a list for a list, else a tuple.
@@ -56,6 +58,13 @@ def apply_to_images(
     """
     if not isinstance(transforms, (BatchTransform, Compose)):
         return transforms(images)
+    steps = transforms.transforms if isinstance(transforms, Compose) else []
+    if not all(isinstance(step, (BatchTransform, Compose)) for step in steps):
+        # a callable of the user's among the ops (after the float conversion fastload put
+        # first, say): each step in turn, the user's getting the list
+        for step in transforms.transforms:
+            images = apply_to_images(step, images)
+        return images
     _check_pixelwise(transforms)
     out = []
     for k, image in enumerate(images):

@@ -421,6 +421,20 @@ class Normalize(BatchTransform):
         return out if labels is None else (out, labels)
 
 
+class ToFloat(BatchTransform):
+    """uint8 images as float32 scaled to [0, 1], by the steps of torchvision v2's
+    ``ToDtype(torch.float32, scale=True)`` (a cast, then ``mul_(1 / 255)``): the same values on
+    every device. Float images pass as they are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def apply(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dtype != torch.uint8:
+            return images
+        return images.to(torch.float32).mul_(1.0 / 255)
+
+
 class _LabelMix(BatchTransform):
     mixes_labels = True
 

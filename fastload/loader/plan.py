@@ -35,6 +35,7 @@ from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
 from fastload.backends.executor import translate as executor_translation
 from fastload.checks import check_choice
+from fastload.detection.batching import leaves_images
 from fastload.devices import resolve_device
 from fastload.gpu.deferred import Deferred, DeferredBatch
 from fastload.gpu.transforms import Compose as BatchCompose
@@ -328,7 +329,10 @@ def translate(
     then = None if default else collate_then(loader.collate_fn, cuda=cuda)
     try:
         batches = (default or then is not None) and loader.batch_sampler is not None
-        fast, translated = accelerate_dataset(dataset, batches=batches, policies=cuda)
+        later = cuda and leaves_images(loader.collate_fn)  # detection: floats on the device
+        fast, translated = accelerate_dataset(
+            dataset, batches=batches, policies=cuda, float_on_device=later
+        )
     except NotAccelerated as why:
         blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
         acceleration = Acceleration(False, str(why), kind, blockers=blockers)

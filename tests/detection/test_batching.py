@@ -14,6 +14,7 @@ from test_detection_ops import collate, detection_train
 
 import fastload
 from fastload.detection import PaddedBatch, pad_images
+from fastload.detection.batching import leaves_images
 
 
 def test_pad_images_is_torchvisions_batching() -> None:
@@ -145,3 +146,63 @@ def test_batch_transforms_run_on_lists_of_images_on_the_device(tmp_path: Path) -
             assert image.is_cuda and image.dtype == torch.float32
             assert image.shape[-2:] == target["masks"].shape[-2:]
             assert image.min() < 0  # normalized
+
+
+def test_the_collates_that_leave_images_as_they_are() -> None:
+    """Only after these may a uint8 image be made float after collating (on the device)."""
+    assert leaves_images(collate) and leaves_images(PaddedBatch())
+    assert not leaves_images(PaddedBatch(fill=0.5))  # 0.5 has no uint8 value
+    assert not leaves_images(torch.utils.data.default_collate)
+    assert not leaves_images(lambda batch: [torch.stack(f) for f in zip(*batch, strict=True)])
+
+
+@pytest.mark.gpu
+def test_on_the_device_the_images_are_made_float_there_with_the_workers_bits(
+    tmp_path: Path,
+) -> None:
+    """A CUDA loader hands its workers' uint8 images over and makes them float after the
+    copy: the same images, bit for bit, as the loader that makes them float in its workers."""
+    dataset = wrapped_train(tmp_path)
+    common = {"batch_size": 2, "num_workers": 2, "collate_fn": collate, "accelerate": True}
+    common["seeding"] = "sample"  # each sample from its own streams, whichever worker reads it
+    on_device = fastload.DataLoader(
+        dataset, device="cuda", generator=torch.Generator().manual_seed(5), **common
+    )
+    in_workers = fastload.DataLoader(dataset, generator=torch.Generator().manual_seed(5), **common)
+    assert "made float on the device" in fastload.explain(on_device)
+    assert "made float on the device" not in fastload.explain(in_workers)
+    pairs = zip(on_device, in_workers, strict=True)
+    for (images, targets), (expected, expected_targets) in pairs:
+        for image, target, other, other_target in zip(
+            images, targets, expected, expected_targets, strict=True
+        ):
+            assert image.is_cuda and image.dtype == torch.float32
+            assert torch.equal(image.cpu(), other)
+            assert torch.equal(target["boxes"].cpu(), other_target["boxes"])
+
+
+@pytest.mark.parametrize("collate_fn", [collate, PaddedBatch()], ids=["references", "padded"])
+def test_the_plan_for_a_cuda_device_leaves_the_float_conversion_to_the_batch_stage(
+    tmp_path: Path, collate_fn: Any
+) -> None:
+    """Planned for a CUDA device (no GPU needed to plan): the batch stage, which runs after the
+    copy, makes the collated uint8 images float, the same bits as the workers would."""
+    from fastload.gpu.stage import BatchStage
+    from fastload.loader.plan import translate
+
+    dataset = wrapped_train(tmp_path)
+    loader = fastload.DataLoader(dataset, batch_size=2, collate_fn=collate_fn, accelerate=True)
+    on_device = translate(loader, loader.options(), torch.device("cuda"))
+    on_cpu = translate(loader, loader.options(), None)
+    assert isinstance(on_device.batch_ops, fastload.gpu.ToFloat) and on_cpu.batch_ops is None
+    assert "(the image's part)" in str(on_device.acceleration)
+    torch.manual_seed(0)
+    uint8 = collate_fn([on_device.dataset[i] for i in range(2)])
+    torch.manual_seed(0)
+    expected = collate_fn([on_cpu.dataset[i] for i in range(2)])
+    floated = BatchStage(on_device.batch_ops, channels_last=False)(uint8)
+    for image, other in zip(floated[0], expected[0], strict=True):
+        assert image.dtype == torch.float32 and torch.equal(image, other)
+    not_leaving = fastload.DataLoader(dataset, batch_size=2, collate_fn=PaddedBatch(fill=0.5))
+    kept = translate(not_leaving, not_leaving.options(), torch.device("cuda"))
+    assert kept.batch_ops is None  # a fill with no uint8 value: made float in the workers

@@ -263,6 +263,64 @@ def test_what_does_not_translate_says_why(coco: tuple[Path, Path]) -> None:
         accelerate_dataset(wrapped_image_only, batches=False)
 
 
+@pytest.mark.parametrize("augmentation", ["hflip", "multiscale", "ssd"])
+def test_on_a_device_the_float_conversion_is_left_to_the_batch_stage(
+    coco: tuple[Path, Path], augmentation: str
+) -> None:
+    """With a CUDA device (and a collate that leaves images as they are) the samples keep
+    their uint8 image, and the batch op ``ToFloat`` makes it torchvision's float image."""
+    theirs = wrapped(*coco, detection_train(augmentation), masks=True)
+    fast, translated = accelerate_dataset(theirs, batches=False, float_on_device=True)
+    assert [type(op) for op in translated.batch] == [fastload.gpu.ToFloat]
+    assert translated.batch_from == ("ToDtype(scale=True) (the image's part)",)
+    assert "made float on the device" in repr(translated.rest[-1])
+    in_workers, _ = accelerate_dataset(theirs, batches=False)
+    for index in (0, 1, 2, 3):  # 4 has no annotation
+        torch.manual_seed(index)
+        expected = theirs[index]
+        torch.manual_seed(index)
+        image, target = fast[index]
+        assert image.dtype == torch.uint8 and type(image) is torch.Tensor
+        floated = fastload.gpu.ToFloat()(image[None])[0]
+        assert_same_sample((floated, target), expected, where=f"{augmentation} {index}")
+        torch.manual_seed(index)
+        assert torch.equal(floated, in_workers[index][0])  # the same bits as made per sample
+
+
+def test_the_float_conversion_stays_per_sample_where_an_op_after_it_reads_the_image(
+    coco: tuple[Path, Path],
+) -> None:
+    scale = T.ToDtype(torch.float, scale=True)
+    normalized = Preset([T.RandomHorizontalFlip(), T.ToImage(), scale, T.Normalize([0.5], [0.2])])
+    by_type = T.ToDtype({tv_tensors.Image: torch.float32, "others": None}, scale=True)
+    typed = Preset([T.RandomHorizontalFlip(), T.ToImage(), by_type, T.ToPureTensor()])
+    for preset in (normalized, typed):
+        fast, translated = accelerate_dataset(
+            wrapped(*coco, preset, masks=False), batches=False, float_on_device=True
+        )
+        assert translated.batch == () and "in shared memory" in repr(translated.rest[0])
+        torch.manual_seed(0)
+        assert fast[0][0].dtype == torch.float32
+
+
+def test_a_float_conversion_left_to_the_device_keeps_a_tv_tensor_image_converted_here(
+    coco: tuple[Path, Path],
+) -> None:
+    """Without ``ToPureTensor`` the image is still a ``tv_tensors.Image`` at the end: it is
+    converted per sample, as written (the batch op then leaves a float image alone)."""
+    preset = Preset([T.RandomHorizontalFlip(), T.ToImage(), T.ToDtype(torch.float, scale=True)])
+    theirs = wrapped(*coco, preset, masks=False)
+    fast, translated = accelerate_dataset(theirs, batches=False, float_on_device=True)
+    assert [type(op) for op in translated.batch] == [fastload.gpu.ToFloat]
+    torch.manual_seed(1)
+    expected = theirs[1]
+    torch.manual_seed(1)
+    image, target = fast[1]
+    assert type(image) is tv_tensors.Image and image.dtype == torch.float32
+    assert fastload.gpu.ToFloat()(image[None]).dtype == torch.float32
+    assert_same_sample((image, target), expected, where="tv_tensors.Image")
+
+
 def collate(batch: list[Any]) -> tuple[Any, ...]:
     """The references' ``utils.collate_fn``."""
     return tuple(zip(*batch))  # noqa: B905 (the references' own)

@@ -251,3 +251,13 @@ def test_same_seed_same_batch_on_cpu_and_cuda(make) -> None:
     diff = (cpu.float() - cuda.cpu().float()).abs()
     limit = 1.0 if x.dtype == torch.uint8 else 1e-3  # one grey level: float rounding on the GPU
     assert diff.max() <= limit
+
+
+def test_to_float_is_v2s_to_dtype_bit_for_bit_and_leaves_float_alone() -> None:
+    batch = images()
+    expected = T.ToDtype(torch.float32, scale=True)(batch)
+    assert torch.equal(gpu.ToFloat()(batch), expected)
+    assert gpu.ToFloat()(expected) is expected
+    converted, labels = gpu.ToFloat()(batch, torch.arange(16))
+    assert torch.equal(converted, expected) and torch.equal(labels, torch.arange(16))
+    assert repr(gpu.ToFloat()) == "ToFloat()"

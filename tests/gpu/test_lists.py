@@ -68,6 +68,17 @@ def test_a_callable_of_ones_own_gets_the_list_as_it_is() -> None:
     assert seen == [images]
 
 
+def test_a_callable_of_ones_own_in_a_compose_gets_the_list_the_ops_before_it_made() -> None:
+    """As with device="cuda", where the images' float conversion comes first."""
+    images = images_of_sizes((20, 30), (30, 20))
+    seen = []
+    out = apply_to_images(gpu.Compose([gpu.ToFloat(), lambda b: seen.append(b) or b]), images)
+    assert out is seen[0] and type(out) is type(images)  # a tuple stays one
+    assert [image.dtype for image in out] == [torch.float32, torch.float32]
+    with pytest.raises(ValueError, match="cannot run on a batch of images of different sizes"):
+        apply_to_images(gpu.Compose([gpu.RandomHorizontalFlip(), lambda b: b]), images)
+
+
 def test_an_image_that_is_not_chw_is_one_error_naming_it() -> None:
     images = [*images_of_sizes((20, 30)), torch.zeros(1, 3, 8, 8, dtype=torch.uint8)]
     with pytest.raises(ValueError, match=r"image 1 of the batch has shape \(1, 3, 8, 8\)"):
