@@ -176,6 +176,16 @@ def parts(python: str) -> list[Part]:
             )
         ),
         Part(
+            "handover bytes",
+            # float32 against uint8 images handed to the main process, pinned and copied to
+            # the device: what the detection device path gained by carrying uint8
+            [python, "benchmarks/handover_bytes.py", "--workers", "8", "--seconds", "5"],
+            True,
+            90,
+            "handover_bytes.txt",
+            figures="handover_bytes.json",
+        ),
+        Part(
             "train side by side",
             [
                 python,

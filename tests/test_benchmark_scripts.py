@@ -387,6 +387,16 @@ def test_ffcv_peer_says_how_to_get_ffcv_when_it_is_missing(tmp_path: Path) -> No
     assert "FFCV is not importable" in done.stderr and "ffcv==1.0.2" in done.stderr
 
 
+def test_handover_bytes_sets_uint8_against_float32_in_rate_and_main_process_cpu(
+    tmp_path: Path,
+) -> None:
+    args = ["--size", "64", "80", "--seconds", "0.3", "--rounds", "1", "--batch-size", "2"]
+    doc = run_benchmark(tmp_path, "handover_bytes", *args)
+    ratios = {(row["name"], row["group"], row["unit"]) for row in doc["rows"] if "ratio" in row}
+    assert ratios == {("uint8", "rate", "images/s"), ("uint8", "main", "ms CPU an image")}
+    assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
+
+
 def test_shared_ring_sets_kept_memory_against_fresh_in_speed_and_memory(tmp_path: Path) -> None:
     from fastload.synthetic import make_coco
 

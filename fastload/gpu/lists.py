@@ -62,7 +62,7 @@ def apply_to_images(
     if not all(isinstance(step, (BatchTransform, Compose)) for step in steps):
         # a callable of the user's among the ops (after the float conversion fastload put
         # first, say): each step in turn, the user's getting the list
-        for step in transforms.transforms:
+        for step in steps:
             images = apply_to_images(step, images)
         return images
     _check_pixelwise(transforms)
