@@ -100,6 +100,19 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 
 
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed again after CPython 3.11's spurious "AST constructor
+    recursion depth mismatch" (python/cpython#106905: the constructor's recursion counter is
+    the interpreter's, and a parse in another thread at the same moment, such as a traceback
+    that a background thread formats, upsets it; seen once in CI)."""
+    try:
+        return ast.parse(path.read_text())
+    except SystemError as exc:
+        if "recursion depth mismatch" not in str(exc):
+            raise
+        return ast.parse(path.read_text())
+
+
 def modules() -> dict[str, tuple[Path, bool]]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
@@ -113,7 +126,7 @@ def imports(name: str, path: Path, package: bool, known: dict) -> list[tuple[str
     """(module imported, names taken from it) for every fastload import in one file."""
     here = name if package else name.rsplit(".", 1)[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [(a.name, []) for a in node.names if a.name.split(".")[0] == "fastload"]
         elif isinstance(node, ast.ImportFrom):
@@ -267,7 +280,7 @@ def _private(name: str) -> bool:
 def private_uses(path: Path) -> list[str]:
     """Private names of other packages a file takes: ``from x._y import z``, ``from x import
     _z``, ``import x._y``, and attribute access ``module._name`` on an imported module."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     aliases: dict[str, str] = {}
     found = []
     for node in ast.walk(tree):
@@ -326,7 +339,7 @@ def test_no_function_runs_over_sixty_lines() -> None:
     """STYLE.md's limit, docstring not counted: a longer function is several concerns."""
     long = []
     for name, (path, _) in sorted(KNOWN.items()):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             first = node.body[0]
