@@ -197,8 +197,9 @@ def collated_then(collate_fn: Any) -> Any:
 
 def zips_samples(collate_fn: Any) -> bool:
     """Whether ``collate_fn`` is provably ``return tuple(zip(*batch))`` (the detection
-    references' collate: each field of the samples in a tuple, the samples untouched), a
-    function or a lambda, ``tuple`` and ``zip`` the builtins as they are now."""
+    references' collate: each field of the samples in a tuple, the samples untouched), with or
+    without ``strict=``, a function or a lambda, ``tuple`` and ``zip`` the builtins as they
+    are now."""
     import builtins
 
     if not isinstance(collate_fn, types.FunctionType):
@@ -207,15 +208,19 @@ def zips_samples(collate_fn: Any) -> bool:
     if code_of is None:
         return False
     function = code_of[0]
-    zipped = [
+    head = [
         ("LOAD_GLOBAL", "tuple"),
         ("LOAD_GLOBAL", "zip"),
         ("LOAD_FAST", function.__code__.co_varnames[0]),
-        ("CALL_FUNCTION_EX", None),
-        ("CALL", 1),
-        ("RETURN_VALUE", None),
     ]
-    if _shape(function) != zipped:
+    tail = [("CALL_FUNCTION_EX", None), ("CALL", 1), ("RETURN_VALUE", None)]
+    # zip's strict= only checks that the samples have as many fields, which the images' dtype
+    # does not change (linters ask for it: ruff's B905)
+    strict = [
+        [("LOAD_CONST", "strict"), ("LOAD_CONST", flag), ("BUILD_MAP", None)]
+        for flag in (True, False)
+    ]
+    if _shape(function) not in [head + keywords + tail for keywords in ([], *strict)]:
         return False
     resolved = (_resolve(function, "LOAD_GLOBAL", name) for name in ("tuple", "zip"))
     return list(resolved) == [builtins.tuple, builtins.zip]
@@ -247,7 +252,7 @@ def _shape(function: types.FunctionType) -> list[tuple[str, Any]]:
         if step.opname in _BOOKKEEPING:
             continue
         name = _LOADS.get(step.opname, step.opname)
-        keep = name in ("LOAD_FAST", "LOAD_ATTR", "LOAD_GLOBAL", "LOAD_DEREF", "CALL")
+        keep = name in ("LOAD_FAST", "LOAD_ATTR", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CONST", "CALL")
         shape.append((name, step.argval if keep else None))
     return shape
 

@@ -218,7 +218,11 @@ def test_the_references_zip_collate_is_proved_and_nothing_like_it() -> None:
     assert zips_samples(references_collate)
     assert zips_samples(lambda samples: tuple(zip(*samples)))  # noqa: B905
     assert not zips_samples(lambda samples: list(zip(*samples)))  # noqa: B905
-    assert not zips_samples(lambda samples: tuple(zip(*samples, strict=True)))
+    assert zips_samples(lambda samples: tuple(zip(*samples, strict=True)))
+    assert not zips_samples(lambda samples: tuple(zip(*samples, strict=True), 0))
+    assert not zips_samples(lambda samples: tuple(zip(*samples, *samples, strict=True)))
+    keywords = {"strict": True, "x": 1}
+    assert not zips_samples(lambda samples: tuple(zip(*samples, **keywords)))  # noqa: B905
     assert not zips_samples(lambda samples, extra=1: tuple(zip(*samples)))  # noqa: B905
     assert not zips_samples(default_collate)
     shadowed = types.FunctionType(references_collate.__code__, {"zip": lambda *a: a}, "collate")
