@@ -10,7 +10,6 @@ iterators are torch's (subclassed under their own names, so that profiler labels
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import inspect
 import signal
@@ -104,7 +103,7 @@ class WorkerPath:
             pinned=bool(loader.pin_memory),
         )
         if not plan.threads:
-            arguments["worker_init_fn"] = RingInit(loader.worker_init_fn)
+            arguments["worker_init_fn"] = _WorkerStart(loader.worker_init_fn)
         kind = _ThreadsLoader if plan.threads else _TorchLoader
         self.torch_loader = kind(plan.dataset, **arguments)
 
@@ -181,8 +180,16 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
             ring = shared_buffers.enabled() and fds and not pins_in_thread(loader)
             init.table = SlotTable(loader.num_workers) if ring else None
             self._returns = Returns(init.table) if init.table is not None else None
-        with _garbage_kept_from_workers():
+        collects = gc.isenabled()
+        if isinstance(init, _WorkerStart):
+            init.collects = collects
+        # no collection between a worker's fork and its freezing what it inherited
+        gc.disable()
+        try:
             super().__init__(loader)
+        finally:
+            if collects:
+                gc.enable()
 
     def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
         try:
@@ -199,27 +206,27 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
         return got, data
 
 
-@contextlib.contextmanager
-def _garbage_kept_from_workers() -> Iterator[None]:
-    """Workers forked inside never finalize the main process's garbage.
+class _WorkerStart(RingInit):
+    """The workers' ``worker_init_fn``: first, each worker freezes the objects it inherited,
+    so that it never finalizes the main process's garbage; then the ring and the user's own.
 
-    A forked worker inherits the uncollected garbage, and its first collection would finalize
-    it there: a CUDA tensor that was record_stream'd (every batch the prefetcher delivered)
-    then records an event in a process where CUDA cannot run, and the worker aborts (torch's
-    own loader too). Frozen while the workers start, that garbage is never collected in them,
-    and the main process collects it as before. Where something else froze objects already
-    (some environments do at start), unfreezing would undo that too: the garbage is collected
-    now instead.
+    A forked worker inherits the uncollected garbage, and a collection there would finalize
+    it: a CUDA tensor that was record_stream'd (every batch the prefetcher delivered) then
+    records an event in a process where CUDA cannot run, and the worker aborts (torch's own
+    loader too). The main process collects its garbage as before; collecting it before the
+    fork instead would scan its whole heap at each epoch's start, and unfreezing after a
+    freeze there would undo what anything else froze.
     """
-    if gc.get_freeze_count():
-        gc.collect()
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+
+    collects = True  # whether collection was on in the main process, as the iterator found it
+
+    def __call__(self, worker_id: int) -> None:
+        gc.freeze()
+        if self.collects:
+            gc.enable()
+        else:
+            gc.disable()
+        super().__call__(worker_id)
 
 
 def dead_workers(workers: list[Any], *, wait: float = 5.0) -> RuntimeError | None:
