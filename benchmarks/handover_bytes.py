@@ -5,10 +5,12 @@
 
 Two worker processes hand over ``H x W`` images (800 x 1066 by default: a COCO image after the
 references' multiscale resize) with a small target dict, collated by the references'
-``tuple(zip(*batch))``; the main process copies each image once more, as torch's pin-memory
-thread does (with CUDA: pinned, then copied to the device; without: a plain copy). The loaders
-stay up; the rounds alternate between them. Figures a round: images/s, and the main process's
-CPU time an image (all its threads); ratios uint8 over float32 in the same round.
+``tuple(zip(*batch))``. With CUDA, torch's pin-memory thread pins each image (one copy, on one
+op thread, as torch sets it) and the main process copies it to the device, as
+``fastload.DataLoader`` does; without, the main process copies each image once on one op
+thread. The loaders stay up; the rounds alternate between them. Figures a round: images/s, and
+the main process's CPU time an image (all its threads); ratios uint8 over float32 in the same
+round.
 
 Run: python benchmarks/handover_bytes.py [--size 800 1066] [--workers 2] [--seconds 6]
 """
@@ -25,6 +27,7 @@ import results
 import torch
 
 from fastload.iteration import endless
+from fastload.system import single_threaded_ops
 
 
 class Images(torch.utils.data.Dataset):
@@ -49,13 +52,15 @@ class Images(torch.utils.data.Dataset):
 
 def collate(batch: list[Any]) -> tuple[Any, ...]:
     """The detection references' collate."""
-    return tuple(zip(*batch, strict=True))
+    return tuple(zip(*batch))  # noqa: B905 (theirs)
 
 
 def copier() -> Callable[[torch.Tensor], Any]:
-    """What the main process does with each image once it has it."""
+    """What the main process does with each image once it has it (pinned already with CUDA)."""
     if torch.cuda.is_available():
-        return lambda image: image.pin_memory().to("cuda", non_blocking=True)
+        return lambda image: image.to("cuda", non_blocking=True)
+    # as torch's pin-memory thread copies: one op thread (all of them would spin on 16 cores)
+    single_threaded_ops()
     return torch.Tensor.clone
 
 
@@ -90,6 +95,7 @@ def main() -> None:
             num_workers=args.workers,
             persistent_workers=args.workers > 0,
             collate_fn=collate,
+            pin_memory=torch.cuda.is_available(),
         )
         streams[str(dtype).replace("torch.", "")] = endless(loader)
     copy = copier()
@@ -103,7 +109,7 @@ def main() -> None:
             rate, per_image = read(stream, args.seconds, copy)
             rates[name].append(rate)
             cpu[name].append(per_image)
-    where = "pinned and copied to the device" if torch.cuda.is_available() else "copied once"
+    where = "pinned, then copied to the device" if torch.cuda.is_available() else "copied once"
     print(
         f"{args.workers} worker processes, {size[0]} x {size[1]} images, batch "
         f"{args.batch_size}, {args.rounds} interleaved rounds of {args.seconds:g} s; in the main "
