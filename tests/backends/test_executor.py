@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
+import os
 import random
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import torch
 
 from fastload import transforms as T
 from fastload.backends.executor import plan_views
+from fastload.backends.executor.reading import start_planner
 from fastload.resampling import View
 from fastload.transforms import split_transform
 
@@ -55,3 +61,35 @@ def test_an_op_that_draws_from_pythons_random_is_seeded_per_sample() -> None:
         torch.manual_seed(seed)
         alone.append(transform.plan(View.full(width, height)))
     assert first == alone
+
+
+class _Finalized:
+    """Garbage in a reference cycle whose finalizer writes the pid of the process that
+    collects it."""
+
+    def __init__(self, record: Path) -> None:
+        self.record, self.cycle = record, self
+
+    def __del__(self) -> None:
+        with open(self.record, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+def test_a_forked_planner_process_does_not_finalize_the_main_process_garbage(
+    tmp_path: Path,
+) -> None:
+    """Planner processes fork while the loader may hold CUDA tensors in garbage, as the
+    workers do: what they inherited is never collected there."""
+    record = tmp_path / "finalized"
+    context = multiprocessing.get_context("fork")
+    gc.disable()  # the cycle stays uncollected until the planner has started
+    try:
+        _Finalized(record)
+        with ProcessPoolExecutor(
+            1, mp_context=context, initializer=start_planner, initargs=(None,)
+        ) as planners:
+            assert planners.submit(gc.collect).result() == 0  # nothing of the parent's
+    finally:
+        gc.enable()
+    gc.collect()
+    assert record.read_text().split() == [str(os.getpid())]

@@ -6,6 +6,7 @@ more, planner processes read and plan (:func:`read_planned`).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import io
 import random
 from collections.abc import Callable
@@ -163,7 +164,11 @@ _planned_dataset: Any = None  # in a planner process: the dataset it reads
 
 
 def start_planner(dataset: Any) -> None:
+    """A planner process's start: what it inherited frozen first (a forked process must not
+    finalize the main process's garbage, e.g. record_stream'd CUDA tensors, as the loader's
+    workers must not), then the dataset it plans."""
     global _planned_dataset
+    gc.freeze()
     _planned_dataset = dataset
 
 
