@@ -194,3 +194,28 @@ def test_the_environment_variable_turns_the_ring_off(monkeypatch: pytest.MonkeyP
         torch.testing.assert_close(images, want)
         addresses.append(_storage(images))
     assert len(set(addresses)) == len(addresses)  # a new shared memory file for every batch
+
+
+def test_uint8_batches_of_torchs_collate_are_torchs_batches_in_memory_written_again() -> None:
+    """Without batch ops, torch's ``default_collate`` stacks the images into the ring: the
+    same batches as torch's loader, the memory taken again once let go of, held batches and
+    views never overwritten."""
+    want = list(torch.utils.data.DataLoader(Ramps(), batch_size=4, num_workers=2))
+    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2)
+    inodes, held = [], []
+    for k, (batch, expected) in enumerate(zip(loader, want, strict=True)):
+        assert type(batch) is list and len(batch) == 2 and batch[0].dtype == torch.uint8
+        assert torch.equal(batch[0], expected[0]) and torch.equal(batch[1], expected[1])
+        inodes.append(_storage(batch[0]))
+        if k in (3, 4):
+            held.append((k, batch[0][1:]))
+    assert len(set(inodes)) < len(inodes) // 2  # 24 batches, the few in flight
+    for k, view in held:
+        assert torch.equal(view, want[k][0][1:])
+
+
+def test_without_the_ring_uint8_batches_are_made_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FASTLOAD_SHARED_RING", "0")
+    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2)
+    inodes = [_storage(images) for images, _ in loader]
+    assert len(set(inodes)) > len(inodes) // 2

@@ -19,7 +19,9 @@ meet the links:
 4. the collate function itself: the loader's ``collate_fn`` (torch's default when none was
    given), or torch's ``default_collate`` when the loader's is provably ``default_collate``
    then one callable (:func:`fastload.wrappers.collated_then`): that callable then ends the
-   batch stage (``BatchStage.then``).
+   batch stage (``BatchStage.then``). torch's ``default_collate`` whose batch leaves the
+   worker as it is (no batch ops there) is ``RingCollate``: the same batch, its images stacked
+   into the worker's kept shared memory (:mod:`fastload.shared_buffers`) when it has some free.
 
 The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
 (``DeviceStage.untag``, then ``SkipReport``) before a batch is delivered.
@@ -30,11 +32,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch.utils.data import default_collate
+
+from fastload import shared_buffers
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.skipping import SkipCollate
 from fastload.tensors import Pinnable, has_subclasses
 
-__all__ = ["collate_chain"]
+__all__ = ["RingCollate", "collate_chain"]
 
 
 def collate_chain(
@@ -62,6 +68,8 @@ def collate_chain(
         pinned: torch pins the batches (the loader's ``pin_memory``).
     """
     chain = collate_fn
+    if collate_fn is default_collate and (stage is None or on_device):
+        chain = RingCollate()
     if stage is not None and not on_device:
         chain = CollateThenStage(chain, stage)
     if skipping:
@@ -83,3 +91,43 @@ class KeepSubclasses:
     def __call__(self, samples: Any) -> Any:
         batch = self.collate_fn(samples)
         return Pinnable(batch) if has_subclasses(batch) else batch
+
+
+class RingCollate:
+    """torch's ``default_collate``, with the images of ``(image, ...)`` tuples stacked into
+    the worker process's ring (:mod:`fastload.shared_buffers`) when it has a free slot.
+
+    ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
+    page for every batch; a uint8 batch then costs that as the float32 batches did before the
+    ring. Anything else, and every batch where there is no ring (the main process, threads,
+    torch's pinning) or no free slot, is ``default_collate``'s.
+    """
+
+    def __call__(self, samples: Any) -> Any:
+        images = _images_of(samples)
+        if images is None:
+            return default_collate(samples)
+        first = images[0]
+        out = shared_buffers.take(torch.Size((len(images), *first.shape)), first.dtype)
+        if out is None:
+            return default_collate(samples)
+        torch.stack(images, out=out)
+        return [out, *default_collate([sample[1:] for sample in samples])]
+
+
+def _images_of(samples: Any) -> list[torch.Tensor] | None:
+    """The first fields of ``samples`` when it is a list of tuples of two or more fields
+    whose first is a plain tensor, all of one shape and dtype (what ``default_collate``
+    stacks, and returns in a list with the other fields' columns); else ``None``."""
+    if not isinstance(samples, list) or not samples:
+        return None
+    if any(type(sample) is not tuple or len(sample) < 2 for sample in samples):
+        return None
+    images = [sample[0] for sample in samples]
+    first = images[0]
+    if type(first) is not torch.Tensor:
+        return None
+    shape, dtype = first.shape, first.dtype
+    if any(type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype for x in images):
+        return None
+    return images
