@@ -23,6 +23,12 @@ batch, once with worker processes and once with worker threads; its figure is th
 two in each round. Every loader reads a few batches first (FFCV's numba compile, workers
 started, page cache warm); then the rounds alternate among all of them.
 
+A third fastload row per pairing, ``one process x N``: the same loader with no workers (each
+batch read, decoded and collated in this process), its rate times the workers: what N workers
+would give with no cost of their own and perfect scaling, the ceiling of fastload's sample path
+on this machine; set beside 1.3x FFCV, it says how much of the aim the sample path itself
+allows.
+
 Run: python benchmarks/ffcv_peer.py --data DIR [--dtype uint8] [--rounds 3] [--seconds 4]
 """
 
@@ -108,17 +114,19 @@ def ffcv_loader(path: Path, args: argparse.Namespace) -> Any:
     )
 
 
-def fastload_loader(path: Path, args: argparse.Namespace, worker_type: str) -> Any:
+def fastload_loader(
+    path: Path, args: argparse.Namespace, worker_type: str, *, workers: int | None = None
+) -> Any:
     geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     dataset = fastload.ImageShards(path, geometry)
     return fastload.DataLoader(
         dataset,
         batch_size=args.batch_size,
         sampler=fastload.ShardSampler(dataset),
-        num_workers=args.workers,
+        num_workers=args.workers if workers is None else workers,
         drop_last=True,
         batch_transforms=gpu.Normalize(MEAN, STD) if args.dtype == "float32" else None,
-        persistent_workers=True,
+        persistent_workers=workers != 0,
         worker_type=worker_type,
         seeding="sample" if worker_type == "thread" else "auto",
     )
@@ -139,6 +147,7 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         theirs[f"FFCV {name}"] = ffcv_loader(path, args)
         ours[f"fastload {name}, processes"] = fastload_loader(pack, args, "process")
         ours[f"fastload {name}, threads"] = fastload_loader(pack, args, "thread")
+        ours[f"fastload {name}, one process"] = fastload_loader(pack, args, "process", workers=0)
     # fastload's worker processes start (fork) before FFCV's compiled threads run
     return {**ours, **theirs}
 
@@ -172,6 +181,14 @@ def report(rates: dict[str, list[float]], args: argparse.Namespace) -> list[dict
         )
         rows.append(results.row(f"FFCV {pairing}", ffcv, group=args.dtype))
         rows.append(results.row(f"fastload {pairing}", best, ffcv, group=args.dtype, target=1.3))
+        ceiling = [args.workers * r for r in rates[f"fastload {pairing}, one process"]]
+        ratios = [c / f for c, f in zip(ceiling, ffcv, strict=True)]
+        print(
+            f"  {pairing}: fastload's one process x {args.workers} / FFCV "
+            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+        )
+        name = f"fastload {pairing}, one process x {args.workers}"
+        rows.append(results.row(name, ceiling, ffcv, group=args.dtype))
     return rows
 
 

@@ -6,8 +6,8 @@ Pipelines, each with the ring on and off, ``N`` worker processes:
 * ``classification float32``: ``fastload.ImageFolder`` with ``RandomResizedCrop(224) +
   RandomHorizontalFlip`` fused with decoding, ``batch_transforms=gpu.Normalize`` (ImageNet's
   mean and std), batch 64: one float32 batch of 38.5 MB a storage;
-* ``classification uint8``: the same without the normalize (torch's collate makes the batch:
-  the ring is not used; the float32 rows' own baseline);
+* ``classification uint8``: the same without the normalize (torch's ``default_collate``,
+  whose images the workers stack into their ring);
 * ``detection multiscale`` and ``detection ssd``: torchvision's detection reference presets
   with masks on a v2-wrapped ``CocoDetection`` (``benchmarks/detection_swap.py``'s), with
   ``accelerate=True``, the references' collate, batch 4: one storage a float32 image, of
