@@ -140,12 +140,13 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         slug = name.replace(" ", "-")
         path = beton(data, work / f"ffcv-{slug}.beton", ffcv_options, args.workers)
         pack = packed(data, work / f"fastload-{slug}", pack_options)
+        ours[f"fastload {name}, processes"] = fastload_loader(pack, args, "process")
         print(
             f"  {name}: FFCV's file {path.stat().st_size / 2**20:,.1f} MiB, fastload's pack "
-            f"{folder_bytes(pack) / 2**20:,.1f} MiB"
+            f"{folder_bytes(pack) / 2**20:,.1f} MiB, read by fastload's "
+            f"{ours[f'fastload {name}, processes'].dataset.backend} backend"
         )
         theirs[f"FFCV {name}"] = ffcv_loader(path, args)
-        ours[f"fastload {name}, processes"] = fastload_loader(pack, args, "process")
         ours[f"fastload {name}, threads"] = fastload_loader(pack, args, "thread")
         ours[f"fastload {name}, one process"] = fastload_loader(pack, args, "process", workers=0)
     # fastload's worker processes start (fork) before FFCV's compiled threads run
