@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
+from garbage import Finalized
 
 from fastload import transforms as T
 from fastload.backends.executor import plan_views
@@ -63,18 +64,6 @@ def test_an_op_that_draws_from_pythons_random_is_seeded_per_sample() -> None:
     assert first == alone
 
 
-class _Finalized:
-    """Garbage in a reference cycle whose finalizer writes the pid of the process that
-    collects it."""
-
-    def __init__(self, record: Path) -> None:
-        self.record, self.cycle = record, self
-
-    def __del__(self) -> None:
-        with open(self.record, "a") as f:
-            f.write(f"{os.getpid()}\n")
-
-
 def test_a_forked_planner_process_does_not_finalize_the_main_process_garbage(
     tmp_path: Path,
 ) -> None:
@@ -84,7 +73,7 @@ def test_a_forked_planner_process_does_not_finalize_the_main_process_garbage(
     context = multiprocessing.get_context("fork")
     gc.disable()  # the cycle stays uncollected until the planner has started
     try:
-        _Finalized(record)
+        Finalized(record)
         with ProcessPoolExecutor(
             1, mp_context=context, initializer=start_planner, initargs=(None,)
         ) as planners:

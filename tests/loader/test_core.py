@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from garbage import Finalized
 
 import fastload
 
@@ -306,18 +307,6 @@ def test_a_worker_dying_while_its_batch_is_received_is_named(
     del batches
 
 
-class _Finalized:
-    """Garbage in a reference cycle whose finalizer writes the pid of the process that
-    collects it."""
-
-    def __init__(self, record: Path) -> None:
-        self.record, self.cycle = record, self
-
-    def __del__(self) -> None:
-        with open(self.record, "a") as f:
-            f.write(f"{os.getpid()}\n")
-
-
 class Collecting(Squares):
     """Each sample read runs a collection in the worker, as an allocation-heavy one would."""
 
@@ -350,7 +339,7 @@ def test_workers_do_not_finalize_the_main_process_garbage(tmp_path: Path) -> Non
     )
     gc.disable()  # the cycle stays uncollected until the workers have started
     try:
-        _Finalized(record)
+        Finalized(record)
         assert [label for _, labels in loader for label in labels.tolist()] == list(range(40))
     finally:
         gc.enable()
