@@ -16,11 +16,13 @@ import torch
 __all__ = [
     "Pinnable",
     "batch_size_of",
+    "collated_around",
     "has_subclasses",
     "inputs_of",
     "map_tensors",
     "pin",
     "pin_batch",
+    "stackable_firsts",
     "targets_of",
 ]
 
@@ -59,6 +61,33 @@ def batch_size_of(batch: Any) -> int:
     if inputs is not None and inputs is not batch:
         return batch_size_of(inputs)
     raise TypeError(f"cannot tell how many samples a {type(batch).__name__} batch holds")
+
+
+def stackable_firsts(samples: Any) -> list[torch.Tensor] | None:
+    """The first fields of ``samples`` when it is a non-empty list of tuples whose first
+    fields are tensors of one shape and dtype, which torch's ``default_collate`` stacks into
+    one tensor; else ``None``."""
+    if not isinstance(samples, list) or not samples:
+        return None
+    if any(type(sample) is not tuple or not sample for sample in samples):
+        return None
+    firsts = [sample[0] for sample in samples]
+    first = firsts[0]
+    if not isinstance(first, torch.Tensor):
+        return None
+    shape, dtype = first.shape, first.dtype
+    if any(not isinstance(x, torch.Tensor) or x.shape != shape or x.dtype != dtype for x in firsts):
+        return None
+    return firsts
+
+
+def collated_around(stacked: torch.Tensor, samples: list[tuple[Any, ...]]) -> list[Any]:
+    """torch's ``default_collate`` of ``(first, ...)`` tuples whose first fields are stacked
+    in ``stacked`` already: ``[stacked, *the other fields' columns]``."""
+    from torch.utils.data import default_collate
+
+    rest = default_collate([sample[1:] for sample in samples]) if len(samples[0]) > 1 else []
+    return [stacked, *rest]
 
 
 def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:

@@ -24,7 +24,7 @@ from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, transforms_in
 from fastload.sampling import sample_seed, seeded
-from fastload.tensors import map_tensors, pin_batch
+from fastload.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
 
 __all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
 
@@ -228,24 +228,16 @@ class _KeptImages:
     def collate(self, samples: Any) -> list[Any] | None:
         """``[images, *rest]`` as ``default_collate`` gives it for ``(image, ...)`` tuples of
         tensors of one shape; ``None`` for anything else."""
-        if not isinstance(samples, list) or not samples:
+        images = stackable_firsts(samples)
+        if images is None:
             return None
-        first = samples[0]
-        if type(first) is not tuple or not first or not isinstance(first[0], torch.Tensor):
-            return None
-        images = [s[0] if type(s) is tuple else None for s in samples]
-        shape, dtype = first[0].shape, first[0].dtype
-        if any(
-            not isinstance(x, torch.Tensor) or x.shape != shape or x.dtype != dtype for x in images
-        ):
-            return None
-        size = (len(images), *shape)
+        size = (len(images), *images[0].shape)
+        dtype = images[0].dtype
         buffer = self._buffers.get(threading.get_ident())
         if buffer is None or buffer.shape != size or buffer.dtype != dtype:
             buffer = self._buffers[threading.get_ident()] = torch.empty(size, dtype=dtype)
-        torch.stack(images, out=buffer)  # type: ignore[arg-type]
-        rest = default_collate([s[1:] for s in samples]) if len(first) > 1 else []
-        return [buffer, *rest]
+        torch.stack(images, out=buffer)
+        return collated_around(buffer, samples)
 
     def handed_out(self, batch: Any) -> None:
         """Give this thread's buffer up if ``batch`` holds its memory."""

@@ -38,7 +38,7 @@ from torch.utils.data import default_collate
 from fastload import shared_buffers
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.skipping import SkipCollate
-from fastload.tensors import Pinnable, has_subclasses
+from fastload.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
 
 __all__ = ["RingCollate", "collate_chain"]
 
@@ -104,30 +104,13 @@ class RingCollate:
     """
 
     def __call__(self, samples: Any) -> Any:
-        images = _images_of(samples)
-        if images is None:
+        images = stackable_firsts(samples)
+        # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
+        if images is None or any(type(image) is not torch.Tensor for image in images):
             return default_collate(samples)
         first = images[0]
         out = shared_buffers.take(torch.Size((len(images), *first.shape)), first.dtype)
         if out is None:
             return default_collate(samples)
         torch.stack(images, out=out)
-        return [out, *default_collate([sample[1:] for sample in samples])]
-
-
-def _images_of(samples: Any) -> list[torch.Tensor] | None:
-    """The first fields of ``samples`` when it is a list of tuples of two or more fields
-    whose first is a plain tensor, all of one shape and dtype (what ``default_collate``
-    stacks, and returns in a list with the other fields' columns); else ``None``."""
-    if not isinstance(samples, list) or not samples:
-        return None
-    if any(type(sample) is not tuple or len(sample) < 2 for sample in samples):
-        return None
-    images = [sample[0] for sample in samples]
-    first = images[0]
-    if type(first) is not torch.Tensor:
-        return None
-    shape, dtype = first.shape, first.dtype
-    if any(type(x) is not torch.Tensor or x.shape != shape or x.dtype != dtype for x in images):
-        return None
-    return images
+        return collated_around(out, samples)
