@@ -30,6 +30,7 @@ on this machine; set beside 1.3x FFCV, it says how much of the aim the sample pa
 allows.
 
 Run: python benchmarks/ffcv_peer.py --data DIR [--dtype uint8] [--rounds 3] [--seconds 4]
+[--pairings "recipe 500" ...]
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     data = Path(args.data)
     ours: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
-    for name, (ffcv_options, pack_options) in PAIRINGS.items():
+    for name in args.pairings:
+        ffcv_options, pack_options = PAIRINGS[name]
         slug = name.replace(" ", "-")
         path = beton(data, work / f"ffcv-{slug}.beton", ffcv_options, args.workers)
         pack = packed(data, work / f"fastload-{slug}", pack_options)
@@ -171,7 +173,7 @@ def report(rates: dict[str, list[float]], args: argparse.Namespace) -> list[dict
     for name, values in rates.items():
         print(f"  {name:<34} {statistics.median(values):8,.0f} images/s")
     rows = []
-    for pairing in PAIRINGS:
+    for pairing in args.pairings:
         ffcv = rates[f"FFCV {pairing}"]
         kinds = (rates[f"fastload {pairing}, processes"], rates[f"fastload {pairing}, threads"])
         best = [max(p, t) for p, t in zip(*kinds, strict=True)]
@@ -203,6 +205,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0, help="per loader per round")
+    parser.add_argument(
+        "--pairings",
+        nargs="+",
+        choices=tuple(PAIRINGS),
+        default=list(PAIRINGS),
+        metavar="PAIRING",
+        help=f"which pairings to run (default: all; choices: {', '.join(map(repr, PAIRINGS))})",
+    )
     results.add_argument(parser)
     args = parser.parse_args()
     if args.ffcv_path:

@@ -93,10 +93,17 @@ def machine() -> dict[str, Any]:
     model = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        # the first processor's fields: a bare model name ("AMD EPYC") names no generation,
+        # and the ratios of a run move with it; family and model say which
+        fields = dict(
+            (key.strip(), value.strip())
+            for key, _, value in (
+                line.partition(":") for line in cpuinfo.read_text().split("\n\n")[0].splitlines()
+            )
+        )
+        model = fields.get("model name", model)
+        if "cpu family" in fields:
+            model += f" (family {fields['cpu family']}, model {fields.get('model', '?')})"
     info: dict[str, Any] = {"cpu": model, "cores": cpu_cores()}
     if "torch" in sys.modules:
         import torch

@@ -209,20 +209,27 @@ def orientation_ops(orientation: int) -> tuple[bool, bool, bool]:
 
 
 def orient(array: np.ndarray, transpose: bool, mirror_lr: bool, mirror_tb: bool) -> np.ndarray:
-    """Apply a transpose, then mirrors, to an H x W x C array; returns a contiguous array.
+    """Apply a transpose, then mirrors, to an H x W x C array; returns an array a tensor can
+    be made from (no negative strides): C-contiguous, or channels-first in memory where the
+    array given was.
 
     A view with negative strides cannot become a torch tensor, hence the copy; it is made once,
     on the smallest array of the pipeline (after the resize). Mirrors alone (a random flip) are
-    copied by ``torch.flip``: numpy copies a left-right mirror of 3-byte pixels element by
-    element, 5x slower at 224 x 224 (346 against 62 us).
+    copied by ``torch.flip``, in the memory's own layout: numpy copies a left-right mirror of
+    3-byte pixels element by element, 5x slower at 224 x 224, and 40x on the channels-first
+    memory torch's resize leaves (130 against 3.5 us), whose mirror stays channels-first.
     """
-    flags = array.flags  # torch.from_numpy warns on a read-only array
-    plain = flags.c_contiguous and flags.writeable and array.dtype == np.uint8
-    if not transpose and (mirror_lr or mirror_tb) and plain:
+    if not transpose and (mirror_lr or mirror_tb) and array.dtype == np.uint8:
         import torch
 
         dims = [d for d, mirrored in ((0, mirror_tb), (1, mirror_lr)) if mirrored]
-        return torch.from_numpy(array).flip(dims).numpy()
+        flags = array.flags  # torch.from_numpy warns on a read-only array
+        if flags.c_contiguous and flags.writeable:
+            return torch.from_numpy(array).flip(dims).numpy()
+        planes = array.transpose(2, 0, 1)  # torch's resize leaves channels-first memory
+        if planes.flags.c_contiguous and planes.flags.writeable:
+            flipped = torch.from_numpy(planes).flip([d + 1 for d in dims])
+            return flipped.numpy().transpose(1, 2, 0)
     if transpose:
         array = array.transpose(1, 0, 2)
     if mirror_lr:

@@ -80,8 +80,9 @@ def test_no_exif_means_upright() -> None:
 
 @pytest.mark.parametrize("shape", [(5, 7, 3), (224, 224, 3), (6, 4, 1), (3, 9, 4)])
 def test_orient_is_the_transpose_then_the_mirrors(shape: tuple[int, int, int]) -> None:
-    """Every combination, on contiguous, strided and read-only arrays: the mirrored view's
-    values, as a contiguous array (mirrors alone are copied by torch, the rest by numpy)."""
+    """Every combination, on contiguous, strided, read-only and channels-first arrays (what
+    torch's resize leaves): the mirrored view's values, as a copy in the array's own layout
+    (mirrors alone are copied by torch, the rest by numpy)."""
     import itertools
 
     from fastload.image import orient
@@ -90,12 +91,16 @@ def test_orient_is_the_transpose_then_the_mirrors(shape: tuple[int, int, int]) -
     base = rng.integers(0, 255, size=shape, dtype=np.uint8)
     read_only = base.copy()
     read_only.flags.writeable = False
-    for array in (base, base[:, ::2], read_only):
+    planar = np.ascontiguousarray(base.transpose(2, 0, 1)).transpose(1, 2, 0)
+    for array in (base, base[:, ::2], read_only, planar):
         for transpose, lr, tb in itertools.product([False, True], repeat=3):
             want = array.transpose(1, 0, 2) if transpose else array
             want = want[:, ::-1] if lr else want
             want = want[::-1] if tb else want
             got = orient(array, transpose, lr, tb)
             assert np.array_equal(got, want)
-            if transpose or lr or tb:  # a copy was made (nothing to do hands the array back)
-                assert got.flags.c_contiguous
+            if not (transpose or lr or tb):  # nothing to do hands the array back
+                continue
+            planes = got.transpose(2, 0, 1)
+            kept_planar = array is planar and not transpose and shape[2] > 1
+            assert planes.flags.c_contiguous if kept_planar else got.flags.c_contiguous
