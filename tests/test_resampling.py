@@ -58,11 +58,19 @@ def test_threads_resampling_read_only_arrays_leave_the_filters_as_they_were() ->
         assert list(warnings.filters) == before
 
 
+@pytest.mark.parametrize("size", [(33, 24), (16, 12)], ids=["sliced", "shrunk by torch"])
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_a_mirrored_view_is_the_mirror_of_the_unmirrored_one(channels: int) -> None:
+def test_a_mirrored_view_is_the_mirror_of_the_unmirrored_one(
+    channels: int, size: tuple[int, int]
+) -> None:
+    """In the unmirrored one's layout: C-contiguous, or the channels-first memory torch's
+    shrinking kernel leaves (copied to C-contiguous, the batch would stack it strided)."""
     pixels = np.random.default_rng(3).integers(0, 256, (30, 41, channels), dtype=np.uint8)
     box = (2.0, 3.0, 35.0, 27.0)
-    plain = render(pixels, View(box, 33, 24))
-    mirrored = render(pixels, View(box, 33, 24, mirror=True))
-    assert mirrored.shape == plain.shape and mirrored.flags.c_contiguous
+    plain = render(pixels, View(box, *size))
+    mirrored = render(pixels, View(box, *size, mirror=True))
+    assert mirrored.shape == plain.shape
     np.testing.assert_array_equal(mirrored, plain[:, ::-1])
+    planar = plain.transpose(2, 0, 1).flags.c_contiguous and channels > 1
+    assert (mirrored.transpose(2, 0, 1) if planar else mirrored).flags.c_contiguous
+    assert planar == (size == (16, 12) and channels > 1)
