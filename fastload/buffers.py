@@ -3,11 +3,11 @@
 A normalized float32 batch of 64 x 3 x 224 x 224 is 38.5 MB, above the size from which glibc
 maps fresh pages for each allocation: made anew, every batch faults in and zeroes all its
 pages again, which took three times as long as the normalizing itself (24 ms against 6 ms for
-that batch, one thread). Thread workers (``worker_type="thread"``) therefore take such batches
-from a :class:`BatchRing`: a few buffers that are written again once nothing refers to them any
-more (the consumer dropped the batch and every view of it). While the consumer holds more
-batches than the ring has buffers, the extra ones are made anew, so a batch kept is never
-overwritten.
+that batch, one thread). Thread workers (``worker_type="thread"``), and the loader's process
+itself with no workers, therefore take such batches from a :class:`BatchRing`: a few buffers
+that are written again once nothing refers to them any more (the consumer dropped the batch
+and every view of it). While the consumer holds more batches than the ring has buffers, the
+extra ones are made anew, so a batch kept is never overwritten.
 """
 
 from __future__ import annotations

@@ -234,11 +234,14 @@ def _same_nested(a: list, b: list) -> bool:
     return same(a, b)
 
 
+@pytest.mark.parametrize(("kind", "workers"), [("thread", 2), ("process", 0)])
 def test_float_batches_reuse_memory_the_consumer_let_go_of_and_keep_what_it_holds(
-    folder: Path,
+    folder: Path, kind: str, workers: int
 ) -> None:
+    """Where batches are made in the loader's own process: worker threads, or no workers."""
     dataset = _dataset(folder)
-    loader = _loader(dataset, kind="thread", workers=2, batch_transforms=gpu.Normalize(MEAN, STD))
+    normalize = gpu.Normalize(MEAN, STD)
+    loader = _loader(dataset, kind=kind, workers=workers, batch_transforms=normalize)
     kept, copy, addresses = None, None, set()
     for _ in range(3):
         for k, (images, _) in enumerate(loader):
@@ -247,6 +250,27 @@ def test_float_batches_reuse_memory_the_consumer_let_go_of_and_keep_what_it_hold
                 kept, copy = images, images.clone()
     assert torch.equal(kept, copy)  # held through three epochs: never written again
     assert len(addresses) < 3 * len(loader)  # the rest came back to the ring
+
+
+def test_with_no_workers_batches_are_made_in_the_iterators_ring(folder: Path) -> None:
+    """The consumer's thread collates in a ring of the iterator's own (so float batches reuse
+    the memory the consumer let go of, above), and keeps none of its own between batches."""
+    from torch.utils.data import default_collate
+
+    from fastload import buffers
+
+    seen = []
+
+    def collate(samples: list) -> object:
+        seen.append(buffers.current())
+        return default_collate(samples)
+
+    loader = _loader(_dataset(folder), kind="process", workers=0, collate_fn=collate)
+    batches = iter(loader)
+    next(batches), next(batches)
+    assert buffers.current() is None
+    assert isinstance(seen[0], buffers.BatchRing) and seen[1] is seen[0]
+    assert next(iter(loader)) is not None and seen[2] is not seen[0]  # each pass its own
 
 
 def test_worker_threads_run_torchs_ops_on_one_thread_each_and_leave_the_rest(
