@@ -59,6 +59,25 @@ def test_decode_floor_reports_the_ceiling(tmp_path: Path) -> None:
     assert 0 < area <= rows <= 100  # a crop covers no more area than the rows down to it
 
 
+def test_float_floor_sets_the_normalize_beside_the_float32_writes(tmp_path: Path) -> None:
+    args = ["--batch-size", "4", "--size", "32", "--rounds", "2", "--seconds", "0.05"]
+    args += ["--uint8-rate", "1000", "--json", str(tmp_path / "figures.json")]
+    done = run_script("float_floor", *args, timeout=300)
+    doc = assert_figures(tmp_path / "figures.json", "float_floor")
+    assert [row["name"] for row in doc["rows"]] == [
+        "float32 written",
+        "fastload normalize",
+        "uint8 stack",
+    ]
+    times = re.findall(r"(\d+\.\d+) us an image", done.stdout)
+    assert len(times) == 3 and all(float(t) > 0 for t in times)
+    ceilings = re.findall(
+        r"the float32 costing (float32 written|fastload normalize): (\S+)", done.stdout
+    )
+    assert [name for name, _ in ceilings] == ["float32 written", "fastload normalize"]
+    assert all(0 < float(ratio) <= 1 for _, ratio in ceilings)
+
+
 def test_autotune_sweep_measures_the_choice_again_against_the_sweeps_best(
     tmp_path: Path,
 ) -> None:
