@@ -28,7 +28,7 @@ from fastload.compact import Strings
 from fastload.drawing import drawing, drawn, own_draws
 from fastload.errors import UnreadableImageWarning
 from fastload.options import ON_ERROR
-from fastload.sampling import SeededSamples, numpy_kept, seeded
+from fastload.sampling import SeededSamples, seeded, streams_kept
 from fastload.skipping import Skipped
 from fastload.transforms import TransformSplit, split_transform
 
@@ -172,7 +172,7 @@ class ImageDataset(Dataset):
     def __getitems__(self, indices: list[int]) -> list[Any]:
         # torch's fetcher calls this with a whole batch: a KeyedBatch's seed goes on with the
         # samples, to the collate function, for the batch ops
-        with numpy_kept():
+        with streams_kept():
             samples = [self[i] for i in indices]
         seed = getattr(indices, "seed", None)
         return samples if seed is None else SeededSamples(samples, seed)

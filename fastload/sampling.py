@@ -49,10 +49,10 @@ __all__ = [
     "Seeding",
     "batch_seed",
     "epoch_seed",
-    "numpy_kept",
     "sample_seed",
     "seed_both",
     "seeded",
+    "streams_kept",
 ]
 
 Seeding = Literal["sample", "worker"]
@@ -119,11 +119,14 @@ def seeded(seed: int | None) -> Iterator[None]:
 
     Python's and numpy's streams too, because ops draw from them (timm's
     ``RandomResizedCropAndInterpolation``, ops of one's own run as written). numpy's stream is
-    put back in the main process only, and once for a whole batch inside :func:`numpy_kept`:
-    saving it costs ~0.1 ms, and in a worker process it is torch's to seed per worker and
-    nobody else's. CUDA's stream is untouched. ``None`` runs the block as it is.
+    put back in the main process only: in a worker process it is torch's to seed per worker
+    and nobody else's. CUDA's stream is untouched. ``None`` runs the block as it is (on the
+    process's own streams, inside :func:`streams_kept` too). Inside :func:`streams_kept` the
+    streams are saved before the first seeded sample and put back once, when the block ends:
+    saving and restoring them cost ~10 us a sample (Python's stream nearly all of it).
     """
     if seed is None:
+        _put_back()  # a sample of the block with no seed of its own draws as it would alone
         yield
         return
     if drawing.in_worker_thread():  # the streams are shared: each draw swaps them in
@@ -131,46 +134,85 @@ def seeded(seed: int | None) -> Iterator[None]:
             yield
         return
     with drawing.guard():  # no thread worker's sample swaps them in meanwhile
-        generator = torch.default_generator
-        saved = generator.get_state(), random.getstate()
-        numpy = _numpy_random()
-        kept = numpy.get_state() if numpy is not None and _numpy_ours() else None
-        seed_both(seed)
-        if numpy is not None:
-            numpy.seed(seed & 0xFFFFFFFF)  # numpy's legacy seeds are 32-bit
+        batch: _KeptStreams | None = getattr(_KEEPING, "batch", None)
+        if batch is not None:
+            batch.save_once()
+            _seed_all(seed)
+            yield
+            return
+        saved = _saved_streams()
+        _seed_all(seed)
         try:
             yield
         finally:
-            generator.set_state(saved[0])
-            random.setstate(saved[1])
-            if kept is not None:
-                numpy.set_state(kept)
+            _restore(saved)
 
 
 @contextlib.contextmanager
-def numpy_kept() -> Iterator[None]:
-    """Put numpy's global stream back once at the end of the block, instead of after each
-    :func:`seeded` sample inside it (a batch: ~0.1 ms once instead of per sample)."""
-    numpy = _numpy_random()
-    if numpy is None or not _numpy_ours() or drawing.in_worker_thread():
-        yield  # a worker thread's samples put the process's stream back at each draw
+def streams_kept() -> Iterator[None]:
+    """Put the streams :func:`seeded` sets back once, at the end of the block (a batch of
+    samples), instead of after each sample in it. Each sample seeds every stream anew, so none
+    draws from what the one before it left."""
+    if drawing.in_worker_thread() or getattr(_KEEPING, "batch", None) is not None:
+        yield  # a worker thread's samples swap their streams in at each draw
         return
-    state = numpy.get_state()
-    _KEEPING.numpy = True
+    batch = _KEEPING.batch = _KeptStreams()
     try:
         yield
     finally:
-        _KEEPING.numpy = False
-        numpy.set_state(state)
+        _KEEPING.batch = None
+        batch.put_back()
+
+
+class _KeptStreams:
+    """The streams saved before the first seeded sample of a :func:`streams_kept` block."""
+
+    def __init__(self) -> None:
+        self.saved: tuple[Any, Any, Any] | None = None
+
+    def save_once(self) -> None:
+        if self.saved is None:
+            self.saved = _saved_streams()
+
+    def put_back(self) -> None:
+        if self.saved is not None:
+            with drawing.guard():
+                _restore(self.saved)
+            self.saved = None
 
 
 _KEEPING = threading.local()
 
 
-def _numpy_ours() -> bool:
-    """Whether :func:`seeded` must put numpy's stream back itself: in the main process (a
-    worker's is torch's to seed), outside a :func:`numpy_kept` block."""
-    return get_worker_info() is None and not getattr(_KEEPING, "numpy", False)
+def _put_back() -> None:
+    batch = getattr(_KEEPING, "batch", None)
+    if batch is not None:
+        batch.put_back()
+
+
+def _saved_streams() -> tuple[Any, Any, Any]:
+    """torch's CPU generator's and Python's states, and numpy's where it is ours to put back
+    (the main process), for :func:`_restore`."""
+    numpy = _numpy_random()
+    ours = numpy is not None and get_worker_info() is None
+    kept = numpy.get_state() if ours else None
+    return torch.default_generator.get_state(), random.getstate(), kept
+
+
+def _restore(saved: tuple[Any, Any, Any]) -> None:
+    torch.default_generator.set_state(saved[0])
+    random.setstate(saved[1])
+    if saved[2] is not None:
+        numpy = _numpy_random()
+        if numpy is not None:
+            numpy.set_state(saved[2])
+
+
+def _seed_all(seed: int) -> None:
+    seed_both(seed)
+    numpy = _numpy_random()
+    if numpy is not None:
+        numpy.seed(seed & 0xFFFFFFFF)  # numpy's legacy seeds are 32-bit
 
 
 def _numpy_random() -> Any:
