@@ -128,3 +128,20 @@ def test_check_header_notices_another_member(tmp_path: Path) -> None:
     assert "no tar header" in check_header(
         data[members[1].offset : members[1].offset + BLOCK], members[1]
     )
+
+
+def test_check_header_reads_a_ustar_prefix_as_part_of_the_name(tmp_path: Path) -> None:
+    """A header whose name field alone is the member's name, below a prefix, names another
+    member; one with a bad checksum but the member's own name, size and type is its header."""
+    tail = "q" * 60 + ".jpg"
+    path = tar_of(tmp_path / "t.tar", [("p" * 60 + "/" + tail, b"abc")])
+    (member,) = scan(str(path)).members
+    block = path.read_bytes()[member.offset - BLOCK : member.offset]
+    assert block[:100].rstrip(b"\0") == tail.encode() and block[345:346] == b"p"
+    assert check_header(block, member) is None
+    assert "names" in check_header(block, Member(tail, member.offset, member.size))
+    plain = tar_of(tmp_path / "plain.tar", samples(1))
+    first = scan(str(plain)).members[0]
+    block = bytearray(plain.read_bytes()[first.offset - BLOCK : first.offset])
+    block[148:156] = b"0000000\0"
+    assert check_header(bytes(block), first) is None
