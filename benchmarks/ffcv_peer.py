@@ -29,8 +29,8 @@ would give with no cost of their own and perfect scaling, the ceiling of fastloa
 on this machine; set beside 1.3x FFCV, it says how much of the aim the sample path itself
 allows.
 
-Run: python benchmarks/ffcv_peer.py --data DIR [--dtype uint8] [--rounds 3] [--seconds 4]
-[--pairings "recipe 500" ...]
+Run: python benchmarks/ffcv_peer.py --data DIR [--dtype uint8|float32|both] [--rounds 3]
+[--seconds 4] [--pairings "recipe 500" ...]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def packed(data: Path, out: Path, options: dict[str, Any]) -> Path:
     return out
 
 
-def ffcv_loader(path: Path, args: argparse.Namespace) -> Any:
+def ffcv_loader(path: Path, args: argparse.Namespace, dtype: str) -> Any:
     from ffcv.fields.decoders import IntDecoder, RandomResizedCropRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import (
@@ -100,7 +100,7 @@ def ffcv_loader(path: Path, args: argparse.Namespace) -> Any:
     )
 
     image: list[Any] = [RandomResizedCropRGBImageDecoder((224, 224)), RandomHorizontalFlip()]
-    if args.dtype == "float32":
+    if dtype == "float32":
         mean, std = np.array(MEAN) * 255, np.array(STD) * 255
         image.append(NormalizeImage(mean, std, np.float32))
     image += [ToTensor(), ToTorchImage()]
@@ -116,7 +116,12 @@ def ffcv_loader(path: Path, args: argparse.Namespace) -> Any:
 
 
 def fastload_loader(
-    path: Path, args: argparse.Namespace, worker_type: str, *, workers: int | None = None
+    path: Path,
+    args: argparse.Namespace,
+    dtype: str,
+    worker_type: str,
+    *,
+    workers: int | None = None,
 ) -> Any:
     geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     dataset = fastload.ImageShards(path, geometry)
@@ -126,7 +131,7 @@ def fastload_loader(
         sampler=fastload.ShardSampler(dataset),
         num_workers=args.workers if workers is None else workers,
         drop_last=True,
-        batch_transforms=gpu.Normalize(MEAN, STD) if args.dtype == "float32" else None,
+        batch_transforms=gpu.Normalize(MEAN, STD) if dtype == "float32" else None,
         persistent_workers=workers != 0,
         worker_type=worker_type,
         seeding="sample" if worker_type == "thread" else "auto",
@@ -142,15 +147,22 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         slug = name.replace(" ", "-")
         path = beton(data, work / f"ffcv-{slug}.beton", ffcv_options, args.workers)
         pack = packed(data, work / f"fastload-{slug}", pack_options)
-        ours[f"fastload {name}, processes"] = fastload_loader(pack, args, "process")
+        for dtype in dtypes(args):
+            ours[f"fastload {name}, processes, {dtype}"] = fastload_loader(
+                pack, args, dtype, "process"
+            )
+            theirs[f"FFCV {name}, {dtype}"] = ffcv_loader(path, args, dtype)
+            ours[f"fastload {name}, threads, {dtype}"] = fastload_loader(
+                pack, args, dtype, "thread"
+            )
+            ours[f"fastload {name}, one process, {dtype}"] = fastload_loader(
+                pack, args, dtype, "process", workers=0
+            )
         print(
             f"  {name}: FFCV's file {path.stat().st_size / 2**20:,.1f} MiB, fastload's pack "
             f"{folder_bytes(pack) / 2**20:,.1f} MiB, read by fastload's "
-            f"{ours[f'fastload {name}, processes'].dataset.backend} backend"
+            f"{ours[f'fastload {name}, processes, {dtype}'].dataset.backend} backend"
         )
-        theirs[f"FFCV {name}"] = ffcv_loader(path, args)
-        ours[f"fastload {name}, threads"] = fastload_loader(pack, args, "thread")
-        ours[f"fastload {name}, one process"] = fastload_loader(pack, args, "process", workers=0)
     # fastload's worker processes start (fork) before FFCV's compiled threads run
     return {**ours, **theirs}
 
@@ -169,30 +181,61 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]]:
     return rates
 
 
+def dtypes(args: argparse.Namespace) -> list[str]:
+    return ["uint8", "float32"] if args.dtype == "both" else [args.dtype]
+
+
 def report(rates: dict[str, list[float]], args: argparse.Namespace) -> list[dict[str, Any]]:
     for name, values in rates.items():
-        print(f"  {name:<34} {statistics.median(values):8,.0f} images/s")
+        print(f"  {name:<42} {statistics.median(values):8,.0f} images/s")
     rows = []
-    for pairing in args.pairings:
-        ffcv = rates[f"FFCV {pairing}"]
-        kinds = (rates[f"fastload {pairing}, processes"], rates[f"fastload {pairing}, threads"])
-        best = [max(p, t) for p, t in zip(*kinds, strict=True)]
-        ratios = [b / f for b, f in zip(best, ffcv, strict=True)]
-        print(
-            f"  {pairing}: fastload's best / FFCV {statistics.median(ratios):.2f}x "
-            f"({min(ratios):.2f}-{max(ratios):.2f} per round)"
-        )
-        rows.append(results.row(f"FFCV {pairing}", ffcv, group=args.dtype))
-        rows.append(results.row(f"fastload {pairing}", best, ffcv, group=args.dtype, target=1.3))
-        ceiling = [args.workers * r for r in rates[f"fastload {pairing}, one process"]]
-        ratios = [c / f for c, f in zip(ceiling, ffcv, strict=True)]
-        print(
-            f"  {pairing}: fastload's one process x {args.workers} / FFCV "
-            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-        )
-        name = f"fastload {pairing}, one process x {args.workers}"
-        rows.append(results.row(name, ceiling, ffcv, group=args.dtype))
+    best: dict[tuple[str, str], list[float]] = {}
+    for dtype in dtypes(args):
+        for pairing in args.pairings:
+            rows += _pairing_rows(rates, args, pairing, dtype, best)
+    if args.dtype == "both":
+        for pairing in args.pairings:
+            ratios = [
+                f / u for f, u in zip(best[pairing, "float32"], best[pairing, "uint8"], strict=True)
+            ]
+            print(
+                f"  {pairing}: fastload's best float32 / its best uint8 "
+                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f} per round)"
+            )
     return rows
+
+
+def _pairing_rows(
+    rates: dict[str, list[float]],
+    args: argparse.Namespace,
+    pairing: str,
+    dtype: str,
+    best: dict[tuple[str, str], list[float]],
+) -> list[dict[str, Any]]:
+    """One pairing's rows in one dtype (fastload's best per round kept in ``best``)."""
+    ffcv = rates[f"FFCV {pairing}, {dtype}"]
+    kinds = (
+        rates[f"fastload {pairing}, processes, {dtype}"],
+        rates[f"fastload {pairing}, threads, {dtype}"],
+    )
+    ours = best[pairing, dtype] = [max(p, t) for p, t in zip(*kinds, strict=True)]
+    ratios = [b / f for b, f in zip(ours, ffcv, strict=True)]
+    print(
+        f"  {pairing}, {dtype}: fastload's best / FFCV {statistics.median(ratios):.2f}x "
+        f"({min(ratios):.2f}-{max(ratios):.2f} per round)"
+    )
+    ceiling = [args.workers * r for r in rates[f"fastload {pairing}, one process, {dtype}"]]
+    ratios = [c / f for c, f in zip(ceiling, ffcv, strict=True)]
+    print(
+        f"  {pairing}, {dtype}: fastload's one process x {args.workers} / FFCV "
+        f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+    )
+    name = f"fastload {pairing}, one process x {args.workers}"
+    return [
+        results.row(f"FFCV {pairing}", ffcv, group=dtype),
+        results.row(f"fastload {pairing}", ours, ffcv, group=dtype, target=1.3),
+        results.row(name, ceiling, ffcv, group=dtype),
+    ]
 
 
 def main() -> None:
@@ -200,7 +243,13 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="a class folder of photos")
     parser.add_argument("--work", default="ffcv-work", help="where the packs are kept")
     parser.add_argument("--ffcv-path", help="a folder to import FFCV from (pip --target)")
-    parser.add_argument("--dtype", choices=("uint8", "float32"), default="float32")
+    parser.add_argument(
+        "--dtype",
+        choices=("uint8", "float32", "both"),
+        default="float32",
+        help="the batches' dtype; both: each loader in each, rounds interleaved, and the "
+        "float32 / uint8 ratio of fastload's best",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
@@ -232,7 +281,7 @@ def main() -> None:
     results.write(
         args.json,
         benchmark="ffcv_peer",
-        title=f"fastload against FFCV 1.0.2 on the same photos, {args.dtype}",
+        title="fastload against FFCV 1.0.2 on the same photos, " + " and ".join(dtypes(args)),
         baseline="FFCV",
         rows=rows,
         settings={k: getattr(args, k) for k in ("workers", "batch_size", "rounds", "seconds")},
