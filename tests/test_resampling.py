@@ -64,7 +64,7 @@ def test_a_mirrored_view_is_the_mirror_of_the_unmirrored_one(
     channels: int, size: tuple[int, int]
 ) -> None:
     """In the unmirrored one's layout: C-contiguous, or the channels-first memory torch's
-    shrinking kernel leaves (copied to C-contiguous, the batch would stack it strided)."""
+    shrinking kernel leaves (which a batch stacks without a transpose)."""
     pixels = np.random.default_rng(3).integers(0, 256, (30, 41, channels), dtype=np.uint8)
     box = (2.0, 3.0, 35.0, 27.0)
     plain = render(pixels, View(box, *size))

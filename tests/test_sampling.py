@@ -22,9 +22,9 @@ def _streams() -> tuple[object, ...]:
 def _same_streams(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     numpy_a, numpy_b = a[2], b[2]
     return (
-        torch.equal(a[0], b[0])  # type: ignore[arg-type]
+        torch.equal(a[0], b[0])
         and a[1] == b[1]
-        and all(np.array_equal(x, y) for x, y in zip(numpy_a, numpy_b, strict=True))  # type: ignore[call-overload]
+        and all(np.array_equal(x, y) for x, y in zip(numpy_a, numpy_b, strict=True))
     )
 
 
@@ -50,7 +50,7 @@ def test_a_sample_with_no_seed_in_a_kept_batch_draws_from_the_processs_streams()
     torch.manual_seed(5), random.seed(5), np.random.seed(5)
     before = _streams()
     want = _draw()
-    torch.set_rng_state(before[0]), random.setstate(before[1]), np.random.set_state(before[2])  # type: ignore[arg-type]
+    torch.set_rng_state(before[0]), random.setstate(before[1]), np.random.set_state(before[2])
     with streams_kept():
         with seeded(7):
             _draw()
