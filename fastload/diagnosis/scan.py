@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -176,6 +177,15 @@ def _init_worker(backend: str, max_pixels: int, shards: Any = None) -> None:
     _WORKER["shards"] = shards
 
 
+def _init_pool_worker(backend: str, max_pixels: int, shards: Any = None) -> None:
+    # the pool ends its workers with SIGTERM; a forked worker inherits the parent's handler
+    # (ray.init installs one), which runs only once the worker runs Python again: a scan hung
+    # at the pool's terminate in CI, in a test process where Ray had run. The default action
+    # ends a worker wherever it waits
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _init_worker(backend, max_pixels, shards)
+
+
 def _scan_one(item: Any) -> list[ScanFinding]:
     options = {"max_pixels": _WORKER["max_pixels"], "backend": _WORKER["backend"]}
     shards = _WORKER["shards"]
@@ -247,7 +257,7 @@ def scan(
         findings += _collect(results, len(items), progress)
     else:
         with multiprocessing.get_context("spawn" if os.name == "nt" else "fork").Pool(
-            workers, initializer=_init_worker, initargs=(resolved, max_pixels, shards)
+            workers, initializer=_init_pool_worker, initargs=(resolved, max_pixels, shards)
         ) as pool:
             results = pool.imap_unordered(_scan_one, items, chunksize=16)
             findings += _collect(results, len(items), progress)
