@@ -134,6 +134,8 @@ def test_info_json() -> None:
             assert b["reason"] and b["fix"]
     assert isinstance(info["cuda"]["available"], bool)
     assert info["torchvision"]["usable"], info["torchvision"]["reason"]
+    # built wherever fastload installs with a C compiler, as CI's does
+    assert info["normalize_kernel"] == {"built": True, "reason": None, "fix": None}
     if backends_required():  # in CI every backend must be usable
         broken = {b["name"]: b["reason"] for b in info["backends"] if not b["usable"]}
         assert broken == {}, broken
@@ -185,3 +187,18 @@ def test_the_readmes_submodules_resolve_without_importing_them_first(name: str) 
     script = f"import fastload; print(fastload.{name}.__name__)"
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.split() == [f"fastload.{name}"], proc.stderr
+
+
+def test_info_says_when_the_normalize_kernel_is_not_built(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastload.commands import info
+    from fastload.gpu.functional import NORMALIZE_KERNEL
+
+    monkeypatch.setitem(sys.modules, NORMALIZE_KERNEL, None)  # its import fails, as unbuilt
+    found = info.collect()
+    assert found["normalize_kernel"]["built"] is False
+    info.print_info(found)
+    out = capsys.readouterr().out
+    assert f"float32 batches by OpenCV, at twice the cost: {NORMALIZE_KERNEL} is not built" in out
+    assert "fix: install a C compiler and Python's headers" in out

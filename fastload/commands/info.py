@@ -59,6 +59,13 @@ def print_info(info: dict[str, Any]) -> None:
         else:
             print(f"  {b['name']:<10} unusable    {b['reason']}")
             print(f"  {'':<10}             fix: {b['fix']}")
+    kernel = info["normalize_kernel"]
+    print()
+    if kernel["built"]:
+        print("normalize    float32 batches by fastload's compiled kernel")
+    else:
+        print(f"normalize    float32 batches by OpenCV, at twice the cost: {kernel['reason']}")
+        print(f"             fix: {kernel['fix']}")
     cuda = info["cuda"]
     print()
     build = cuda["torch_cuda_build"] or "none (CPU-only build of torch)"
@@ -106,13 +113,30 @@ def _cuda() -> dict[str, Any]:
     }
 
 
+def _normalize_kernel() -> dict[str, Any]:
+    import importlib
+
+    from fastload.gpu.functional import NORMALIZE_KERNEL
+
+    try:
+        importlib.import_module(NORMALIZE_KERNEL)
+    except ImportError as exc:
+        fix = (
+            "install a C compiler and Python's headers (Debian: apt-get install gcc "
+            "python3-dev), then reinstall fastload"
+        )
+        return {"built": False, "reason": f"{NORMALIZE_KERNEL} is not built ({exc})", "fix": fix}
+    return {"built": True, "reason": None, "fix": None}
+
+
 def collect() -> dict[str, Any]:
     """Gather what ``fastload info`` reports.
 
     Returns:
         A JSON-serialisable dict with the versions of Python, torch, torchvision and numpy, one
-        entry per decoding backend (usable or not, why not, and the install command), and the
-        CUDA devices torch can see.
+        entry per decoding backend (usable or not, why not, and the install command), whether
+        the compiled normalize kernel of float32 batches is built, and the CUDA devices torch
+        can see.
     """
     import platform
 
@@ -145,6 +169,7 @@ def collect() -> dict[str, Any]:
         "torchvision": _torchvision(),
         "numpy": _version_of("numpy"),
         "backends": found,
+        "normalize_kernel": _normalize_kernel(),
         "cuda": _cuda(),
     }
 

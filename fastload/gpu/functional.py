@@ -12,8 +12,10 @@ where the arithmetic order differs).
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import cv2
 import torch
@@ -22,7 +24,10 @@ from torch.utils.data import default_collate, get_worker_info
 
 from fastload import buffers, shared_buffers
 
+NORMALIZE_KERNEL = "fastload.gpu._normalizing"  # compiled from gpu/normalizing.c
+
 __all__ = [
+    "NORMALIZE_KERNEL",
     "adjust_brightness",
     "adjust_contrast",
     "adjust_hue",
@@ -260,18 +265,34 @@ def _float_batch(shape: torch.Size) -> torch.Tensor:
     return default_collate([template] * shape[0])
 
 
+def _normalize_kernel() -> Any:
+    """fastload's compiled normalize kernel, or ``None`` where it was not built (no C
+    compiler at install: ``fastload info`` says so)."""
+    try:
+        return importlib.import_module(NORMALIZE_KERNEL)
+    except ImportError:
+        return None
+
+
 def _normalize_planes(
     images: torch.Tensor, factors: list[float], shifts: list[float]
 ) -> torch.Tensor:
     """``x * factor + shift`` per channel plane of a CPU batch, into a new float32 batch.
 
-    OpenCV's ``addWeighted`` converts, scales and shifts a plane in one vectorised pass
-    (about 3 ms for 64 x 3 x 224 x 224 uint8 on one core, against 14 ms for torch's multiply
-    then add over each plane); a batch it cannot view plane by plane (not contiguous, empty, a
-    dtype OpenCV lacks) takes torch's way.
+    A contiguous uint8 batch goes through fastload's compiled kernel (``gpu/normalizing.c``):
+    one call for the batch, each value read once and written once, half the time of OpenCV's
+    ``addWeighted`` (15 against 31 us an image at 224, one core). Without the kernel built,
+    and for float32 batches, ``addWeighted`` converts, scales and shifts each plane in one
+    vectorised pass (about 3 ms for 64 x 3 x 224 x 224 uint8 on one core, against 14 ms for
+    torch's multiply then add over each plane); a batch it cannot view plane by plane (not
+    contiguous, empty, a dtype OpenCV lacks) takes torch's way.
     """
     out = _float_batch(images.shape)
     planes = images.is_contiguous() and images.numel() > 0
+    kernel = _normalize_kernel() if planes and images.dtype == torch.uint8 else None
+    if kernel is not None:
+        kernel.planes(images.numpy(), out.numpy(), images[0, 0].numel(), factors, shifts)
+        return out
     if planes and images.dtype in (torch.uint8, torch.float32):
         source, target = images.numpy(), out.numpy()
         for n in range(images.shape[0]):

@@ -1,0 +1,116 @@
+"""The compiled normalize kernel (fastload/gpu/normalizing.c) against torchvision's Normalize.
+
+The kernel is built wherever fastload installs with a C compiler, CI included: its import is a
+test of its own, not a reason to skip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms.v2.functional as TF
+
+from fastload.gpu import functional as F
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+KERNEL = F.NORMALIZE_KERNEL
+
+
+def kernel():
+    return importlib.import_module(KERNEL)
+
+
+def images(n: int, c: int, h: int, w: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(n * 131 + h * 7 + w)
+    return torch.randint(0, 256, (n, c, h, w), dtype=torch.uint8, generator=generator)
+
+
+def torchvisions(x: torch.Tensor, mean: list[float], std: list[float]) -> torch.Tensor:
+    return TF.normalize(TF.to_dtype(x, torch.float32, scale=True), mean, std)
+
+
+def factors_and_shifts(mean: list[float], std: list[float]) -> tuple[list[float], list[float]]:
+    return [1 / (255 * s) for s in std], [-m / s for m, s in zip(mean, std, strict=True)]
+
+
+def test_the_kernel_is_built() -> None:
+    assert callable(kernel().planes)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (2, 3, 5, 7),  # fewer values a plane than one vector step
+        (3, 3, 37, 29),  # planes that end mid-vector and start unaligned after the first
+        (8, 3, 128, 160),  # 1.9 MB of float32: written with streaming stores
+        (2, 1, 64, 64),
+    ],
+)
+def test_planes_give_torchvisions_values(shape: tuple[int, int, int, int]) -> None:
+    x = images(*shape)
+    mean, std = MEAN[: shape[1]], STD[: shape[1]]
+    out = torch.full(shape, float("nan"))
+    kernel().planes(x.numpy(), out.numpy(), shape[2] * shape[3], *factors_and_shifts(mean, std))
+    torch.testing.assert_close(out, torchvisions(x, mean, std), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("values", [100, 2**20])
+def test_an_output_that_starts_unaligned_is_written_whole(values: int) -> None:
+    x = images(1, 1, 1, values)
+    memory = torch.full((values + 1,), float("nan"))
+    out = memory[1:]  # 4 bytes past the allocation's alignment
+    kernel().planes(x.numpy(), out.numpy(), values, [1 / 255], [-0.5])
+    assert torch.isnan(memory[0])
+    torch.testing.assert_close(out, x.flatten().float() / 255 - 0.5, atol=1e-6, rtol=1e-6)
+
+
+def test_one_mean_for_every_channel() -> None:
+    x = images(4, 3, 9, 11)
+    out = torch.empty(x.shape)
+    kernel().planes(x.numpy(), out.numpy(), 99, [1 / (255 * 0.25)], [-2.0])
+    torch.testing.assert_close(out, torchvisions(x, [0.5] * 3, [0.25] * 3), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda x: np.empty(x.size, np.float64), "float32"),
+        (lambda x: np.empty(x.size - 1, np.float32), "dst holds 59 float32 values; src has 60"),
+        (lambda x: np.empty(x.size, np.float32)[::2], "contiguous"),
+    ],
+)
+def test_a_bad_output_is_refused(make, message: str) -> None:
+    x = images(2, 3, 2, 5).numpy()
+    with pytest.raises((ValueError, BufferError), match=message):
+        kernel().planes(x, make(x), 10, [1.0] * 3, [0.0] * 3)
+
+
+def test_planes_that_do_not_divide_the_batch_are_refused() -> None:
+    x = images(1, 3, 2, 5).numpy()
+    with pytest.raises(ValueError, match="not whole planes of 7 values for 3 channels"):
+        kernel().planes(x, np.empty(x.size, np.float32), 7, [1.0] * 3, [0.0] * 3)
+    with pytest.raises(ValueError, match="one value a channel"):
+        kernel().planes(x, np.empty(x.size, np.float32), 10, [1.0] * 3, [0.0] * 2)
+
+
+@pytest.mark.parametrize("built", [True, False])
+def test_normalize_gives_the_same_values_with_and_without_the_kernel(
+    built: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel writes a contiguous uint8 batch in one call; without it (no C compiler at
+    install), OpenCV's planes give the same batch."""
+    calls = []
+    if built:
+        planes = kernel().planes
+        monkeypatch.setattr(kernel(), "planes", lambda *args: calls.append(1) or planes(*args))
+    else:
+        monkeypatch.setitem(sys.modules, KERNEL, None)  # its import fails, as when not built
+    x = images(5, 3, 40, 48)
+    out = F.normalize(x, MEAN, STD)
+    assert len(calls) == (1 if built else 0)
+    assert out.dtype == torch.float32 and out.is_contiguous()
+    torch.testing.assert_close(out, torchvisions(x, MEAN, STD), atol=1e-6, rtol=1e-6)
