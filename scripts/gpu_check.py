@@ -11,8 +11,9 @@ Run through ``scripts/gpu_check.sh`` (see its header). Two steps:
   on a machine without a GPU: the parts that need one are skipped (their commands are still
   checked to start), everything else runs.
 
-First, where the region backend's extension does not import (the GPU machine runs fastload from
-the source tree), it is compiled in place, with the libjpeg-turbo .debs ``--fetch`` carries.
+First, where fastload's extensions do not import (the GPU machine runs fastload from the source
+tree), they are compiled in place: the region backend's with the libjpeg-turbo .debs
+``--fetch`` carries, and the normalize kernel of float32 batches.
 The parts: the GPU-marked tests; ``fastload bench --device cuda --backend all`` (train and val,
 stock torchvision with one worker per core as the baseline); the prefetcher's overlap;
 ``fastload.gpu`` against torchvision v2's per-image loop; torchvision's detection and
@@ -352,16 +353,7 @@ def build_region(wheels: Path | None, env: dict[str, str]) -> tuple[str, str]:
     Returns:
         (status, detail) for the summary.
     """
-    probe = [sys.executable, "-c", "import fastload.backends._jpegregion"]
-    if subprocess.run(probe, cwd=ROOT, env=env, capture_output=True).returncode == 0:
-        return "passed", "already built"
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    include = sysconfig.get_paths()["include"]
-    if compiler is None:
-        return "skipped", "no C compiler: the region backend is left out"
-    if not (Path(include) / "Python.h").is_file():
-        return "skipped", f"no Python.h in {include}: the region backend is left out"
-    flags = [f"-I{include}"]
+    flags: list[str] = []
     debs = sorted(wheels.glob("libjpeg62-turbo*.deb")) if wheels is not None else []
     if debs and shutil.which("dpkg"):
         unpacked = Path(tempfile.mkdtemp(prefix="fastload-libjpeg-"))
@@ -370,17 +362,61 @@ def build_region(wheels: Path | None, env: dict[str, str]) -> tuple[str, str]:
         flags += [f"-I{d}" for d in sorted({h.parent for h in unpacked.rglob("j*.h")})]
         for folder in sorted({lib.parent for lib in unpacked.rglob("libjpeg.so*")}):
             flags += [f"-L{folder}", f"-Wl,-rpath,{folder}"]
-    target = ROOT / "fastload" / "backends" / f"_jpegregion{sysconfig.get_config_var('EXT_SUFFIX')}"
-    source = ROOT / "fastload" / "backends" / "jpegregion.c"
-    command = [compiler, "-shared", "-fPIC", "-O2", "-std=c99", *flags, str(source)]
-    built = subprocess.run([*command, "-ljpeg", "-o", str(target)], capture_output=True, text=True)
+    status, detail = build_extension(
+        "fastload.backends._jpegregion", "backends/jpegregion.c", env, [*flags, "-ljpeg"]
+    )
+    if status == "skipped":
+        return status, f"{detail}: the region backend is left out"
+    if status == "failed" and detail.startswith("built, but"):
+        return status, "built, but it does not import (libjpeg.so.62 missing?)"
+    if status == "passed" and detail != "already built" and debs:
+        detail += " with the carried libjpeg-turbo"
+    return status, detail
+
+
+def build_normalize(env: dict[str, str]) -> tuple[str, str]:
+    """Compile the normalize kernel of float32 batches into the source tree when it does not
+    import (without it OpenCV normalizes them, at twice the cost)."""
+    status, detail = build_extension("fastload.gpu._normalizing", "gpu/normalizing.c", env, [])
+    return status, f"{detail}: OpenCV normalizes" if status == "skipped" else detail
+
+
+def build_extension(
+    module: str, source: str, env: dict[str, str], flags: list[str]
+) -> tuple[str, str]:
+    """Compile ``fastload/<source>`` as ``module`` beside it, unless it already imports.
+
+    Returns:
+        (status, detail) for the summary.
+    """
+    probe = [sys.executable, "-c", f"import {module}"]
+    if subprocess.run(probe, cwd=ROOT, env=env, capture_output=True).returncode == 0:
+        return "passed", "already built"
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    include = sysconfig.get_paths()["include"]
+    if compiler is None:
+        return "skipped", "no C compiler"
+    if not (Path(include) / "Python.h").is_file():
+        return "skipped", f"no Python.h in {include}"
+    folder, name = module.removeprefix("fastload.").rpartition(".")[::2]
+    target = (
+        ROOT
+        / "fastload"
+        / folder.replace(".", "/")
+        / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+    )
+    command = [compiler, "-shared", "-fPIC", "-O2", "-std=c99", f"-I{include}"]
+    sources = [str(ROOT / "fastload" / source)]
+    built = subprocess.run(
+        [*command, *sources, *flags, "-o", str(target)], capture_output=True, text=True
+    )
     if built.returncode != 0:
         last = built.stderr.strip().splitlines()[-1:] or [""]
-        return "failed", f"compiling jpegregion.c: {last[0][:200]}"
+        return "failed", f"compiling {Path(source).name}: {last[0][:200]}"
     if subprocess.run(probe, cwd=ROOT, env=env, capture_output=True).returncode != 0:
         target.unlink()
-        return "failed", "built, but it does not import (libjpeg.so.62 missing?)"
-    return "passed", f"built {target.name}" + (" with the carried libjpeg-turbo" if debs else "")
+        return "failed", "built, but it does not import"
+    return "passed", f"built {target.name}"
 
 
 def cuda_available(env: dict[str, str]) -> bool:
@@ -519,9 +555,12 @@ def check(
         results.append(
             {"part": "wheels", "status": "passed", "detail": f"installed {', '.join(installed)}"}
         )
-    status, detail = build_region(wheels, env)
-    print(f"{'region build':<20} {status:<8} {detail}", flush=True)
-    results.append({"part": "region build", "status": status, "detail": detail})
+    for name, (status, detail) in (
+        ("region build", build_region(wheels, env)),
+        ("normalize build", build_normalize(env)),
+    ):
+        print(f"{name:<20} {status:<8} {detail}", flush=True)
+        results.append({"part": name, "status": status, "detail": detail})
     for part in dali_parts(sys.executable) if dali is not None else parts(sys.executable):
         if only is not None and part.name not in only:
             continue
