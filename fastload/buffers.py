@@ -8,18 +8,22 @@ itself with no workers, therefore take such batches from a :class:`BatchRing`: a
 that are written again once nothing refers to them any more (the consumer dropped the batch
 and every view of it). While the consumer holds more batches than the ring has buffers, the
 extra ones are made anew, so a batch kept is never overwritten.
+
+A thread can also ask for its batches in channels-last memory (:func:`channels_last`), so that
+the op making a batch writes it in the layout the loader delivers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
 from fastload import compat
 
-__all__ = ["BatchRing", "current", "use"]
+__all__ = ["BatchRing", "channels_last", "current", "in_channels_last", "use"]
 
 _LOCAL = threading.local()
 _use_count = compat.storage_use_count()  # None: nothing is reused
@@ -78,3 +82,21 @@ def use(ring: BatchRing | None) -> None:
 def current() -> BatchRing | None:
     """The calling thread's ring, if it has one."""
     return getattr(_LOCAL, "ring", None)
+
+
+@contextlib.contextmanager
+def channels_last() -> Iterator[None]:
+    """Within it, the calling thread's batch ops make their new image batches in channels-last
+    memory (the loader's ``channels_last``): written so as they are made, rather than copied
+    into that layout after."""
+    before = in_channels_last()
+    _LOCAL.channels_last = True
+    try:
+        yield
+    finally:
+        _LOCAL.channels_last = before
+
+
+def in_channels_last() -> bool:
+    """Whether the calling thread's new image batches are made in channels-last memory."""
+    return bool(getattr(_LOCAL, "channels_last", False))

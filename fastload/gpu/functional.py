@@ -248,7 +248,18 @@ def _float_batch(shape: torch.Size) -> torch.Tensor:
     ``UntypedStorage._new_shared``; this takes the same storage without stacking anything
     into it (a pass over the batch that cost ~10 ms of 46 for 64 x 3 x 224 x 224, with the
     normalize), and falls back to ``default_collate`` of a template where torch lacks it.
+
+    Within :func:`fastload.buffers.channels_last` a 4-D batch is made in channels-last memory
+    (the same memory, taken as N x H x W x C).
     """
+    if len(shape) == 4 and buffers.in_channels_last():
+        n, c, h, w = shape
+        return _kept_batch(torch.Size((n, h, w, c))).permute(0, 3, 1, 2)
+    return _kept_batch(shape)
+
+
+def _kept_batch(shape: torch.Size) -> torch.Tensor:
+    """A contiguous uninitialised float32 batch in kept memory (see :func:`_float_batch`)."""
     if get_worker_info() is None or len(shape) == 0 or shape[0] == 0:
         ring = buffers.current()  # a thread worker's: memory the consumer has let go of
         if ring is None:
@@ -285,15 +296,20 @@ def _normalize_planes(
     and for float32 batches, ``addWeighted`` converts, scales and shifts each plane in one
     vectorised pass (about 3 ms for 64 x 3 x 224 x 224 uint8 on one core, against 14 ms for
     torch's multiply then add over each plane); a batch it cannot view plane by plane (not
-    contiguous, empty, a dtype OpenCV lacks) takes torch's way.
+    contiguous, empty, a dtype OpenCV lacks) takes torch's way. The kernel also writes a
+    channels-last batch (:func:`fastload.buffers.channels_last`) pixel by pixel, in the same
+    pass; without it such a batch takes torch's way.
     """
     out = _float_batch(images.shape)
+    interleaved = not out.is_contiguous()  # channels-last memory (buffers.channels_last)
     planes = images.is_contiguous() and images.numel() > 0
     kernel = _normalize_kernel() if planes and images.dtype == torch.uint8 else None
     if kernel is not None:
-        kernel.planes(images.numpy(), out.numpy(), images[0, 0].numel(), factors, shifts)
+        written = out.permute(0, 2, 3, 1) if interleaved else out  # C-contiguous either way
+        size = images[0, 0].numel()
+        kernel.planes(images.numpy(), written.numpy(), size, factors, shifts, interleaved)
         return out
-    if planes and images.dtype in (torch.uint8, torch.float32):
+    if planes and not interleaved and images.dtype in (torch.uint8, torch.float32):
         source, target = images.numpy(), out.numpy()
         for n in range(images.shape[0]):
             for ch, (factor, shift) in enumerate(zip(factors, shifts, strict=True)):

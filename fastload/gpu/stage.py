@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
-from fastload import drawing
+from fastload import buffers, drawing
 from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, transforms_in
@@ -114,7 +114,11 @@ class BatchStage:
             return self.then.draw(samples)
 
     def _apply(self, batch: Any) -> Any:
-        out = self._transform(batch)
+        if self.channels_last:  # the ops that make a new batch make it in that layout
+            with buffers.channels_last():
+                out = self._transform(batch)
+        else:
+            out = self._transform(batch)
         if self.then is not None:
             out = self.then(*out) if isinstance(out, (list, tuple)) else self.then(out)
         if not self.channels_last:

@@ -57,6 +57,25 @@ def test_channels_last_option() -> None:
     assert not images.is_contiguous()
 
 
+def test_channels_last_batches_normalized_in_the_workers_hold_the_same_values() -> None:
+    """Worker processes write them into their kept shared memory in that layout (thread
+    workers' ring: tests/gpu/test_normalizing.py)."""
+
+    def batches(channels_last: bool) -> list[torch.Tensor]:
+        loader = fastload.DataLoader(
+            Constant(),
+            batch_size=4,
+            num_workers=2,
+            batch_transforms=gpu.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            channels_last=channels_last,
+        )
+        return [images for images, _ in loader]
+
+    for plain, last in zip(batches(False), batches(True), strict=True):
+        assert last.is_contiguous(memory_format=torch.channels_last) and not last.is_contiguous()
+        assert plain.is_contiguous() and torch.equal(plain, last)
+
+
 def test_workers_reseed_explicit_generators() -> None:
     flip = gpu.RandomHorizontalFlip(generator=torch.Generator().manual_seed(0))
 

@@ -14,7 +14,9 @@ import pytest
 import torch
 import torchvision.transforms.v2.functional as TF
 
+from fastload import buffers, gpu
 from fastload.gpu import functional as F
+from fastload.gpu.stage import BatchStage
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 KERNEL = F.NORMALIZE_KERNEL
@@ -56,6 +58,26 @@ def test_planes_give_torchvisions_values(shape: tuple[int, int, int, int]) -> No
     out = torch.full(shape, float("nan"))
     kernel().planes(x.numpy(), out.numpy(), shape[2] * shape[3], *factors_and_shifts(mean, std))
     torch.testing.assert_close(out, torchvisions(x, mean, std), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (2, 3, 5, 7),  # fewer pixels than one vector step
+        (3, 3, 37, 29),  # vector steps, then the last pixels one by one
+        (8, 3, 128, 160),
+        (2, 1, 6, 6),  # other channel counts: one pixel at a time
+        (2, 4, 9, 9),
+    ],
+)
+def test_channels_last_interleaves_each_images_pixels(shape: tuple[int, int, int, int]) -> None:
+    x = images(*shape)
+    n, c, h, w = shape
+    mean, std = [0.485, 0.456, 0.406, 0.5][:c], [0.229, 0.224, 0.225, 0.25][:c]
+    out = torch.full((n, h, w, c), float("nan"))
+    kernel().planes(x.numpy(), out.numpy(), h * w, *factors_and_shifts(mean, std), True)
+    expected = torchvisions(x, mean, std)
+    torch.testing.assert_close(out.permute(0, 3, 1, 2), expected, atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize("values", [100, 2**20])
@@ -114,3 +136,38 @@ def test_normalize_gives_the_same_values_with_and_without_the_kernel(
     assert len(calls) == (1 if built else 0)
     assert out.dtype == torch.float32 and out.is_contiguous()
     torch.testing.assert_close(out, torchvisions(x, MEAN, STD), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("built", [True, False])
+def test_a_batch_asked_in_channels_last_is_written_so(
+    built: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within buffers.channels_last the normalized batch is made in that layout, by the kernel
+    in its one pass or, without it, by torch's ops; outside it, contiguous as before."""
+    if not built:
+        monkeypatch.setitem(sys.modules, KERNEL, None)
+    x = images(4, 3, 20, 24)
+    with buffers.channels_last():
+        out = F.normalize(x, MEAN, STD)
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    torch.testing.assert_close(out, torchvisions(x, MEAN, STD), atol=1e-6, rtol=1e-6)
+    assert F.normalize(x, MEAN, STD).is_contiguous()
+
+
+def test_the_stage_delivers_channels_last_in_the_memory_normalize_wrote() -> None:
+    """No copy into channels-last memory after the ops: the batch the stage hands out is the
+    kept buffer normalize took (the ring keeps it alive, so no new memory can be at its
+    address)."""
+    ring = buffers.BatchRing(2)
+    buffers.use(ring)
+    try:
+        kept = ring.take((4, 20, 24, 3), torch.float32)  # N x H x W x C: channels-last memory
+        address = kept.data_ptr()
+        del kept  # free in the ring again
+        x = images(4, 3, 20, 24)
+        out = BatchStage(gpu.Normalize(MEAN, STD), channels_last=True)(x)
+        assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+        torch.testing.assert_close(out, torchvisions(x, MEAN, STD), atol=1e-6, rtol=1e-6)
+        assert out.data_ptr() == address
+    finally:
+        buffers.use(None)
