@@ -18,7 +18,9 @@ each written again once the main process has let go of it:
   receiving side finds it in its cache of shared storages).
 
 While every slot is out (the consumer holds many batches), a worker makes its batch anew, as
-torch does, so a batch kept is never overwritten. A batch sent on from the main process to a
+torch does, so a batch kept is never overwritten. A slot taken for an intermediate result (a
+normalized batch a later op replaced) never reaches the main process: the worker frees it
+again once the batch it sends is made (:func:`settle`). A batch sent on from the main process to a
 third process shares its memory (torch sends shared storages without copying): copy it first
 if the main process may drop it while the other still reads it.
 
@@ -50,6 +52,7 @@ __all__ = [
     "WorkerRing",
     "current",
     "enabled",
+    "settle",
     "take",
     "take_storage",
 ]
@@ -95,6 +98,7 @@ class WorkerRing:
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
         self._taken = 0
         self._last = [0] * len(self._states)  # when (in takes handed out) each was last taken
+        self._this_batch: list[int] = []  # the slots taken since the last settle
 
     def take(self, nbytes: int) -> torch.UntypedStorage | None:
         """A shared storage of at least ``nbytes`` (and the tag after them), marked out; ``None``
@@ -108,7 +112,22 @@ class WorkerRing:
             storage = self._kept[slot] = self._new(nbytes, slot)
         self._taken += 1
         self._states[slot], self._last[slot] = _OUT, self._taken
+        self._this_batch.append(slot)
         return storage
+
+    def settle(self, sent: Any) -> None:
+        """Free again the slots taken for the batch just made that ``sent`` (what goes to the
+        main process) does not hold and nothing in this process still refers to: an op's
+        intermediate result (a normalized batch that a later op such as ``MixUp`` replaced).
+        The main process never sees those, so they would stay out for the ring's life."""
+        held = {storage.data_ptr() for storage in _shared_storages(sent)}
+        for slot in self._this_batch:
+            storage = self._kept[slot]
+            if storage is None or self._states[slot] != _OUT or storage.data_ptr() in held:
+                continue
+            if _local_only(storage):
+                self._states[slot] = _FREE
+        self._this_batch.clear()
 
     def _choose(self, nbytes: int) -> tuple[int | None, bool]:
         """The free slot to write ``nbytes`` in, and whether its storage fits them: one whose
@@ -184,6 +203,13 @@ def take(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:
         return None
     flat = torch.empty(0, dtype=dtype).set_(storage, 0, (math.prod(shape),))  # type: ignore[call-overload]
     return flat.view(shape)
+
+
+def settle(sent: Any) -> None:
+    """In a worker process with a ring, free the slots the batch just made took but does not
+    hold (see :meth:`WorkerRing.settle`); elsewhere nothing."""
+    if _RING is not None:
+        _RING.settle(sent)
 
 
 def current() -> WorkerRing | None:

@@ -219,3 +219,47 @@ def test_without_the_ring_uint8_batches_are_made_anew(monkeypatch: pytest.Monkey
     loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2)
     inodes = [_storage(images) for images, _ in loader]
     assert len(set(inodes)) > len(inodes) // 2
+
+
+def test_a_slot_the_sent_batch_does_not_hold_is_freed_once_nothing_refers_to_it() -> None:
+    table = SlotTable(1, slots=3)
+    ring = WorkerRing(table, 0)
+    replaced, sent, kept_aside = ring.take(1000), ring.take(1000), ring.take(1000)
+    assert replaced is not None and sent is not None and kept_aside is not None
+    batch = torch.empty(0, dtype=torch.uint8).set_(sent, 0, (1000,))
+    aside = torch.empty(0, dtype=torch.uint8).set_(kept_aside, 0, (1000,))  # an op kept it
+    ring.settle([batch, 3])
+    assert table.states[0].tolist() == [0, 1, 1]  # only the replaced one is free again
+    again = ring.take(1000)
+    assert again is not None and again.data_ptr() == replaced.data_ptr()
+    del aside
+
+
+def test_the_stage_in_a_worker_frees_what_a_later_op_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Normalize writes into a slot; an op after it makes a new batch: that slot never goes
+    to the main process, so the worker frees it (before, it stayed out for good and every
+    batch of such a pipeline held on to shared memory)."""
+    from torch.utils.data import default_collate
+
+    from fastload import shared_buffers
+    from fastload.gpu import functional
+    from fastload.gpu.stage import BatchStage, CollateThenStage
+
+    monkeypatch.setattr(functional, "get_worker_info", lambda: object())
+    init = shared_buffers.RingInit(None)
+    init.table = SlotTable(1, slots=4)
+    init(0)
+    try:
+        ops = gpu.Compose([gpu.Normalize(MEAN, STD), lambda images, labels: (images * 2, labels)])
+        collate = CollateThenStage(default_collate, BatchStage(ops, channels_last=False))
+        samples = [Ramps()[i] for i in range(4)]
+        for _ in range(6):  # more batches than slots
+            images, _ = collate(samples)
+            torch.testing.assert_close(images, 2 * _expected()[0])
+            assert not images.untyped_storage().is_shared()  # the op's own new batch
+        assert init.table.states[0].tolist() == [0, 0, 0, 0]
+    finally:
+        init.table = None
+        init(0)  # no ring again in this process

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
-from fastload import buffers, drawing
+from fastload import buffers, drawing, shared_buffers
 from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, transforms_in
@@ -210,6 +210,7 @@ class CollateThenStage:
         out = self.stage(batch, seed=seed, draws=draws, batch_draw=batch_draw)
         if kept is not None:
             self._images.handed_out(out)  # type: ignore[union-attr]
+        shared_buffers.settle(out)  # the kept memory of what the ops made and then replaced
         return out
 
 
