@@ -474,14 +474,24 @@ def mixup(
     """Mix each sample with the one before it in the batch (the batch rolled by one).
 
     Returns the mixed images (same dtype) and soft labels (N x num_classes):
-    ``lam * own + (1 - lam) * partner`` for both, with one ``lam`` per sample.
+    ``lam * own + (1 - lam) * partner`` for both, with one ``lam`` per sample. A mix of two
+    images lies between them: float images keep their values' range whatever it is (normalized
+    ones included); uint8 ones are rounded.
     """
     soft = one_hot(labels, num_classes, label_dtype(images))
     lam_images = _column(lam, images)
-    mixed = _working(images) * lam_images + _working(images.roll(1, 0)) * (1.0 - lam_images)
+    out = _kept_like(images)
+    if out is not None:  # the same arithmetic, sample by sample into kept memory
+        for i in range(images.shape[0]):
+            torch.mul(images[i], lam_images[i], out=out[i])
+            out[i].add_(images[i - 1] * (1.0 - lam_images[i]))
+        mixed = out
+    else:
+        mixed = _working(images) * lam_images + _working(images.roll(1, 0)) * (1.0 - lam_images)
+        mixed = _restore(mixed, images, rounding=True) if images.dtype == torch.uint8 else mixed
     lam_labels = to_device(lam.to(soft.dtype), soft.device).view(-1, 1)
     return (
-        _restore(mixed, images, rounding=True),
+        mixed.to(images.dtype),
         soft * lam_labels + soft.roll(1, 0) * (1.0 - lam_labels),
     )
 
@@ -495,11 +505,35 @@ def cutmix(
     """
     h, w = images.shape[-2:]
     soft = one_hot(labels, num_classes, label_dtype(images))
-    mask = _box_mask(boxes, h, w, images.device)
-    pasted = torch.where(mask, images.roll(1, 0), images)
+    out = _kept_like(images)
+    if out is not None:  # the batch copied into kept memory, then each box from its partner
+        out.copy_(images)
+        for i, (top, left, height, width) in enumerate(boxes.tolist()):
+            box = (slice(None), slice(top, top + height), slice(left, left + width))
+            out[i][box] = images[i - 1][box]
+        pasted = out
+    else:
+        mask = _box_mask(boxes, h, w, images.device)
+        pasted = torch.where(mask, images.roll(1, 0), images)
     boxes = to_device(boxes, soft.device)
     kept = 1.0 - (boxes[:, 2] * boxes[:, 3]).to(soft.dtype).view(-1, 1) / (h * w)
     return pasted, soft * kept + soft.roll(1, 0) * (1.0 - kept)
+
+
+def _kept_like(images: torch.Tensor) -> torch.Tensor | None:
+    """Kept memory (:func:`_float_batch`) laid out as ``images``, for a CPU float32 batch op
+    whose result is a new batch; ``None`` elsewhere (the op's own torch expression then).
+
+    Made anew, a float32 batch of 64 x 3 x 224 x 224 faults in 38.5 MB of fresh pages, and in a
+    worker process goes through shared memory once more when sent: MixUp and CutMix after
+    Normalize ran the loader at a quarter of its rate (measured, 2 workers).
+    """
+    if images.device.type != "cpu" or images.dtype != torch.float32 or images.ndim != 4:
+        return None
+    if images.shape[0] == 0:
+        return None
+    out = _float_batch(images.shape)
+    return out if out.stride() == images.stride() else None
 
 
 def sample_beta(alpha: float, n: int, generator: torch.Generator | None = None) -> torch.Tensor:

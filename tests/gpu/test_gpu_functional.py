@@ -146,6 +146,38 @@ def test_cutmix_pastes_the_box_and_mixes_labels_by_area() -> None:
     assert torch.allclose(soft[2], torch.tensor([0.0, 0.09, 0.91]))
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_mixing_normalized_images_keeps_their_values(layout: str) -> None:
+    """After Normalize the values are negative and past 1: a mix lies between its two images,
+    nothing is clamped (fastload clamped to [0, 1] before). Into kept memory on the CPU, with
+    the same arithmetic as the batch expression; CutMix's boxes are its partner's values."""
+    x = torch.randn(5, 3, 12, 10) * 2
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    labels, lam = torch.tensor([0, 1, 2, 1, 0]), torch.tensor([1.0, 0.25, 0.5, 0.0, 0.7])
+    images, _ = F.mixup(x, labels, lam, num_classes=3)
+    column = lam.view(-1, 1, 1, 1)
+    assert torch.equal(images, x * column + x.roll(1, 0) * (1.0 - column))
+    assert images.min() < 0 and images.max() > 1
+    boxes = torch.tensor([[0, 0, 5, 10], [2, 2, 0, 0], [1, 1, 3, 3], [0, 0, 12, 10], [4, 3, 2, 5]])
+    pasted, _ = F.cutmix(x, labels, boxes, num_classes=3)
+    mask = torch.zeros(5, 1, 12, 10, dtype=torch.bool)
+    for i, (top, left, h, w) in enumerate(boxes.tolist()):
+        mask[i, :, top : top + h, left : left + w] = True
+    assert torch.equal(pasted, torch.where(mask, x.roll(1, 0), x))
+
+
+def test_mixed_batches_in_a_worker_are_written_into_its_kept_shared_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(F, "get_worker_info", lambda: object())
+    x = torch.randn(3, 3, 8, 8)
+    labels, lam = torch.tensor([0, 1, 2]), torch.tensor([0.3, 0.6, 0.9])
+    mixed, _ = F.mixup(x, labels, lam, num_classes=3)
+    pasted, _ = F.cutmix(x, labels, torch.tensor([[0, 0, 4, 4]] * 3), num_classes=3)
+    assert mixed.is_shared() and pasted.is_shared()  # made where the send finds them
+
+
 @pytest.mark.parametrize("alpha", [0.2, 1.0, 4.0])
 def test_beta_draws(alpha) -> None:
     draws = F.sample_beta(alpha, 20000, torch.Generator().manual_seed(1))
