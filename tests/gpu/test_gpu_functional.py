@@ -167,7 +167,22 @@ def test_mixing_normalized_images_keeps_their_values(layout: str) -> None:
     assert torch.equal(pasted, torch.where(mask, x.roll(1, 0), x))
 
 
-def test_mixed_batches_in_a_worker_are_written_into_its_kept_shared_memory(
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("value", [0.0, [0.5, -1.0, 2.0]])
+def test_erasing_float_batches_on_the_cpu_fills_only_the_boxes(layout: str, value) -> None:
+    x = torch.randn(4, 3, 12, 10)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    boxes = torch.tensor([[0, 0, 5, 10], [2, 2, 0, 0], [1, 1, 3, 3], [11, 9, 1, 1]])
+    out = F.erase(x, boxes, value)
+    mask = torch.zeros(4, 1, 12, 10, dtype=torch.bool)
+    for i, (top, left, h, w) in enumerate(boxes.tolist()):
+        mask[i, :, top : top + h, left : left + w] = True
+    fill = torch.as_tensor(value, dtype=torch.float32).reshape(1, -1, 1, 1)
+    assert torch.equal(out, torch.where(mask, fill, x))
+
+
+def test_mixed_and_erased_batches_in_a_worker_are_written_into_its_kept_shared_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(F, "get_worker_info", lambda: object())
@@ -175,7 +190,8 @@ def test_mixed_batches_in_a_worker_are_written_into_its_kept_shared_memory(
     labels, lam = torch.tensor([0, 1, 2]), torch.tensor([0.3, 0.6, 0.9])
     mixed, _ = F.mixup(x, labels, lam, num_classes=3)
     pasted, _ = F.cutmix(x, labels, torch.tensor([[0, 0, 4, 4]] * 3), num_classes=3)
-    assert mixed.is_shared() and pasted.is_shared()  # made where the send finds them
+    erased = F.erase(x, torch.tensor([[0, 0, 4, 4]] * 3))
+    assert mixed.is_shared() and pasted.is_shared() and erased.is_shared()  # where sent from
 
 
 @pytest.mark.parametrize("alpha", [0.2, 1.0, 4.0])
