@@ -430,3 +430,16 @@ def test_shared_ring_sets_kept_memory_against_fresh_in_speed_and_memory(tmp_path
         for pipeline in ("classification float32", "detection multiscale")
         for unit in ("images/s", "MiB")
     }
+
+
+def test_float_ops_sets_each_op_after_normalize_against_normalize_alone(tmp_path: Path) -> None:
+    args = ["--images", "40", "--batch-size", "4", "--rounds", "2", "--seconds", "0.2"]
+    args += ["--pack", str(tmp_path / "pack"), "--json", str(tmp_path / "figures.json")]
+    done = run_script("float_ops", *args, timeout=300)
+    doc = assert_figures(tmp_path / "figures.json", "float_ops")
+    names = [row["name"] for row in doc["rows"]]
+    assert names[0] == "Normalize" and "Normalize + MixUp" in names
+    assert "Normalize, channels_last" in names and "Normalize + RandomErasing" in names
+    ratios = re.findall(r"images/s  (\d+\.\d+)x Normalize", done.stdout)
+    assert len(ratios) == len(names) - 1 and all(float(r) > 0 for r in ratios)
+    assert (tmp_path / "pack" / "manifest.json").exists()  # made once, where asked
