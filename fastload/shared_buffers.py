@@ -20,9 +20,9 @@ each written again once the main process has let go of it:
 While every slot is out (the consumer holds many batches), a worker makes its batch anew, as
 torch does, so a batch kept is never overwritten. A slot taken for an intermediate result (a
 normalized batch a later op replaced) never reaches the main process: the worker frees it
-again once the batch it sends is made (:func:`settle`). A batch sent on from the main process to a
-third process shares its memory (torch sends shared storages without copying): copy it first
-if the main process may drop it while the other still reads it.
+again once the batch it sends is made (:func:`settle`). A batch sent on from the main process
+to a third process shares its memory (torch sends shared storages without copying): copy it
+first if the main process may drop it while the other still reads it.
 
 Images of varying sizes (detection's, one storage each) take a free storage that holds them
 with at most as much again to spare, else replace one that does not fit, so that no slot grows
@@ -98,7 +98,7 @@ class WorkerRing:
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
         self._taken = 0
         self._last = [0] * len(self._states)  # when (in takes handed out) each was last taken
-        self._this_batch: list[int] = []  # the slots taken since the last settle
+        self._this_batch: set[int] = set()  # the slots taken since the last settle
 
     def take(self, nbytes: int) -> torch.UntypedStorage | None:
         """A shared storage of at least ``nbytes`` (and the tag after them), marked out; ``None``
@@ -112,7 +112,7 @@ class WorkerRing:
             storage = self._kept[slot] = self._new(nbytes, slot)
         self._taken += 1
         self._states[slot], self._last[slot] = _OUT, self._taken
-        self._this_batch.append(slot)
+        self._this_batch.add(slot)
         return storage
 
     def settle(self, sent: Any) -> None:
