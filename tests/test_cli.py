@@ -134,9 +134,9 @@ def test_info_json() -> None:
             assert b["reason"] and b["fix"]
     assert isinstance(info["cuda"]["available"], bool)
     assert info["torchvision"]["usable"], info["torchvision"]["reason"]
-    # built wherever fastload installs with a C compiler, as CI's does
-    assert info["normalize_kernel"] == {"built": True, "reason": None, "fix": None}
-    if backends_required():  # in CI every backend must be usable
+    assert set(info["normalize_kernel"]) == {"built", "reason", "fix"}
+    if backends_required():  # in CI every backend must be usable, and the kernel built
+        assert info["normalize_kernel"]["built"], info["normalize_kernel"]["reason"]
         broken = {b["name"]: b["reason"] for b in info["backends"] if not b["usable"]}
         assert broken == {}, broken
 
