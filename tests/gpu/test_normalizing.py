@@ -140,7 +140,7 @@ def test_normalize_gives_the_same_values_with_and_without_the_kernel(
         monkeypatch.setitem(sys.modules, KERNEL, None)  # its import fails, as when not built
     x = images(5, 3, 40, 48)
     out = F.normalize(x, MEAN, STD)
-    assert len(calls) == (1 if built else 0)
+    assert bool(calls) is built  # the kernel wrote it, or OpenCV did
     assert out.dtype == torch.float32 and out.is_contiguous()
     torch.testing.assert_close(out, torchvisions(x, MEAN, STD), atol=1e-6, rtol=1e-6)
 
