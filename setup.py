@@ -1,5 +1,6 @@
-"""fastload's compiled parts: the region decoder (fastload/backends/jpegregion.c) and the
-normalize kernel of float32 batches (fastload/gpu/normalizing.c).
+"""fastload's compiled parts: the region decoder (fastload/backends/jpegregion.c, with
+restarts.c, the lossless rewrite that gives JPEGs restart markers) and the normalize kernel of
+float32 batches (fastload/gpu/normalizing.c).
 
 Everything else is in pyproject.toml. Both extensions are optional: without a C compiler or
 libjpeg-turbo's headers the build says why and fastload installs without them; ``fastload info``
@@ -39,7 +40,8 @@ setup(
     ext_modules=[
         Extension(
             "fastload.backends._jpegregion",
-            ["fastload/backends/jpegregion.c"],
+            ["fastload/backends/jpegregion.c", "fastload/backends/restarts.c"],
+            depends=["fastload/backends/restarts.h"],
             libraries=["jpeg"],
             extra_compile_args=FLAGS,
         ),

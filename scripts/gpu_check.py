@@ -362,8 +362,9 @@ def build_region(wheels: Path | None, env: dict[str, str]) -> tuple[str, str]:
         flags += [f"-I{d}" for d in sorted({h.parent for h in unpacked.rglob("j*.h")})]
         for folder in sorted({lib.parent for lib in unpacked.rglob("libjpeg.so*")}):
             flags += [f"-L{folder}", f"-Wl,-rpath,{folder}"]
+    sources = ["backends/jpegregion.c", "backends/restarts.c"]  # as setup.py builds it
     status, detail = build_extension(
-        "fastload.backends._jpegregion", "backends/jpegregion.c", env, [*flags, "-ljpeg"]
+        "fastload.backends._jpegregion", sources, env, [*flags, "-ljpeg"]
     )
     if status == "skipped":
         return status, f"{detail}: the region backend is left out"
@@ -377,14 +378,15 @@ def build_region(wheels: Path | None, env: dict[str, str]) -> tuple[str, str]:
 def build_normalize(env: dict[str, str]) -> tuple[str, str]:
     """Compile the normalize kernel of float32 batches into the source tree when it does not
     import (without it OpenCV normalizes them, at twice the cost)."""
-    status, detail = build_extension("fastload.gpu._normalizing", "gpu/normalizing.c", env, [])
+    status, detail = build_extension("fastload.gpu._normalizing", ["gpu/normalizing.c"], env, [])
     return status, f"{detail}: OpenCV normalizes" if status == "skipped" else detail
 
 
 def build_extension(
-    module: str, source: str, env: dict[str, str], flags: list[str]
+    module: str, sources: list[str], env: dict[str, str], flags: list[str]
 ) -> tuple[str, str]:
-    """Compile ``fastload/<source>`` as ``module`` beside it, unless it already imports.
+    """Compile ``fastload/<source>`` for each of ``sources`` into ``module`` beside the first,
+    unless it already imports.
 
     Returns:
         (status, detail) for the summary.
@@ -406,13 +408,14 @@ def build_extension(
         / (name + sysconfig.get_config_var("EXT_SUFFIX"))
     )
     command = [compiler, "-shared", "-fPIC", "-O2", "-std=c99", f"-I{include}"]
-    sources = [str(ROOT / "fastload" / source)]
+    paths = [str(ROOT / "fastload" / source) for source in sources]
     built = subprocess.run(
-        [*command, *sources, *flags, "-o", str(target)], capture_output=True, text=True
+        [*command, *paths, *flags, "-o", str(target)], capture_output=True, text=True
     )
     if built.returncode != 0:
         last = built.stderr.strip().splitlines()[-1:] or [""]
-        return "failed", f"compiling {Path(source).name}: {last[0][:200]}"
+        names = ", ".join(Path(source).name for source in sources)
+        return "failed", f"compiling {names}: {last[0][:200]}"
     if subprocess.run(probe, cwd=ROOT, env=env, capture_output=True).returncode != 0:
         target.unlink()
         return "failed", "built, but it does not import"

@@ -7,6 +7,11 @@
  * colour conversion), jpeg_crop_scanline() limits those steps to the region's columns, and the
  * decode stops after the region's last row, leaving the rest of the stream unread.
  *
+ * A JPEG with restart markers on a grid of MCUs (fastload.pack's pixels="seekable" writes
+ * them; restarts.c) is decoded faster still: the restart intervals around the region are
+ * copied into a smaller JPEG of their own (the DC predictions restart at each marker, so each
+ * interval stands alone), and only that is entropy-decoded.
+ *
  * Python's side (fastload/backends/region.py) plans the region; this file only decodes it.
  * Errors from libjpeg come back here by longjmp and leave as ValueError; every allocation is
  * in libjpeg's pools or the returned bytearray, so nothing leaks on an error. The GIL is
@@ -17,14 +22,26 @@
 
 #include <setjmp.h>
 #include <stdio.h> /* jpeglib.h needs FILE and size_t first */
+#include <stdlib.h>
+#include <string.h>
 
 #include <jpeglib.h>
+
+#include "restarts.h"
+
+/* kept out of decode(), whose setjmp would otherwise make the compiler keep the inlined
+ * function's locals in memory (and warn that they might be clobbered) */
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
 
 #define STRINGIFY_(x) #x
 #define STRINGIFY(x) STRINGIFY_(x)
 
 /* Whole-image decode modes, returned to Python for its counters. */
-enum { MODE_REGION = 0, MODE_PROGRESSIVE = 1, MODE_ROWS = 2 };
+enum { MODE_REGION = 0, MODE_PROGRESSIVE = 1, MODE_ROWS = 2, MODE_RESTARTS = 3 };
 
 typedef struct {
     struct jpeg_error_mgr pub;
@@ -73,6 +90,175 @@ clamp(long long value, JDIMENSION high)
     return value < 0 ? 0 : value > (long long)high ? high : (JDIMENSION)value;
 }
 
+static unsigned
+be16(const unsigned char *p)
+{
+    return (unsigned)p[0] << 8 | p[1];
+}
+
+/* The region's restart intervals as a JPEG of their own, and where it lies in the scaled image. */
+typedef struct {
+    unsigned char *data; /* malloc'd; NULL when the image has no usable restart grid */
+    size_t len;
+    JDIMENSION left, top; /* the sub-image's origin, in pixels of the scaled image */
+    JDIMENSION width, height; /* the whole image's size at the scale */
+} SubImage;
+
+/* What the headers say, for a baseline JPEG with one scan of all components. */
+typedef struct {
+    size_t sof, scan; /* offsets of the SOF marker and of the first entropy-coded byte */
+    unsigned width, height, interval, mcu_w, mcu_h;
+} Layout;
+
+static int
+read_layout(const unsigned char *d, size_t n, Layout *out)
+{
+    size_t at = 2;
+    unsigned components = 0, hmax = 1, vmax = 1;
+    out->sof = 0;
+    out->interval = 0;
+    if (n < 4 || d[0] != 0xFF || d[1] != 0xD8)
+        return 0;
+    while (at + 4 <= n) {
+        if (d[at] != 0xFF)
+            return 0;
+        unsigned marker = d[at + 1];
+        if (marker == 0xFF) { /* fill byte */
+            at++;
+            continue;
+        }
+        size_t length = be16(d + at + 2);
+        if (length < 2 || at + 2 + length > n)
+            return 0;
+        const unsigned char *p = d + at + 4;
+        if (marker == 0xC0 || marker == 0xC1) {
+            if (length < 8 || p[0] != 8)
+                return 0;
+            out->sof = at;
+            out->height = be16(p + 1);
+            out->width = be16(p + 3);
+            components = p[5];
+            if (components == 0 || length < 8 + 3 * components)
+                return 0;
+            for (unsigned i = 0; i < components; i++) {
+                unsigned h = p[7 + 3 * i] >> 4, v = p[7 + 3 * i] & 15;
+                if (h < 1 || h > 2 || v < 1 || v > 2) /* usual_sampling's rule */
+                    return 0;
+                hmax = h > hmax ? h : hmax;
+                vmax = v > vmax ? v : vmax;
+            }
+        } else if ((marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
+                    marker != 0xCC) ||
+                   marker == 0xDC) {
+            return 0; /* progressive, lossless, arithmetic-coded, or a DNL-sized image */
+        } else if (marker == 0xDD) {
+            if (length < 4)
+                return 0;
+            out->interval = be16(p);
+        } else if (marker == 0xDA) {
+            if (out->sof == 0 || p[0] != components) /* one scan must hold every component */
+                return 0;
+            out->scan = at + 2 + length;
+            /* a single component's MCU is one block, whatever its sampling factors */
+            out->mcu_w = components == 1 ? 8 : 8 * hmax;
+            out->mcu_h = components == 1 ? 8 : 8 * vmax;
+            return out->width > 0 && out->height > 0 && out->interval > 0;
+        }
+        at += 2 + length;
+    }
+    return 0;
+}
+
+static JDIMENSION
+div_up(long long a, long long b)
+{
+    return (JDIMENSION)((a + b - 1) / b);
+}
+
+/* Build the sub-image of the intervals around region [x0, x1) x [y0, y1) (scaled pixels, one
+ * pixel of margin added, as decode() does), when the image has restart intervals that tile its
+ * MCU rows and the region leaves some of them out. Markers are renumbered in their new order.
+ * Leaves sub->data NULL (the whole stream is decoded instead) for anything else, a stream whose
+ * markers are out of order or missing included: the ordinary decode reports what is wrong. */
+static NOINLINE void
+cut_region(const unsigned char *d, size_t n, int reduce, long long x0, long long y0,
+           long long x1, long long y1, long long max_pixels, SubImage *sub)
+{
+    Layout l = {0};
+    sub->data = NULL;
+    if (!read_layout(d, n, &l) || (long long)l.width * l.height > max_pixels)
+        return;
+    unsigned row_mcus = div_up(l.width, l.mcu_w);
+    if (row_mcus % l.interval != 0)
+        return;
+    unsigned per_row = row_mcus / l.interval, mcu_rows = div_up(l.height, l.mcu_h);
+    JDIMENSION width = div_up(l.width, reduce), height = div_up(l.height, reduce);
+    /* an interval's size in scaled pixels: each 8 x 8 block becomes (8 / reduce)^2 */
+    unsigned step_x = l.mcu_w / reduce * l.interval, step_y = l.mcu_h / reduce;
+    unsigned c0 = clamp(x0 - 1, width) / step_x, c1 = div_up(clamp(x1 + 1, width), step_x);
+    unsigned r0 = clamp(y0 - 1, height) / step_y, r1 = div_up(clamp(y1 + 1, height), step_y);
+    if (c1 <= c0 || r1 <= r0 || (c0 == 0 && c1 == per_row && r0 == 0))
+        return;
+    /* libjpeg-turbo upsamples chroma "fancily" only in an image over 2 chroma samples wide,
+     * which one MCU at 1/4 scale is not: two MCUs keep the whole image's upsampling */
+    if ((c1 - c0) * l.interval < 2 && per_row > 1) {
+        if (c1 < per_row)
+            c1++;
+        else
+            c0--;
+    }
+    size_t count = (size_t)(r1 - r0) * (c1 - c0);
+    unsigned char *out = malloc(l.scan + n - l.scan + 2 * count + 2);
+    if (out == NULL)
+        return;
+    memcpy(out, d, l.scan);
+    unsigned sub_w = (c1 == per_row ? l.width : c1 * l.interval * l.mcu_w) -
+                     c0 * l.interval * l.mcu_w;
+    unsigned sub_h = (r1 == mcu_rows ? l.height : r1 * l.mcu_h) - r0 * l.mcu_h;
+    out[l.sof + 5] = (unsigned char)(sub_h >> 8);
+    out[l.sof + 6] = (unsigned char)sub_h;
+    out[l.sof + 7] = (unsigned char)(sub_w >> 8);
+    out[l.sof + 8] = (unsigned char)sub_w;
+    size_t size = l.scan, start = l.scan, at = l.scan, copied = 0;
+    unsigned long long k = 0, last = (unsigned long long)(r1 - 1) * per_row + c1 - 1;
+    for (;;) {
+        const unsigned char *ff = memchr(d + at, 0xFF, n - at);
+        if (ff == NULL || (size_t)(ff - d) + 1 >= n)
+            break; /* no end of image: leave it to the ordinary decode */
+        size_t j = (size_t)(ff - d);
+        unsigned next = d[j + 1];
+        if (next == 0x00 || next == 0xFF) { /* a stuffed zero, or fill before a marker */
+            at = j + 1;
+            continue;
+        }
+        int restart = next >= 0xD0 && next <= 0xD7;
+        if (restart && next - 0xD0 != (k & 7))
+            break;
+        unsigned row = (unsigned)(k / per_row), column = (unsigned)(k % per_row);
+        if (row >= r0 && column >= c0 && column < c1) {
+            memcpy(out + size, d + start, j - start);
+            size += j - start;
+            out[size++] = 0xFF;
+            out[size++] = k == last ? 0xD9 : (unsigned char)(0xD0 + (copied & 7));
+            copied++;
+        }
+        if (k == last) {
+            sub->data = out;
+            sub->len = size;
+            sub->left = c0 * step_x;
+            sub->top = r0 * step_y;
+            sub->width = width;
+            sub->height = height;
+            return;
+        }
+        if (!restart)
+            break; /* the stream ended before the region's last interval */
+        k++;
+        start = at = j + 2;
+    }
+    free(out);
+}
+
 PyDoc_STRVAR(decode_doc,
 "decode(data, reduce, x0, y0, x1, y1, max_pixels, /)\n"
 "--\n\n"
@@ -81,7 +267,8 @@ PyDoc_STRVAR(decode_doc,
 "scaled iMCU boundary at or before x0. Returns (pixels, rows, cols, left, top, width,\n"
 "height, mode): a bytearray of rows x cols x 3 bytes, where it lies in the scaled image\n"
 "(left, top), the scaled image's width and height, and 0 (region), 1 (progressive: every\n"
-"scan was entropy-decoded) or 2 (unusual sampling: full-width rows from the top).\n"
+"scan was entropy-decoded), 2 (unusual sampling: full-width rows from the top) or 3\n"
+"(restarts: only the restart intervals around the region were entropy-decoded).\n"
 "Raises ValueError for data libjpeg cannot decode or warns about, or an image of more\n"
 "than max_pixels pixels.");
 
@@ -97,6 +284,22 @@ decode(PyObject *module, PyObject *args)
     if (reduce != 1 && reduce != 2 && reduce != 4 && reduce != 8) {
         PyBuffer_Release(&data);
         return PyErr_Format(PyExc_ValueError, "reduce=%d; valid: 1, 2, 4, 8", reduce);
+    }
+
+    SubImage sub;
+    Py_BEGIN_ALLOW_THREADS
+    cut_region((const unsigned char *)data.buf, (size_t)data.len, reduce, x0, y0, x1, y1,
+               max_pixels, &sub);
+    Py_END_ALLOW_THREADS
+    const unsigned char *source = (const unsigned char *)data.buf;
+    size_t source_len = (size_t)data.len;
+    if (sub.data != NULL) {
+        source = sub.data;
+        source_len = sub.len;
+        x0 -= sub.left;
+        x1 -= sub.left;
+        y0 -= sub.top;
+        y1 -= sub.top;
     }
 
     struct jpeg_decompress_struct cinfo;
@@ -117,13 +320,14 @@ decode(PyObject *module, PyObject *args)
             PyEval_RestoreThread(unlocked);
         jpeg_destroy_decompress(&cinfo);
         PyBuffer_Release(&data);
+        free(sub.data);
         Py_XDECREF(pixels);
         return PyErr_Format(PyExc_ValueError, "libjpeg-turbo: %s", errors.message);
     }
     jpeg_create_decompress(&cinfo);
 
     unlocked = PyEval_SaveThread();
-    jpeg_mem_src(&cinfo, (const unsigned char *)data.buf, (unsigned long)data.len);
+    jpeg_mem_src(&cinfo, source, (unsigned long)source_len);
     jpeg_read_header(&cinfo, TRUE);
     if ((long long)cinfo.image_width * cinfo.image_height > max_pixels) {
         snprintf(refused, sizeof refused, "image of %u x %u pixels is over max_pixels=%lld",
@@ -136,6 +340,8 @@ decode(PyObject *module, PyObject *args)
         jpeg_start_decompress(&cinfo);
         if (cinfo.progressive_mode)
             mode = MODE_PROGRESSIVE;
+        else if (sub.data != NULL)
+            mode = MODE_RESTARTS;
         scaled_width = cinfo.output_width;
         /* One pixel more on each side: "fancy" chroma upsampling treats a cropped region's
          * edges as the image's, so only pixels one inside them equal the full decode's. */
@@ -153,7 +359,14 @@ decode(PyObject *module, PyObject *args)
             width = cinfo.output_width;
             top = 0;
         } else if (width < cinfo.output_width) {
-            jpeg_crop_scanline(&cinfo, &left, &width); /* left moves to an iMCU boundary */
+            /* A crop that leaves a chroma component under 2 samples wide makes libjpeg-turbo
+             * upsample it plainly instead of "fancily": 4 pixels keep the whole decode's. */
+            if (width < 4) {
+                width = cinfo.output_width < 4 ? cinfo.output_width : 4;
+                left = left + width > cinfo.output_width ? cinfo.output_width - width : left;
+            }
+            if (width < cinfo.output_width)
+                jpeg_crop_scanline(&cinfo, &left, &width); /* left moves to an iMCU boundary */
         }
     }
     PyEval_RestoreThread(unlocked);
@@ -161,6 +374,7 @@ decode(PyObject *module, PyObject *args)
     if (refused[0] != '\0') {
         jpeg_destroy_decompress(&cinfo);
         PyBuffer_Release(&data);
+        free(sub.data);
         PyErr_SetString(PyExc_ValueError, refused);
         return NULL;
     }
@@ -171,6 +385,7 @@ decode(PyObject *module, PyObject *args)
     if (pixels == NULL) {
         jpeg_destroy_decompress(&cinfo);
         PyBuffer_Release(&data);
+        free(sub.data);
         return NULL;
     }
     unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(pixels);
@@ -200,6 +415,13 @@ decode(PyObject *module, PyObject *args)
     JDIMENSION columns = cinfo.output_width, scaled_height = cinfo.output_height;
     jpeg_destroy_decompress(&cinfo);
     PyBuffer_Release(&data);
+    if (sub.data != NULL) { /* back to the whole image's coordinates */
+        free(sub.data);
+        left += sub.left;
+        top += sub.top;
+        scaled_width = sub.width;
+        scaled_height = sub.height;
+    }
     if (errors.warned) {
         Py_DECREF(pixels);
         return PyErr_Format(PyExc_ValueError, "libjpeg-turbo: %s", errors.message);
@@ -210,6 +432,7 @@ decode(PyObject *module, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"add_restarts", add_restarts, METH_VARARGS, add_restarts_doc},
     {NULL, NULL, 0, NULL},
 };
 

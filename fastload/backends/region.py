@@ -6,6 +6,11 @@ without turning them into pixels, runs the inverse DCT, upsampling and colour co
 only for the crop's columns, and stops after its last row, all at the DCT scale the plan
 asks for. Inside the region, the pixels are those of a whole decode at the same scale, so its
 samples match the turbojpeg backend's.
+
+A JPEG with restart markers on a grid of MCUs (:func:`add_restarts`, which ``fastload.pack``'s
+``pixels="seekable"`` applies) is cut before decoding: the intervals around the crop are copied
+into a smaller JPEG of their own, so the rows above the crop and the columns beside it are not
+even entropy-decoded. The pixels are the same.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from fastload._optional import Availability, MissingDependencyError, version_of
 from fastload.backends.base import Backend, Decoded, Window
 from fastload.backends.registry import register
 
-__all__ = ["EXTENSION", "INSTALL", "MODES", "RegionBackend", "why_not_built"]
+__all__ = [
+    "EXTENSION",
+    "INSTALL",
+    "MODES",
+    "RegionBackend",
+    "add_restarts",
+    "require_built",
+    "why_not_built",
+]
 
 EXTENSION = "fastload.backends._jpegregion"
 
@@ -40,6 +53,7 @@ MODES = (
     "region",  # rows above skipped, columns cropped, stopped after the last row
     "progressive",  # the same, but every scan was entropy-decoded first (no skipping there)
     "rows",  # unusual chroma sampling (over 2x): full-width rows from the top, stopped early
+    "restarts",  # only the restart intervals around the crop entropy-decoded (add_restarts)
 )
 
 _HEADER_DIRS = ("/usr/include", "/usr/local/include")
@@ -73,6 +87,37 @@ def why_not_built() -> str:
         "it was not built when fastload was installed (the install predates the headers or "
         "the compiler, or the build failed: see the install log)"
     )
+
+
+def require_built() -> None:
+    """Raise :class:`MissingDependencyError`, with how to build it, when the compiled part is
+    missing."""
+    _load()
+
+
+def add_restarts(data: bytes, *, max_pixels: int) -> bytes:
+    """Rewrite a JPEG losslessly with restart markers that the region decoder cuts it at.
+
+    The DCT coefficients are copied, not decoded, so every pixel stays as it was; the copy is
+    a baseline JPEG (also from a progressive one) with Huffman tables made for the image, a
+    restart marker every 1, 2 or 4 MCUs (the most that tiles an MCU row), and the original's
+    APPn and COM segments (EXIF orientation, ICC profile). On photos it is about the size of
+    the original (optimal tables against the markers' bytes).
+
+    Args:
+        data: A JPEG file's bytes.
+        max_pixels: Refuse an image of more pixels than this.
+
+    Returns:
+        The rewritten JPEG.
+
+    Raises:
+        MissingDependencyError: The compiled part is missing (the message says how to build it).
+        ValueError: ``data`` is not a JPEG libjpeg-turbo reads without a warning, or its image
+            is larger than ``max_pixels``.
+    """
+    rewritten: bytes = _load().add_restarts(data, max_pixels)
+    return rewritten
 
 
 @register
