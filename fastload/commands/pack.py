@@ -51,6 +51,7 @@ def add(sub: Any) -> None:
         help="the folder to write (new or empty), or a remote prefix such as s3://bucket/pack",
     )
     _storage_arguments(pack)
+    _pixel_arguments(pack)
     _table_arguments(pack)
     pack.add_argument(
         "--coco",
@@ -104,12 +105,25 @@ def _storage_arguments(pack: Any) -> None:
         "--quality", type=positive_int, default=90, help="JPEG quality of --max-side (default: 90)"
     )
     pack.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="reading threads or re-encoding processes (default: one per core)",
+    )
+
+
+def _pixel_arguments(pack: Any) -> None:
+    """How an image member holds its pixels."""
+    from fastload.shards.pack import PIXELS
+
+    pack.add_argument(
         "--pixels",
-        choices=("encoded", "raw"),
+        choices=PIXELS,
         default="encoded",
         help="encoded: the image files (or their --max-side JPEGs); raw: decoded RGB pixels "
-        "(upright, at --max-side if given) as PPM members, read with no decoding, several "
-        "times the bytes (default: encoded)",
+        "(upright, at --max-side if given) as PPM, no decoding, several times the bytes; "
+        "seekable: as encoded, JPEGs rewritten losslessly with restart markers, which the "
+        "region backend decodes a crop of faster (default: encoded)",
     )
     pack.add_argument(
         "--raw-share",
@@ -119,12 +133,6 @@ def _storage_arguments(pack: Any) -> None:
         help="with --pixels raw: store this share of the images raw, those whose files hold the "
         "most bytes per pixel (where raw saves the most decoding per byte added), the rest as "
         "with --pixels encoded (default: 1, all)",
-    )
-    pack.add_argument(
-        "--workers",
-        type=positive_int,
-        default=None,
-        help="reading threads or re-encoding processes (default: one per core)",
     )
 
 

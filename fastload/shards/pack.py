@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from fastload.backends.base import decode_with_pillow, read_file
+from fastload.backends.base import DEFAULT_MAX_PIXELS, decode_with_pillow, read_file
+from fastload.backends.region import add_restarts, require_built
 from fastload.checks import check_choice, check_int, differences
 from fastload.image import probe, sniff
 from fastload.raw_pixels import encode_ppm
@@ -55,7 +56,7 @@ from fastload.version import __version__
 __all__ = ["DEFAULT_SHARD_SIZE", "pack"]
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
-PIXELS = ("encoded", "raw")  # how an image member holds its pixels (pack's ``pixels=``)
+PIXELS = ("encoded", "raw", "seekable")  # how an image member holds its pixels (``pixels=``)
 _PLAN = ".fastload-pack.json"  # the settings of a pack in progress
 _LOG = ".fastload-pack.log"  # one JSON line per complete shard
 # a member's extension, by its content's format
@@ -258,9 +259,19 @@ def _stored(data: bytes, max_side: int | None, quality: int, pixels: str) -> byt
     """What is stored in place of an image file's bytes, upright (its EXIF orientation
     applied): with ``pixels="raw"`` its RGB pixels as a binary PPM, shrunk to ``max_side``
     when larger; else, when it is larger than ``max_side``, a JPEG at ``quality`` shrunk to
-    it; else ``None`` (the bytes as they are)."""
+    it; else ``None`` (the bytes as they are). With ``pixels="seekable"``, a JPEG among those
+    is rewritten with restart markers (the same pixels; one libjpeg-turbo refuses is kept)."""
     from PIL import Image, ImageOps
 
+    if pixels == "seekable":
+        encoded = _stored(data, max_side, quality, "encoded")
+        jpeg = data if encoded is None else encoded
+        if sniff(jpeg) != "jpeg":
+            return encoded
+        try:
+            return add_restarts(jpeg, max_pixels=DEFAULT_MAX_PIXELS)
+        except ValueError:  # damaged, or a JPEG libjpeg does not read: readers report it
+            return encoded
     if pixels == "raw":
         image = Image.fromarray(decode_with_pillow(data))  # fastload's own RGB of any mode
         if max_side is not None and max(image.size) > max_side:
@@ -505,6 +516,8 @@ def _check(
         raise ValueError(f"raw_share={share!r} must be a number in (0, 1]")
     if pixels != "raw" and share != 1:
         raise ValueError(f"raw_share={share!r} applies to pixels='raw' (got pixels={pixels!r})")
+    if pixels == "seekable":
+        require_built()
 
     check_int("shard_size", shard_size, minimum=4 * BLOCK)
     check_int("quality", quality, minimum=1)
@@ -565,7 +578,11 @@ def pack(
             re-encoding at ``max_side``; ``"raw"``: its decoded RGB pixels (upright, shrunk
             to ``max_side`` when given and larger) as a binary PPM (``KEY.ppm``), which is
             read with no decoding at all, for several times the bytes (see the shards page
-            for what it costs and buys). Not for a COCO dataset.
+            for what it costs and buys). Not for a COCO dataset. ``"seekable"``: as
+            ``"encoded"``, each JPEG then rewritten losslessly with restart markers (the same
+            pixels, about the same bytes) that the ``region`` backend cuts a crop out at, so
+            that it entropy-decodes only the crop's neighbourhood (see the shards page).
+            Needs the region decoder's compiled part.
         raw_share: With ``pixels="raw"``, the share of the images stored raw: those whose
             files hold the most bytes per pixel (where raw saves the most decoding per byte
             added, measured: see :mod:`fastload.shards.raw_choice`), chosen from their headers
@@ -587,6 +604,7 @@ def pack(
         FileNotFoundError: ``source`` is a path that is not a folder.
         ValueError: A bad option, no images in ``source``, or ``out`` holds an unfinished pack
             with other settings.
+        MissingDependencyError: ``pixels="seekable"`` without the region decoder.
     """
     from fastload._progress import Progress
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import json
 import os
@@ -131,6 +132,17 @@ def test_max_side_reencodes_only_larger_images(tmp_path: Path) -> None:
 def _member(shards: fastload.ImageShards, i: int, ext: str) -> bytes:
     with tarfile.open(shards.shard_of(i)) as tar:
         return tar.extractfile(f"{shards.key(i)}.{ext}").read()
+
+
+def _restart_interval(data: bytes) -> int:
+    """The restart interval a JPEG's header defines (0: none, or not a JPEG)."""
+    at = 2
+    while data[:2] == b"\xff\xd8" and at + 4 <= len(data) and data[at + 1] != 0xDA:
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        if data[at + 1] == 0xDD:
+            return int.from_bytes(data[at + 4 : at + 6], "big")
+        at += 2 + length
+    return 0
 
 
 def _has_member(shards: fastload.ImageShards, i: int, ext: str) -> bool:
@@ -424,3 +436,92 @@ def test_a_raw_member_shorter_than_its_header_is_one_error(folder: Path, tmp_pat
     with pytest.raises(fastload.ImageDecodeError, match=rf"{shards.key(3)}\.ppm.*truncated PPM"):
         fastload.ImageShards(tmp_path / "raw")[3]
     assert isinstance(fastload.ImageShards(tmp_path / "raw", on_error="skip")[3], fastload.Skipped)
+
+
+def test_seekable_jpegs_hold_the_files_pixels(
+    folder: Path, tmp_path: Path, require_backend
+) -> None:
+    """``pixels="seekable"``: each JPEG rewritten with restart markers that the region backend
+    cuts a crop at; the samples are the encoded pack's, draw for draw, pixel for pixel, read by
+    the region backend (which cuts) and by Pillow (which decodes all of it)."""
+    from fastload import backends
+    from fastload import transforms as fl
+
+    require_backend("region")
+    fastload.pack(folder, tmp_path / "encoded", progress=False)
+    manifest = fastload.pack(folder, tmp_path / "seek", pixels="seekable", progress=False)
+    assert manifest.pixels == "seekable"
+    assert json.loads((tmp_path / "seek" / "manifest.json").read_text())["pixels"] == "seekable"
+    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
+    for backend in ("region", "pillow"):
+        jpeg = fastload.ImageShards(tmp_path / "encoded", transform=op, backend=backend)
+        seek = fastload.ImageShards(tmp_path / "seek", transform=op, backend=backend)
+        assert len(seek) == len(jpeg) == 40 and seek.key(0) == jpeg.key(0)
+        for i in range(len(seek)):
+            torch.manual_seed(i)
+            expected = jpeg[i]
+            torch.manual_seed(i)
+            image, label = seek[i]
+            assert label == expected[1] and torch.equal(image, expected[0]), (backend, i)
+    decoder = backends.create("region")
+    member = _member(seek, 0, "jpg")
+    assert _restart_interval(member) > 0
+    decoder.decode_jpeg_region(member, 1, (30, 30, 40, 40), max_pixels=10**8)
+    assert decoder.counts == {"restarts": 1}  # type: ignore[attr-defined]
+
+
+@pytest.mark.filterwarnings("ignore:left out what")  # the empty file makes no sample
+def test_seekable_reads_every_kind_of_file_alike(tmp_path: Path, require_backend) -> None:
+    """Progressive, grey, CMYK, EXIF-rotated JPEGs: the same samples as the encoded pack's;
+    PNGs and files libjpeg-turbo cannot read whole are stored as they are, for their readers
+    to report."""
+    from images import READABLE, UNREADABLE, fault_files
+
+    require_backend("region")
+    fault_files(tmp_path / "in" / "a")
+    packs = {}
+    for pixels in ("encoded", "seekable"):
+        fastload.pack(tmp_path / "in", tmp_path / pixels, pixels=pixels, progress=False)
+        shards = fastload.ImageShards(tmp_path / pixels, on_error="skip")
+        packs[pixels] = {
+            Path(json.loads(_member(shards, i, "json"))["path"]).stem: (
+                shards.read_sample(i)[0],
+                shards[i],
+            )
+            for i in range(len(shards))
+        }
+    for kind in READABLE:
+        (data, (image, _)), (ours, (our_image, _)) = packs["encoded"][kind], packs["seekable"][kind]
+        assert torch.equal(our_image, image), kind
+        assert (_restart_interval(ours) > 0) == (data[:2] == b"\xff\xd8"), kind  # JPEGs rewritten
+    assert packs["seekable"].keys() == packs["encoded"].keys()  # the empty file in neither
+    for kind in set(UNREADABLE) & packs["encoded"].keys():
+        assert packs["seekable"][kind][0] == packs["encoded"][kind][0], kind
+
+
+def test_seekable_at_max_side_rewrites_the_reencoded_jpeg(tmp_path: Path, require_backend) -> None:
+    from images import jpeg_bytes, photo
+    from PIL import Image
+
+    require_backend("region")
+    source = tmp_path / "in" / "a"
+    source.mkdir(parents=True)
+    (source / "big.jpg").write_bytes(jpeg_bytes(photo(400, 300, seed=1)))
+    for pixels in ("encoded", "seekable"):
+        fastload.pack(
+            tmp_path / "in", tmp_path / pixels, pixels=pixels, max_side=160, progress=False
+        )
+    encoded = fastload.ImageShards(tmp_path / "encoded").read_sample(0)[0]
+    ours = fastload.ImageShards(tmp_path / "seekable").read_sample(0)[0]
+    assert _restart_interval(ours) > 0 and _restart_interval(encoded) == 0
+    with Image.open(io.BytesIO(ours)) as image, Image.open(io.BytesIO(encoded)) as reference:
+        assert image.size == (160, 120)
+        np.testing.assert_array_equal(np.asarray(image), np.asarray(reference))
+
+
+def test_the_command_packs_seekable_jpegs(folder: Path, tmp_path: Path, require_backend) -> None:
+    require_backend("region")
+    command = [sys.executable, "-m", "fastload", "pack", str(folder), str(tmp_path / "out")]
+    done = subprocess.run([*command, "--pixels", "seekable"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["pixels"] == "seekable"
