@@ -227,6 +227,21 @@ def test_raw_choice_models_both_costs_and_sets_each_choice_against_random(
     assert shares == ["0.25", "0.50", "0.75"], done.stdout
 
 
+def test_seekable_sets_rewritten_jpegs_against_the_files(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=6, classes=2)
+    args = ["--data", str(data), "--rounds", "2", "--seconds", "0.1"]
+    done = run_script("seekable", *args, "--json", str(tmp_path / "figures.json"))
+    assert_figures(tmp_path / "figures.json", "seekable")
+    assert re.search(r"6 JPEGs, .* rewritten: [\d.]+x the bytes .* the same pixels", done.stdout)
+    assert re.search(r"seekable / files: \d+\.\d\dx \(", done.stdout), done.stdout
+    empty = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "seekable.py"), "--data", str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
+    )
+    assert empty.returncode == 2 and "no .jpg or .jpeg files" in empty.stderr
+
+
 def test_ray_data_sets_fastload_on_ray_against_rays_pipeline_and_the_loader(
     tmp_path: Path,
 ) -> None:

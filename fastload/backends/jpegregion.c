@@ -127,6 +127,8 @@ read_layout(const unsigned char *d, size_t n, Layout *out)
             at++;
             continue;
         }
+        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8))
+            return 0; /* a marker with no length, out of place here */
         size_t length = be16(d + at + 2);
         if (length < 2 || at + 2 + length > n)
             return 0;
@@ -156,7 +158,8 @@ read_layout(const unsigned char *d, size_t n, Layout *out)
                 return 0;
             out->interval = be16(p);
         } else if (marker == 0xDA) {
-            if (out->sof == 0 || p[0] != components) /* one scan must hold every component */
+            /* one scan must hold every component */
+            if (out->sof == 0 || length < 6 + 2 * components || p[0] != components)
                 return 0;
             out->scan = at + 2 + length;
             /* a single component's MCU is one block, whatever its sampling factors */

@@ -279,6 +279,7 @@ FUZZ = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     from images import jpeg_bytes, photo, with_orientation
     from fastload import backends
+    from fastload.backends.region import add_restarts
     from fastload.transforms import RandomResizedCrop
 
     decoder = backends.create("region")
@@ -289,6 +290,8 @@ FUZZ = textwrap.dedent(
         jpeg_bytes(rgb, progressive=True),
         jpeg_bytes(rgb.mean(axis=2).astype(np.uint8)),
         with_orientation(rgb, 6),
+        add_restarts(jpeg_bytes(rgb), max_pixels=10**6),  # cut at its restart markers
+        add_restarts(jpeg_bytes(rgb, subsampling=0), max_pixels=10**6),
     ]
     rng = np.random.default_rng(int(sys.argv[1]))
     crop = RandomResizedCrop(64)
@@ -308,6 +311,7 @@ FUZZ = textwrap.dedent(
                 data, int(rng.choice([1, 2, 4, 8])), (x0, y0, x0 + 40, y0 + 30),
                 max_pixels=10**6,
             ),
+            lambda: add_restarts(data, max_pixels=10**6),
         ]
         for call in calls:
             try:
@@ -324,8 +328,9 @@ FUZZ = textwrap.dedent(
 
 @pytest.mark.slow
 def test_garbage_never_crashes_it() -> None:
-    """Truncated and bit-flipped JPEGs, 3000 of them, through the shared path and straight
-    into the extension: each decodes or raises ValueError (OSError from Pillow, where a flipped
+    """Truncated and bit-flipped JPEGs, 3000 of them (some with restart markers), through the
+    shared path, straight into the extension and through add_restarts: each decodes or raises
+    ValueError (OSError from Pillow, where a flipped
     bit routes the file there); none crashes the process."""
     done = subprocess.run(
         [sys.executable, "-c", FUZZ, "0", str(Path(__file__).resolve().parents[1])],

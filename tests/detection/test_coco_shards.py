@@ -83,6 +83,21 @@ def test_the_shards_give_the_folders_samples(coco: tuple[Path, Path], packed: Pa
         assert_same_sample((image, target), folder[where[target["image_id"]]], where=shards.path(i))
 
 
+def test_seekable_shards_give_the_folders_samples(
+    coco: tuple[Path, Path], tmp_path: Path, require_backend
+) -> None:
+    """``pixels="seekable"`` keeps each image's pixels and EXIF orientation, so its boxes and
+    masks stay where they are."""
+    require_backend("region")
+    fastload.pack(CocoDetection(*coco), tmp_path / "seekable", pixels="seekable", progress=False)
+    folder = CocoDetection(*coco, target_keys="all")
+    shards = CocoShards(tmp_path / "seekable", target_keys="all")
+    where = by_image_id(folder)
+    for i in range(len(shards)):
+        image, target = shards[i]
+        assert_same_sample((image, target), folder[where[target["image_id"]]], where=shards.path(i))
+
+
 @pytest.mark.parametrize("augmentation", ["multiscale", "ssd"])
 def test_the_references_presets_on_the_shards_give_torchvisions_samples(
     coco: tuple[Path, Path], packed: Path, augmentation: str

@@ -525,3 +525,28 @@ def test_the_command_packs_seekable_jpegs(folder: Path, tmp_path: Path, require_
     done = subprocess.run([*command, "--pixels", "seekable"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["pixels"] == "seekable"
+
+
+@pytest.mark.parametrize("backend", ["dali", "nvimgcodec"])
+def test_seekable_jpegs_on_the_batch_executors(folder: Path, tmp_path: Path, backend: str) -> None:
+    """The executors' libraries decode the rewritten JPEGs themselves (CPU mode here): the same
+    batches as from the encoded pack."""
+    from fastload import transforms as fl
+
+    for pixels in ("encoded", "seekable"):
+        fastload.pack(folder, tmp_path / pixels, pixels=pixels, progress=False)
+    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
+    batches = {}
+    for pixels in ("encoded", "seekable"):
+        dataset = fastload.ImageShards(tmp_path / pixels, transform=op)
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=8,
+            backend=backend,
+            seeding="sample",
+            shuffle=True,
+            generator=torch.Generator().manual_seed(0),
+        )
+        batches[pixels] = list(loader)
+    for (ours, labels), (theirs, their_labels) in zip(*batches.values(), strict=True):
+        assert torch.equal(labels, their_labels) and torch.equal(ours, theirs)
