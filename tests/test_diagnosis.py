@@ -441,3 +441,35 @@ def test_worker_processes_are_tried_as_threads_where_threads_mean_the_same(
     )
     report = doctor(Net(bias=False), refused, steps=6, warmup=1, progress=False)
     assert report.bound == "loader" and "thread_workers" not in report.tried and not made
+
+
+def test_jpegs_without_restart_markers_are_named_for_random_crops(
+    tmp_path, require_backend
+) -> None:
+    """A random crop by the region backend from JPEGs without restart markers: doctor names
+    ``pack --pixels seekable``; not for a pack made so, a whole-image plan or another backend."""
+    import fastload
+    from fastload import transforms as T
+    from fastload.synthetic import make_image_folder
+
+    require_backend("region")
+    folder = make_image_folder(tmp_path / "set", images=4, classes=2)
+    cpu = torch.device("cpu")
+
+    def found(dataset) -> set[str]:
+        loader = fastload.DataLoader(dataset, batch_size=2, num_workers=1)
+        return keys(static_findings(Net(bias=False), loader, None, device=cpu))
+
+    crop = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip()])
+    assert "jpegs_without_restarts" in found(fastload.ImageFolder(folder, crop, backend="region"))
+    fastload.pack(folder, tmp_path / "seekable", pixels="seekable", progress=False)
+    fastload.pack(folder, tmp_path / "files", progress=False)
+    assert "jpegs_without_restarts" in found(
+        fastload.ImageShards(tmp_path / "files", crop, backend="region")
+    )
+    for dataset in (
+        fastload.ImageShards(tmp_path / "seekable", crop, backend="region"),
+        fastload.ImageFolder(folder, T.Compose([T.Resize(40), T.CenterCrop(32)]), backend="region"),
+        fastload.ImageFolder(folder, crop, backend="turbojpeg"),
+    ):
+        assert "jpegs_without_restarts" not in found(dataset)

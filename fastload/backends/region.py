@@ -120,6 +120,23 @@ def add_restarts(data: bytes, *, max_pixels: int) -> bytes:
     return rewritten
 
 
+def restart_interval(data: bytes) -> int:
+    """The restart interval (MCUs) a JPEG's header defines before its first scan; 0 when it
+    defines none or ``data`` is no JPEG."""
+    at = 2
+    while data[:2] == b"\xff\xd8" and at + 4 <= len(data):
+        marker = data[at + 1]
+        if data[at] != 0xFF or marker in (0xD9, 0xDA):
+            break
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker == 0xDD and at + 6 <= len(data):
+            return int.from_bytes(data[at + 4 : at + 6], "big")
+        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+    return 0
+
+
 @register
 class RegionBackend(Backend):
     """Decodes only the pixels a planned crop and resize read, at the planned DCT scale.

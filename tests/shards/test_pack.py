@@ -22,6 +22,7 @@ import torchvision
 from shardsets import class_folder
 
 import fastload
+from fastload.backends.region import restart_interval
 from fastload.shards.format import index as indexes
 from fastload.shards.format.tar import scan
 
@@ -132,17 +133,6 @@ def test_max_side_reencodes_only_larger_images(tmp_path: Path) -> None:
 def _member(shards: fastload.ImageShards, i: int, ext: str) -> bytes:
     with tarfile.open(shards.shard_of(i)) as tar:
         return tar.extractfile(f"{shards.key(i)}.{ext}").read()
-
-
-def _restart_interval(data: bytes) -> int:
-    """The restart interval a JPEG's header defines (0: none, or not a JPEG)."""
-    at = 2
-    while data[:2] == b"\xff\xd8" and at + 4 <= len(data) and data[at + 1] != 0xDA:
-        length = int.from_bytes(data[at + 2 : at + 4], "big")
-        if data[at + 1] == 0xDD:
-            return int.from_bytes(data[at + 4 : at + 6], "big")
-        at += 2 + length
-    return 0
 
 
 def _has_member(shards: fastload.ImageShards, i: int, ext: str) -> bool:
@@ -465,7 +455,7 @@ def test_seekable_jpegs_hold_the_files_pixels(
             assert label == expected[1] and torch.equal(image, expected[0]), (backend, i)
     decoder = backends.create("region")
     member = _member(seek, 0, "jpg")
-    assert _restart_interval(member) > 0
+    assert restart_interval(member) > 0
     decoder.decode_jpeg_region(member, 1, (30, 30, 40, 40), max_pixels=10**8)
     assert decoder.counts == {"restarts": 1}  # type: ignore[attr-defined]
 
@@ -493,7 +483,7 @@ def test_seekable_reads_every_kind_of_file_alike(tmp_path: Path, require_backend
     for kind in READABLE:
         (data, (image, _)), (ours, (our_image, _)) = packs["encoded"][kind], packs["seekable"][kind]
         assert torch.equal(our_image, image), kind
-        assert (_restart_interval(ours) > 0) == (data[:2] == b"\xff\xd8"), kind  # JPEGs rewritten
+        assert (restart_interval(ours) > 0) == (data[:2] == b"\xff\xd8"), kind  # JPEGs rewritten
     assert packs["seekable"].keys() == packs["encoded"].keys()  # the empty file in neither
     for kind in set(UNREADABLE) & packs["encoded"].keys():
         assert packs["seekable"][kind][0] == packs["encoded"][kind][0], kind
@@ -513,7 +503,7 @@ def test_seekable_at_max_side_rewrites_the_reencoded_jpeg(tmp_path: Path, requir
         )
     encoded = fastload.ImageShards(tmp_path / "encoded").read_sample(0)[0]
     ours = fastload.ImageShards(tmp_path / "seekable").read_sample(0)[0]
-    assert _restart_interval(ours) > 0 and _restart_interval(encoded) == 0
+    assert restart_interval(ours) > 0 and restart_interval(encoded) == 0
     with Image.open(io.BytesIO(ours)) as image, Image.open(io.BytesIO(encoded)) as reference:
         assert image.size == (160, 120)
         np.testing.assert_array_equal(np.asarray(image), np.asarray(reference))
