@@ -22,14 +22,13 @@ import numpy as np
 import pytest
 import torch
 from images import jpeg_bytes, photo, with_orientation
+from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 
 import fastload
 from fastload import backends
 from fastload.backends import region
 from fastload.synthetic import make_image_folder
 from fastload.transforms import CenterCrop, Compose, RandomHorizontalFlip, RandomResizedCrop, Resize
-
-LIMIT = 10**9
 
 
 @pytest.fixture(autouse=True)
@@ -48,12 +47,6 @@ def whole() -> backends.Backend:
     return backends.create("turbojpeg")
 
 
-def cv_jpeg(rgb: np.ndarray, *params: int) -> bytes:
-    ok, out = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [*params])
-    assert ok
-    return out.tobytes()
-
-
 RGB = photo(333, 251, seed=3)  # sides that are no multiple of any iMCU
 VARIANTS = {
     "4:2:0": jpeg_bytes(RGB),
@@ -68,16 +61,13 @@ VARIANTS = {
 MODE = {"progressive": "progressive", "4:1:1": "rows"}  # the others: "region"
 
 
-def windows(width: int, height: int, count: int, seed: int) -> list[tuple[int, int, int, int]]:
-    rng = np.random.default_rng(seed)
-    found = [(0, 0, width, height), (width - 1, height - 1, width, height), (0, 0, 1, 1)]
-    found.append((0, height // 3, 1, height // 2 + 1))  # one column at the edge, rows inside
-    while len(found) < count:
-        x0, x1 = sorted(rng.integers(0, width + 1, 2).tolist())
-        y0, y1 = sorted(rng.integers(0, height + 1, 2).tolist())
-        if x1 > x0 and y1 > y0:
-            found.append((x0, y0, x1, y1))
-    return found
+def edge_windows(width: int, height: int) -> list[tuple[int, int, int, int]]:
+    return [
+        (0, 0, width, height),
+        (width - 1, height - 1, width, height),
+        (0, 0, 1, 1),
+        (0, height // 3, 1, height // 2 + 1),  # one column at the edge, rows inside
+    ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -86,17 +76,9 @@ def test_a_region_is_the_whole_decodes_crop(
     decoder: region.RegionBackend, whole: backends.Backend, variant: str, reduce: int
 ) -> None:
     data = VARIANTS[variant]
-    reference = whole.decode_jpeg(data, reduce)
-    height, width = reference.shape[:2]
-    for x0, y0, x1, y1 in windows(width, height, 25, seed=reduce):
-        got = decoder.decode_jpeg_region(data, reduce, (x0, y0, x1, y1), max_pixels=LIMIT)
-        assert got.size == (width, height)
-        assert got.origin is not None
-        left, top = got.origin
-        rows, cols = got.pixels.shape[:2]
-        assert left <= x0 and top <= y0 and left + cols >= x1 and top + rows >= y1
-        inside = got.pixels[y0 - top : y1 - top, x0 - left : x1 - left]
-        np.testing.assert_array_equal(inside, reference[y0:y1, x0:x1])
+    width, height = whole.decode_jpeg(data, reduce).shape[1::-1]
+    chosen = windows(width, height, 25, reduce, first=edge_windows(width, height))
+    assert_crops_match(decoder, whole, data, reduce, chosen)
     if variant == "restart markers":  # cut at its markers wherever that leaves some out
         assert set(decoder.counts) == {"region", "restarts"}  # see test_restarts.py
     else:
@@ -278,6 +260,7 @@ FUZZ = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, sys.argv[2])
     from images import jpeg_bytes, photo, with_orientation
+from regions import LIMIT, assert_crops_match, cv_jpeg, windows
     from fastload import backends
     from fastload.backends.region import add_restarts
     from fastload.transforms import RandomResizedCrop

@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 from images import jpeg_bytes, photo
 from PIL import Image
+from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 
 from fastload import backends
 from fastload.backends import region
 from fastload.image import probe
-
-LIMIT = 10**9
 
 
 @pytest.fixture(autouse=True)
@@ -36,12 +35,6 @@ def decoder() -> region.RegionBackend:
 @pytest.fixture(scope="module")
 def whole() -> backends.Backend:
     return backends.create("turbojpeg")
-
-
-def cv_jpeg(rgb: np.ndarray, *params: int) -> bytes:
-    ok, out = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [*params])
-    assert ok
-    return out.tobytes()
 
 
 def segments(data: bytes) -> dict[int, bytes]:
@@ -74,30 +67,13 @@ OWN_MARKERS = {
 }
 
 
-def windows(width: int, height: int, count: int, seed: int) -> list[tuple[int, int, int, int]]:
-    rng = np.random.default_rng(seed)
-    found = [(width - 1, height - 1, width, height), (0, 0, 1, 1), (0, height // 2, width, height)]
-    while len(found) < count:
-        x0, x1 = sorted(rng.integers(0, width + 1, 2).tolist())
-        y0, y1 = sorted(rng.integers(0, height + 1, 2).tolist())
-        if x1 > x0 and y1 > y0:
-            found.append((x0, y0, x1, y1))
-    return found
-
-
-def assert_crops_match(
+def assert_cut_crops_match(
     decoder: region.RegionBackend, whole: backends.Backend, data: bytes, reduce: int
 ) -> None:
-    reference = whole.decode_jpeg(data, reduce)
-    height, width = reference.shape[:2]
-    for x0, y0, x1, y1 in windows(width, height, 25, seed=reduce):
-        got = decoder.decode_jpeg_region(data, reduce, (x0, y0, x1, y1), max_pixels=LIMIT)
-        assert got.size == (width, height) and got.origin is not None
-        left, top = got.origin
-        rows, cols = got.pixels.shape[:2]
-        assert left <= x0 and top <= y0 and left + cols >= x1 and top + rows >= y1
-        inside = got.pixels[y0 - top : y1 - top, x0 - left : x1 - left]
-        np.testing.assert_array_equal(inside, reference[y0:y1, x0:x1])
+    """25 windows, none from the top row across the whole width (which leaves nothing out)."""
+    width, height = whole.decode_jpeg(data, reduce).shape[1::-1]
+    edges = [(width - 1, height - 1, width, height), (0, 0, 1, 1), (0, height // 2, width, height)]
+    assert_crops_match(decoder, whole, data, reduce, windows(width, height, 25, reduce, edges))
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -148,7 +124,7 @@ def test_a_crop_of_a_rewritten_jpeg_is_the_whole_decodes_crop(
     decoder: region.RegionBackend, whole: backends.Backend, source: str, reduce: int
 ) -> None:
     data = region.add_restarts(SOURCES[source], max_pixels=LIMIT)
-    assert_crops_match(decoder, whole, data, reduce)
+    assert_cut_crops_match(decoder, whole, data, reduce)
     # every window above leaves intervals out: all were cut (the mode says so)
     assert decoder.counts == {"restarts": 25}
 
@@ -158,7 +134,7 @@ def test_a_crop_of_a_rewritten_jpeg_is_the_whole_decodes_crop(
 def test_an_encoders_own_markers_are_used(
     decoder: region.RegionBackend, whole: backends.Backend, source: str, reduce: int
 ) -> None:
-    assert_crops_match(decoder, whole, OWN_MARKERS[source], reduce)
+    assert_cut_crops_match(decoder, whole, OWN_MARKERS[source], reduce)
     # intervals of whole rows leave nothing out for a window from the top row
     assert set(decoder.counts) <= {"restarts", "region"} and decoder.counts["restarts"] >= 20
 
@@ -167,7 +143,7 @@ def test_markers_off_the_row_grid_are_decoded_as_before(
     decoder: region.RegionBackend, whole: backends.Backend
 ) -> None:
     data = cv_jpeg(RGB, cv2.IMWRITE_JPEG_RST_INTERVAL, 5)  # 21 MCUs a row: no grid
-    assert_crops_match(decoder, whole, data, 1)
+    assert_cut_crops_match(decoder, whole, data, 1)
     assert decoder.counts == {"region": 25}
 
 

@@ -14,6 +14,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -133,6 +134,22 @@ def test_max_side_reencodes_only_larger_images(tmp_path: Path) -> None:
 def _member(shards: fastload.ImageShards, i: int, ext: str) -> bytes:
     with tarfile.open(shards.shard_of(i)) as tar:
         return tar.extractfile(f"{shards.key(i)}.{ext}").read()
+
+
+def _batches(pack: Path, backend: str) -> list[Any]:
+    """An epoch of a pack, RandomResizedCrop 40 + flip, seeded per sample, in a fixed order."""
+    from fastload import transforms as fl
+
+    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
+    loader = fastload.DataLoader(
+        fastload.ImageShards(pack, transform=op),
+        batch_size=8,
+        backend=backend,
+        seeding="sample",
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+    )
+    return list(loader)
 
 
 def _has_member(shards: fastload.ImageShards, i: int, ext: str) -> bool:
@@ -391,22 +408,9 @@ def test_the_command_packs_raw_pixels(folder: Path, tmp_path: Path) -> None:
 def test_raw_pixels_on_the_batch_executors(folder: Path, tmp_path: Path, backend: str) -> None:
     """The executors' libraries decode the PPM members themselves (CPU mode here): the same
     batches as the per-sample path, pixels within their resize's rounding."""
-    from fastload import transforms as fl
 
     fastload.pack(folder, tmp_path / "raw", pixels="raw", progress=False)
-    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
-    batches = {}
-    for name in ("region", backend):
-        dataset = fastload.ImageShards(tmp_path / "raw", transform=op)
-        loader = fastload.DataLoader(
-            dataset,
-            batch_size=8,
-            backend=name,
-            seeding="sample",
-            shuffle=True,
-            generator=torch.Generator().manual_seed(0),
-        )
-        batches[name] = list(loader)
+    batches = {name: _batches(tmp_path / "raw", name) for name in ("region", backend)}
     for (ours, labels), (theirs, their_labels) in zip(*batches.values(), strict=True):
         assert torch.equal(labels, their_labels) and ours.shape == theirs.shape
         assert (ours.float() - theirs.float()).abs().max() <= 2
@@ -521,22 +525,9 @@ def test_the_command_packs_seekable_jpegs(folder: Path, tmp_path: Path, require_
 def test_seekable_jpegs_on_the_batch_executors(folder: Path, tmp_path: Path, backend: str) -> None:
     """The executors' libraries decode the rewritten JPEGs themselves (CPU mode here): the same
     batches as from the encoded pack."""
-    from fastload import transforms as fl
 
     for pixels in ("encoded", "seekable"):
         fastload.pack(folder, tmp_path / pixels, pixels=pixels, progress=False)
-    op = fl.Compose([fl.RandomResizedCrop(40), fl.RandomHorizontalFlip()])
-    batches = {}
-    for pixels in ("encoded", "seekable"):
-        dataset = fastload.ImageShards(tmp_path / pixels, transform=op)
-        loader = fastload.DataLoader(
-            dataset,
-            batch_size=8,
-            backend=backend,
-            seeding="sample",
-            shuffle=True,
-            generator=torch.Generator().manual_seed(0),
-        )
-        batches[pixels] = list(loader)
+    batches = {pixels: _batches(tmp_path / pixels, backend) for pixels in ("encoded", "seekable")}
     for (ours, labels), (theirs, their_labels) in zip(*batches.values(), strict=True):
         assert torch.equal(labels, their_labels) and torch.equal(ours, theirs)
