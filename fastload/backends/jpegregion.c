@@ -14,7 +14,8 @@
  *
  * Python's side (fastload/backends/region.py) plans the region; this file only decodes it.
  * Errors from libjpeg come back here by longjmp and leave as ValueError; every allocation is
- * in libjpeg's pools or the returned bytearray, so nothing leaks on an error. The GIL is
+ * in libjpeg's pools, the returned bytearray or the cut-out JPEG (freed on every way out), so
+ * nothing leaks on an error. The GIL is
  * released while libjpeg works.
  */
 #define PY_SSIZE_T_CLEAN
@@ -211,7 +212,7 @@ cut_region(const unsigned char *d, size_t n, int reduce, long long x0, long long
             c0--;
     }
     size_t count = (size_t)(r1 - r0) * (c1 - c0);
-    unsigned char *out = malloc(l.scan + n - l.scan + 2 * count + 2);
+    unsigned char *out = malloc(n + 2 * count + 2); /* at most: everything, 2 bytes a marker */
     if (out == NULL)
         return;
     memcpy(out, d, l.scan);
