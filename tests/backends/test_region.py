@@ -260,7 +260,6 @@ FUZZ = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, sys.argv[2])
     from images import jpeg_bytes, photo, with_orientation
-from regions import LIMIT, assert_crops_match, cv_jpeg, windows
     from fastload import backends
     from fastload.backends.region import add_restarts
     from fastload.transforms import RandomResizedCrop
