@@ -35,6 +35,7 @@ __all__ = [
     "RegionBackend",
     "add_restarts",
     "require_built",
+    "restart_interval",
     "why_not_built",
 ]
 
