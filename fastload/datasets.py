@@ -230,7 +230,7 @@ class ImageDataset(Dataset):
         if self._split.pil is not None:
             return array  # the caller makes the PIL image for the user's transform
         # A channels-first view of the decoder's buffer: collating copies it once, into the batch.
-        return torch.from_numpy(array).permute(2, 0, 1)
+        return torch.from_numpy(array.transpose(2, 0, 1))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -13,7 +13,10 @@ the lock, in parallel.
 fastload's own planned ops draw from torch's stream only, through :func:`generator`: in a
 thread worker's sample that is the sample's own ``torch.Generator`` (seeded as a worker process
 seeds torch's, so the numbers are the same), which needs no lock and no swap
-(:func:`own_draws`). A later stretch under :func:`drawing` continues from where it stands.
+(:func:`own_draws`). Until something asks for that generator, the draws come from the same
+stream reproduced in Python (:func:`words`, :mod:`fastload.torch_draws`): no torch call, so no
+hand-over of the GIL, which many worker threads would wait on. A later stretch under
+:func:`drawing` continues from where it stands.
 
 numpy's stream is moved as its raw MT19937 words (a copy of 2.5 KB instead of
 ``get_state``'s ~30 us); the one Gaussian that numpy's legacy ``normal`` caches between calls is
@@ -33,6 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fastload.torch_draws import TorchWords, advance, words_for
+
 __all__ = [
     "SampleStreams",
     "drawing",
@@ -44,6 +49,7 @@ __all__ = [
     "pool_started",
     "pool_stopped",
     "sample",
+    "words",
     "worker_thread",
 ]
 
@@ -68,15 +74,30 @@ class SampleStreams:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self._torch: torch.Generator | None = None
+        self._words: TorchWords | None = None
+        self._reproducible = True  # until words_for says otherwise
         self._saved: tuple[Any, np.ndarray] | None = None  # Python's and numpy's
 
     @property
     def torch(self) -> torch.Generator:
         """The sample's torch stream (its state, while :meth:`enter` has it in place, is in
-        torch's default generator instead)."""
+        torch's default generator instead), past the words :meth:`words` handed out."""
         if self._torch is None:
             self._torch = torch.Generator().manual_seed(self.seed)
+            if self._words is not None:
+                advance(self._torch, self._words.used)
         return self._torch
+
+    def words(self) -> TorchWords | None:
+        """The sample's torch stream reproduced in Python, while nothing has asked for its
+        ``torch.Generator``; ``None`` after that, or where this torch's draws cannot be
+        reproduced."""
+        if self._torch is not None or not self._reproducible:
+            return None
+        if self._words is None:
+            self._words = words_for(self.seed)
+            self._reproducible = self._words is not None
+        return self._words
 
     def enter(self) -> None:
         """Put this sample's streams in place (the lock held)."""
@@ -152,7 +173,15 @@ def drawn(function: Callable[..., Any] | None) -> Callable[..., Any] | None:
 def generator() -> torch.Generator | None:
     """The generator fastload's own ops draw from: the sample's own inside :func:`own_draws`,
     ``None`` (torch's default generator) elsewhere."""
-    return getattr(_LOCAL, "generator", None)
+    streams: SampleStreams | None = getattr(_LOCAL, "own", None)
+    return None if streams is None else streams.torch
+
+
+def words() -> TorchWords | None:
+    """Inside :func:`own_draws`, the sample's torch stream reproduced in Python (draw from it
+    instead of :func:`generator` where it can be); ``None`` elsewhere or when it cannot be."""
+    streams: SampleStreams | None = getattr(_LOCAL, "own", None)
+    return None if streams is None else streams.words()
 
 
 def own_draws(function: Callable[..., Any] | None) -> Callable[..., Any] | None:
@@ -163,12 +192,11 @@ def own_draws(function: Callable[..., Any] | None) -> Callable[..., Any] | None:
         return function
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        streams: SampleStreams = _LOCAL.streams
-        _LOCAL.generator = streams.torch
+        _LOCAL.own = _LOCAL.streams
         try:
             return function(*args, **kwargs)
         finally:
-            _LOCAL.generator = None
+            _LOCAL.own = None
 
     return run
 

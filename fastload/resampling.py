@@ -255,12 +255,14 @@ def _resize(
     if antialias and interpolation != "nearest" and (width < cols or height < rows):
         # torch's uint8 channels-last kernel: torchvision's antialiased result, and fast. The
         # output is channels-first in memory, so the batch collate copies it without a transpose.
-        image = torch.from_numpy(region if region.flags.writeable else _writable_view(region))
-        image = image.permute(2, 0, 1).unsqueeze(0)
+        # The views are numpy's: each torch call lets go of the GIL and takes it back, which
+        # thread workers wait on; one call each way.
+        source = region if region.flags.writeable else _writable_view(region)
+        image = torch.from_numpy(source.transpose(2, 0, 1)[None])
         out = torch.nn.functional.interpolate(
             image, size=(height, width), mode=interpolation, antialias=True, align_corners=False
         )
-        return out[0].permute(1, 2, 0).numpy()
+        return out.numpy()[0].transpose(1, 2, 0)
     flag = _INTERPOLATION[interpolation]
     return _keep_channels(cv2.resize(region, (width, height), interpolation=flag))
 

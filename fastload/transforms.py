@@ -91,6 +91,9 @@ _scratch = threading.local()
 
 def _uniform(low: float, high: float) -> float:
     """``torch.empty(1).uniform_(low, high).item()``, as torchvision draws it."""
+    words = drawing.words()
+    if words is not None:
+        return words.uniform(low, high)
     dtype = torch.get_default_dtype()  # torch.empty(1) follows it
     buffer = getattr(_scratch, "floats", None)
     if buffer is None or buffer.dtype != dtype:
@@ -101,6 +104,10 @@ def _uniform(low: float, high: float) -> float:
 def _randint(low: int, high: int) -> int:
     """``torch.randint(low, high, size=(1,)).item()``: randint fills an int64 tensor with
     ``random_(low, high)``."""
+    words = drawing.words()
+    drawn = None if words is None else words.integer(low, high)
+    if drawn is not None:
+        return drawn
     buffer = getattr(_scratch, "ints", None)
     if buffer is None:
         buffer = _scratch.ints = torch.empty(1, dtype=torch.int64)

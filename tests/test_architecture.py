@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.resampling",
         "fastload.transforms",
         "fastload.drawing",
+        "fastload.torch_draws",
         "fastload.buffers",
         "fastload.shared_buffers",
         "fastload.sampling",
