@@ -242,6 +242,19 @@ def test_seekable_sets_rewritten_jpegs_against_the_files(tmp_path: Path) -> None
     assert empty.returncode == 2 and "no .jpg or .jpeg files" in empty.stderr
 
 
+def test_seekable_nvimgcodec_sets_rewritten_jpegs_against_the_files(tmp_path: Path) -> None:
+    """nvImageCodec's CPU decoder here (the GPU decoders need a GPU): whole and cropped."""
+    data = make_image_folder(tmp_path / "set", images=70, classes=2)
+    done = run_script(
+        "seekable_nvimgcodec", "--data", str(data), "--device", "cpu", "--rounds", "1"
+    )
+    assert re.search(r"70 JPEGs; rewritten: [\d.]+x the bytes", done.stdout), done.stdout
+    for mode in ("whole", "crops"):
+        line = rf"cpu, {mode}: .* seekable / files \d+\.\d\dx .* decoded 70 and 70 of 70"
+        assert re.search(line, done.stdout), done.stdout
+    assert "largest pixel difference, same decoder: 0" in done.stdout
+
+
 def test_ray_data_sets_fastload_on_ray_against_rays_pipeline_and_the_loader(
     tmp_path: Path,
 ) -> None:
