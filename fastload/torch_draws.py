@@ -103,7 +103,9 @@ def _uniform(word: int, low: float, high: float, *, fused: bool) -> float:
     x = (word & _MASK24) * _UNIT  # a 24-bit integer times a power of two
     product = x * span  # exact: 24 bits times 24 bits
     if not fused:
-        return _float32(_float32(product) + low32)  # a sum of two float32 values is exact
+        # two float32 values: their float64 sum is exact, or the smaller is too small beside
+        # the other to move its rounding
+        return _float32(_float32(product) + low32)
     # one rounding of product + low32: rounded to float64 first, which changes the float32
     # result only where the float64 sum lies exactly halfway between two float32 values
     total = product + low32
