@@ -71,17 +71,10 @@ class ThreadWorkersIter(BaseDataLoaderIter):
                     index = self._next_index()
             except StopIteration:
                 return
-            self._pending.append(self._pool.submit(self._make, index))
-
-    def _make(self, index: Any) -> Any:
-        try:
-            data = self._fetcher.fetch(index)
-        except Exception as exc:  # raised as it is, with where it happened
-            samples = [int(i) for i in index] if isinstance(index, list) else int(index)
-            if hasattr(exc, "add_note"):  # Python >= 3.11
-                exc.add_note(f"in a fastload worker thread, reading samples {samples}")
-            raise
-        return pin_memory(data, self._pin_memory_device) if self._pin_memory else data
+            # the job holds what it needs, not the iterator, so that an iterator the consumer
+            # dropped is collected (and stops its threads) at once, as torch's is
+            pin = self._pin_memory_device if self._pin_memory else None
+            self._pending.append(self._pool.submit(_make, self._fetcher, pin, index))
 
     def _next_data(self) -> Any:
         if not self._pending:
@@ -91,7 +84,7 @@ class ThreadWorkersIter(BaseDataLoaderIter):
         try:
             data = future.result(timeout=self._timeout or None)
         except FutureTimeout:
-            self._shutdown()
+            self._shutdown(wait=False)  # a thread that does not come back is not waited for
             raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
         except BaseException:
             self._shutdown()
@@ -106,18 +99,37 @@ class ThreadWorkersIter(BaseDataLoaderIter):
         self._pool = self._new_pool()
         self._fill()
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, *, wait: bool = True) -> None:
+        """Cancel the batches not started and, unless ``wait`` is false, let the threads
+        finish the ones they are making: a batch still being made swaps the process's random
+        streams in and out, which would undo the consumer's own seeding that follows (a worker
+        process's draws stay in that process). Never waited for from a worker thread itself
+        (the collector may run there)."""
         for future in self._pending:
             future.cancel()
         self._pending.clear()
         if getattr(self, "_open", False):  # once per pool
             self._open = False
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            wait = wait and not drawing.in_worker_thread()
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             drawing.pool_stopped()
 
     def __del__(self) -> None:
         if hasattr(self, "_pool"):
             self._shutdown()
+
+
+def _make(fetcher: Any, pin_device: str | None, index: Any) -> Any:
+    """One batch, made in a worker thread: fetched and collated, then pinned when asked
+    (``pin_device`` not ``None``)."""
+    try:
+        data = fetcher.fetch(index)
+    except Exception as exc:  # raised as it is, with where it happened
+        samples = [int(i) for i in index] if isinstance(index, list) else int(index)
+        if hasattr(exc, "add_note"):  # Python >= 3.11
+            exc.add_note(f"in a fastload worker thread, reading samples {samples}")
+        raise
+    return data if pin_device is None else pin_memory(data, pin_device)
 
 
 def _start_worker(ring: BatchRing) -> None:

@@ -142,6 +142,43 @@ def test_timeout_is_raised_as_torchs_when_a_batch_does_not_come() -> None:
         dataset.release.set()  # lets the stalled threads end
 
 
+class _SlowDraws:
+    """A transform run as written that draws from torch's global stream, slowly, and counts
+    the samples being made at any moment."""
+
+    def __init__(self) -> None:
+        self.making = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        import time
+
+        with self.lock:
+            self.making += 1
+        time.sleep(0.01)  # long enough that a batch is still being made after a break
+        shift = int(torch.randint(0, 9, ()))
+        with self.lock:
+            self.making -= 1
+        return image.roll(shift, dims=-1)
+
+
+def test_an_epoch_left_early_stops_its_threads_before_the_consumer_goes_on(folder: Path) -> None:
+    """Leaving the loop (as torch's processes are shut down when their iterator goes) waits for
+    the batches being made and drops the rest: no thread draws afterwards, so the consumer's
+    own seeding right after is not undone by a sample's streams swapped in and out."""
+    slow = _SlowDraws()
+    dataset = fastload.ImageFolder(folder, T.Compose([T.RandomResizedCrop(32), slow]))
+    loader = _loader(dataset, kind="thread", workers=2)
+    before = set(threading.enumerate())
+    for _ in loader:
+        break
+    assert slow.making == 0
+    torch.manual_seed(7)
+    assert torch.equal(torch.rand(8), torch.rand(8, generator=torch.Generator().manual_seed(7)))
+    started = [t for t in threading.enumerate() if t not in before]
+    assert not [t.name for t in started if t.name.startswith("fastload-worker")]
+
+
 def test_what_threads_cannot_run_the_same_is_refused_by_name(folder: Path) -> None:
     dataset = _dataset(folder)
 
