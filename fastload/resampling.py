@@ -2,7 +2,8 @@
 
 A :class:`View` says which region of the source image (``box``, continuous pixel coordinates)
 is shown at what output size, mirrored or not. :func:`resample` turns a decoded array into
-that view in one pass (torch's antialiased kernel when shrinking, OpenCV's when enlarging),
+that view in one pass (torch's antialiased kernel's numbers when shrinking, computed by
+fastload's own compiled copy of it, ``resizing.c``, where it was built; OpenCV's when enlarging),
 from a window of the source when a decoder gave only part of it; :func:`source_window` says
 which part it reads, and :func:`visible_part` where a padded view meets the image. The
 per-sample ops (:mod:`fastload.transforms`) plan views; the backends import this module to
@@ -12,6 +13,7 @@ render them.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +25,12 @@ import torch
 
 __all__ = [
     "INTERPOLATIONS",
+    "RESIZE_KERNEL",
     "View",
     "Visible",
     "apply_planned",
     "interpolation_name",
+    "kernel_box",
     "render",
     "resample",
     "source_window",
@@ -108,6 +112,7 @@ def resample(
     antialias: bool = True,
     scale: tuple[float, float] = (1.0, 1.0),
     origin: tuple[int, int] | None = None,
+    mirror: bool = False,
 ) -> np.ndarray:
     """Resample region ``box`` of an H x W x C uint8 array to ``width`` x ``height``.
 
@@ -118,7 +123,8 @@ def resample(
       CenterCrop) is resized as a whole, then sliced: the same order as torchvision;
     * any other box is sampled directly with an affine warp (no antialiasing).
 
-    Shrinking with ``antialias`` uses torch's antialiased kernel, the one torchvision uses;
+    Shrinking with ``antialias`` gives torch's antialiased kernel's pixels (the one torchvision
+    uses; computed by ``resizing.c`` where it was built, by torch where not);
     enlarging and ``antialias=False`` use OpenCV. Parts of ``box`` outside the array are
     zeros, like torchvision's padding.
 
@@ -134,9 +140,12 @@ def resample(
         origin: For an array that holds only the window of the scaled source that
             :func:`source_window` names (a region decode): where ``array[0, 0]`` lies in it.
             ``None``: the array is the whole source.
+        mirror: Mirror the output left-right (a planned flip): written mirrored by the resize
+            where fastload's own kernel runs it, else copied after it.
 
     Returns:
-        A ``height`` x ``width`` x C array; a view of ``array`` when nothing needs resampling.
+        A ``height`` x ``width`` x C array; a view of ``array`` when nothing needs resampling
+        and nothing is mirrored.
     """
     rows, cols = array.shape[:2]
     method, (x0, y0, x1, y1) = _sampling(box, scale, origin, cols, rows, width, height)
@@ -146,16 +155,20 @@ def resample(
                 f"box {box} at scale {scale} reaches outside the {cols} x {rows} window at "
                 f"origin {origin}"
             )
-        return _resample_padded(array, (x0, y0, x1, y1), width, height, interpolation, antialias)
+        out = _resample_padded(array, (x0, y0, x1, y1), width, height, interpolation, antialias)
+        return _mirrored(out) if mirror else out
     if method == "slice":
-        region = array[round(y0) : round(y1), round(x0) : round(x1)]
-        return _resize(region, width, height, interpolation, antialias)
+        whole = (round(x0), round(y0), round(x1), round(y1))
+        return _resize(array, whole, width, height, interpolation, antialias, mirror)
     # the whole image at the size that makes this box whole pixels: resize, then slice
     fx, fy = width / (x1 - x0), height / (y1 - y0)
     if method == "whole":
         full_w, full_h, left, top = cols * fx, rows * fy, x0 * fx, y0 * fy
-        full = _resize(array, round(full_w), round(full_h), interpolation, antialias)
-        return full[round(top) : round(top) + height, round(left) : round(left) + width]
+        full = _resize(
+            array, (0, 0, cols, rows), round(full_w), round(full_h), interpolation, antialias
+        )
+        out = full[round(top) : round(top) + height, round(left) : round(left) + width]
+        return _mirrored(out) if mirror else out
     sx, sy = 1.0 / fx, 1.0 / fy
     matrix = np.array([[sx, 0.0, x0 + 0.5 * sx - 0.5], [0.0, sy, y0 + 0.5 * sy - 0.5]])
     out = cv2.warpAffine(
@@ -165,7 +178,8 @@ def resample(
         flags=_INTERPOLATION[interpolation] | cv2.WARP_INVERSE_MAP,
         borderMode=cv2.BORDER_REPLICATE,
     )
-    return _keep_channels(out)
+    out = _keep_channels(out)
+    return _mirrored(out) if mirror else out
 
 
 def _sampling(
@@ -241,30 +255,107 @@ def source_window(
     )
 
 
+def kernel_box(
+    box: tuple[float, float, float, float],
+    size: tuple[int, int],
+    width: int,
+    height: int,
+    *,
+    interpolation: str = "bilinear",
+    antialias: bool = True,
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> tuple[int, int, int, int] | None:
+    """The pixels :func:`resample` shrinks with the antialiased kernel to render ``box``, when
+    that is all it does (a box on whole pixels, shrunk on an axis at least, bilinear or
+    bicubic): a decoder that resizes what it decoded with the same kernel (``resizing.h``)
+    gives the same pixels.
+
+    Args:
+        box: (x0, y0, x1, y1) in source coordinates, as for :func:`resample`.
+        size: The whole array's (width, height).
+        width: Output width.
+        height: Output height.
+        interpolation: As for :func:`resample`.
+        antialias: As for :func:`resample`.
+        scale: As for :func:`resample`.
+
+    Returns:
+        (x0, y0, x1, y1) in array pixels, end exclusive; ``None`` for any other rendering.
+    """
+    cols, rows = size
+    method, (x0, y0, x1, y1) = _sampling(box, scale, None, cols, rows, width, height)
+    if method != "slice" or not antialias or interpolation_name(interpolation) == "nearest":
+        return None
+    region = round(x0), round(y0), round(x1), round(y1)
+    if width < region[2] - region[0] or height < region[3] - region[1]:
+        return region
+    return None
+
+
 def whole_pixels(*values: float) -> bool:
     """Whether every value lies on a whole pixel (within rounding)."""
     return all(abs(v - round(v)) < 1e-6 for v in values)
 
 
+RESIZE_KERNEL = "fastload._resizing"  # compiled from resizing.c
+
+
 def _resize(
-    region: np.ndarray, width: int, height: int, interpolation: str, antialias: bool
+    array: np.ndarray,
+    box: tuple[int, int, int, int],
+    width: int,
+    height: int,
+    interpolation: str,
+    antialias: bool,
+    mirror: bool = False,
 ) -> np.ndarray:
-    rows, cols = region.shape[:2]
+    """Pixels ``box`` (whole pixels) of ``array`` resized to ``width`` x ``height``."""
+    x0, y0, x1, y1 = box
+    cols, rows = x1 - x0, y1 - y0
     if (cols, rows) == (width, height):
-        return region
+        region = array[y0:y1, x0:x1]
+        return _mirrored(region) if mirror else region
     if antialias and interpolation != "nearest" and (width < cols or height < rows):
+        kernel = _resize_kernel(array)
+        if kernel is not None:
+            # torch's numbers in one call, the GIL let go once, the mirror written with them
+            cubic = interpolation == "bicubic"
+            channels = array.shape[2]
+            planes = kernel.resize(
+                array, array.strides[0], channels, box, width, height, cubic, mirror
+            )
+            return (
+                np.frombuffer(planes, np.uint8).reshape(channels, height, width).transpose(1, 2, 0)
+            )
         # torch's uint8 channels-last kernel: torchvision's antialiased result, and fast. The
         # output is channels-first in memory, so the batch collate copies it without a transpose.
         # The views are numpy's: each torch call lets go of the GIL and takes it back, which
         # thread workers wait on; one call each way.
+        region = array[y0:y1, x0:x1]
         source = region if region.flags.writeable else _writable_view(region)
         image = torch.from_numpy(source.transpose(2, 0, 1)[None])
-        out = torch.nn.functional.interpolate(
+        resized = torch.nn.functional.interpolate(
             image, size=(height, width), mode=interpolation, antialias=True, align_corners=False
         )
-        return out.numpy()[0].transpose(1, 2, 0)
+        out = resized.numpy()[0].transpose(1, 2, 0)
+        return _mirrored(out) if mirror else out
     flag = _INTERPOLATION[interpolation]
-    return _keep_channels(cv2.resize(region, (width, height), interpolation=flag))
+    out = _keep_channels(cv2.resize(array[y0:y1, x0:x1], (width, height), interpolation=flag))
+    return _mirrored(out) if mirror else out
+
+
+def _resize_kernel(array: np.ndarray) -> Any:
+    """fastload's resize kernel (``resizing.c``: torch's numbers, as fast, in one call that
+    lets go of the GIL once, where torch's three calls each hand it over: a wait in a process
+    of worker threads) when it can read ``array``; ``None`` where it was not built."""
+    if not array.flags.c_contiguous or array.ndim != 3 or array.dtype != np.uint8:
+        return None
+    if not 1 <= array.shape[2] <= 4:
+        return None
+    try:
+        return importlib.import_module(RESIZE_KERNEL)
+    except ImportError:
+        return None
 
 
 # numpy 2 moved it (np.byte_bounds is gone there)
@@ -349,8 +440,7 @@ def _resample_padded(
 
 def render(array: np.ndarray, view: View, **options: Any) -> np.ndarray:
     """Produce a planned view from the full source ``array`` (H x W x C)."""
-    out = resample(array, view.box, view.width, view.height, **options)
-    return _mirrored(out) if view.mirror else out
+    return resample(array, view.box, view.width, view.height, mirror=view.mirror, **options)
 
 
 def _mirrored(array: np.ndarray) -> np.ndarray:

@@ -364,7 +364,7 @@ def build_region(wheels: Path | None, env: dict[str, str]) -> tuple[str, str]:
             flags += [f"-L{folder}", f"-Wl,-rpath,{folder}"]
     sources = ["backends/jpegregion.c", "backends/restarts.c"]  # as setup.py builds it
     status, detail = build_extension(
-        "fastload.backends._jpegregion", sources, env, [*flags, "-ljpeg"]
+        "fastload.backends._jpegregion", sources, env, [*flags, "-O3", "-ljpeg"]
     )
     if status == "skipped":
         return status, f"{detail}: the region backend is left out"
@@ -380,6 +380,20 @@ def build_normalize(env: dict[str, str]) -> tuple[str, str]:
     import (without it OpenCV normalizes them, at twice the cost)."""
     status, detail = build_extension("fastload.gpu._normalizing", ["gpu/normalizing.c"], env, [])
     return status, f"{detail}: OpenCV normalizes" if status == "skipped" else detail
+
+
+def build_resize(env: dict[str, str]) -> tuple[str, str]:
+    """Compile the resize kernel into the source tree when it does not import (without it torch
+    resizes, the same pixels)."""
+    status, detail = build_extension("fastload._resizing", ["resizing.c"], env, ["-O3"])
+    return status, f"{detail}: torch resizes" if status == "skipped" else detail
+
+
+def build_files(env: dict[str, str]) -> tuple[str, str]:
+    """Compile the file reader into the source tree when it does not import (without it ``os``
+    reads, the same bytes)."""
+    status, detail = build_extension("fastload.backends._files", ["backends/files.c"], env, [])
+    return status, f"{detail}: os reads" if status == "skipped" else detail
 
 
 def build_extension(
@@ -561,6 +575,8 @@ def check(
     for name, (status, detail) in (
         ("region build", build_region(wheels, env)),
         ("normalize build", build_normalize(env)),
+        ("resize build", build_resize(env)),
+        ("files build", build_files(env)),
     ):
         print(f"{name:<20} {status:<8} {detail}", flush=True)
         results.append({"part": name, "status": status, "detail": detail})

@@ -134,9 +134,11 @@ def test_info_json() -> None:
             assert b["reason"] and b["fix"]
     assert isinstance(info["cuda"]["available"], bool)
     assert info["torchvision"]["usable"], info["torchvision"]["reason"]
-    assert set(info["normalize_kernel"]) == {"built", "reason", "fix"}
-    if backends_required():  # in CI every backend must be usable, and the kernel built
-        assert info["normalize_kernel"]["built"], info["normalize_kernel"]["reason"]
+    for kernel in ("normalize_kernel", "resize_kernel", "files_kernel"):
+        assert set(info[kernel]) == {"built", "reason", "fix"}
+        if backends_required():  # in CI every kernel must be built
+            assert info[kernel]["built"], info[kernel]["reason"]
+    if backends_required():  # ... and every backend usable
         broken = {b["name"]: b["reason"] for b in info["backends"] if not b["usable"]}
         assert broken == {}, broken
 
@@ -202,3 +204,27 @@ def test_info_says_when_the_normalize_kernel_is_not_built(
     out = capsys.readouterr().out
     assert f"float32 batches by OpenCV, at twice the cost: {NORMALIZE_KERNEL} is not built" in out
     assert "fix: install a C compiler and Python's headers" in out
+
+
+@pytest.mark.parametrize(
+    ("key", "module", "words"),
+    [
+        ("resize_kernel", "fastload._resizing", "by torch, the GIL handed over three times"),
+        ("files_kernel", "fastload.backends._files", "files by os, the GIL handed over four times"),
+    ],
+)
+def test_info_says_when_a_kernel_is_not_built(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    key: str,
+    module: str,
+    words: str,
+) -> None:
+    from fastload.commands import info
+
+    monkeypatch.setitem(sys.modules, module, None)  # its import fails, as unbuilt
+    found = info.collect()
+    assert found[key]["built"] is False
+    info.print_info(found)
+    out = capsys.readouterr().out
+    assert f"{words} a " in out and f"{module} is not built" in out

@@ -32,9 +32,15 @@ def test_dry_run_runs_the_cpu_parts_and_checks_the_gpu_commands_start(tmp_path: 
     assert summary["info"]["status"] == "passed"
     assert json.loads((out / "info.json").read_text())["cuda"]["available"] is False
     # the extensions import here (the install built them): nothing to compile
-    for built in ("region build", "normalize build"):
+    for built in ("region build", "normalize build", "resize build", "files build"):
         assert summary[built] == {"part": built, "status": "passed", "detail": "already built"}
-    gpu_parts = set(summary) - {"info", "region build", "normalize build"}
+    gpu_parts = set(summary) - {
+        "info",
+        "region build",
+        "normalize build",
+        "resize build",
+        "files build",
+    }
     assert {"gpu tests", "bench train", "bench val", "autotune"} <= gpu_parts
     for name in gpu_parts:
         assert summary[name]["status"] == "skipped", summary[name]
@@ -58,7 +64,14 @@ def test_only_runs_the_named_parts_and_refuses_unknown_names(tmp_path: Path) -> 
     done = check("--only", "info, bench val", str(tmp_path / "out"))
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert [r["part"] for r in summary] == ["region build", "normalize build", "info", "bench val"]
+    assert [r["part"] for r in summary] == [
+        "region build",
+        "normalize build",
+        "resize build",
+        "files build",
+        "info",
+        "bench val",
+    ]
     refused = check("--only", "info,bench x", str(tmp_path / "other"))
     assert refused.returncode == 2
     assert "no part named 'bench x'" in refused.stderr and "gpu tests" in refused.stderr

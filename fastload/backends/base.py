@@ -18,6 +18,7 @@ Output: an H x W x 3 uint8 RGB array in display orientation.
 
 from __future__ import annotations
 
+import importlib
 import io
 import math
 import os
@@ -32,10 +33,11 @@ from fastload._optional import Availability, Requirement, availability
 from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
 from fastload.raw_pixels import ppm_pixels
-from fastload.resampling import View, resample, source_window
+from fastload.resampling import View, kernel_box, resample, source_window
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
+    "FILES_KERNEL",
     "KINDS",
     "Backend",
     "Decoded",
@@ -148,6 +150,43 @@ class Backend(ABC):
         pixels = self.decode_jpeg(data, reduce)
         return Decoded(pixels, (pixels.shape[1], pixels.shape[0]))
 
+    def decode_jpeg_resized(
+        self,
+        data: bytes,
+        reduce: int,
+        box: Window,
+        width: int,
+        height: int,
+        *,
+        interpolation: str,
+        mirror: bool,
+        max_pixels: int,
+    ) -> np.ndarray | None:
+        """Decode ``box`` of a JPEG at 1/``reduce`` scale and shrink it to ``width`` x
+        ``height`` in one step, with the numbers of torch's antialiased kernel, mirrored
+        left-right if asked; ``None`` (the default) leaves it to the shared path, which decodes
+        (:meth:`decode_jpeg_region`), then resamples the same way.
+
+        Asked only where that is all the shared path would do (see
+        ``fastload.resampling.kernel_box``). A backend that can do it without handing the
+        decoded pixels back to Python in between overrides this (the region backend).
+
+        Args:
+            data: The JPEG bytes (their header already checked, ``max_pixels`` included).
+            reduce: 1, 2, 4 or 8, as for :meth:`decode_jpeg`.
+            box: (x0, y0, x1, y1), end exclusive, in pixels of the image at 1/``reduce``
+                scale: exactly the pixels to resize.
+            width: The output width.
+            height: The output height.
+            interpolation: ``"bilinear"`` or ``"bicubic"``.
+            mirror: Mirror the output left-right.
+            max_pixels: The caller's pixel limit, for a decoder that re-reads the header.
+
+        Returns:
+            H x W x 3 uint8 RGB pixels in stored orientation, or ``None``.
+        """
+        return None
+
     @abstractmethod
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
         """Decode a grey or colour (1- or 3-component) JPEG.
@@ -207,8 +246,7 @@ class Backend(ABC):
             view = View.full(array.shape[1], array.shape[0])
             if plan is not None:
                 view = plan(view)
-            out = resample(array, view.box, view.width, view.height, **render)
-            out = orient(out, False, view.mirror, False)
+            out = resample(array, view.box, view.width, view.height, mirror=view.mirror, **render)
         # Pillow's arrays are read-only; a tensor made from one must not be.
         return out if out.flags.writeable else out.copy()
 
@@ -231,21 +269,44 @@ class Backend(ABC):
         shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
         reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
         scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
-        window = source_window(
+        interpolation = render.get("interpolation", "bilinear")
+        scale = (scaled[0] / width, scaled[1] / height)
+        # a mirror before any transpose is the resize's to write
+        mirror = stored.mirror_lr and not stored.transpose
+        region = kernel_box(
             box,
             scaled,
             out_w,
             out_h,
-            interpolation=render.get("interpolation", "bilinear"),
-            scale=(scaled[0] / width, scaled[1] / height),
+            interpolation=interpolation,
+            antialias=render.get("antialias", True),
+            scale=scale,
         )
+        if region is not None:
+            out = self.decode_jpeg_resized(
+                data,
+                reduce,
+                region,
+                out_w,
+                out_h,
+                interpolation=interpolation,
+                mirror=mirror,
+                max_pixels=max_pixels,
+            )
+            if out is not None:
+                return orient(
+                    out, stored.transpose, stored.mirror_lr and not mirror, stored.mirror_tb
+                )
+        window = source_window(box, scaled, out_w, out_h, interpolation=interpolation, scale=scale)
         decoded = self.decode_jpeg_region(data, reduce, window, max_pixels=max_pixels)
         array = decoded.pixels
         if array.ndim != 3 or array.shape[0] == 0 or array.shape[1] == 0:
             raise ValueError(f"{self.name} decoded an empty image")
         scale = (decoded.size[0] / width, decoded.size[1] / height)
-        out = resample(array, box, out_w, out_h, scale=scale, origin=decoded.origin, **render)
-        return orient(out, stored.transpose, stored.mirror_lr, stored.mirror_tb)
+        out = resample(
+            array, box, out_w, out_h, scale=scale, origin=decoded.origin, mirror=mirror, **render
+        )
+        return orient(out, stored.transpose, stored.mirror_lr and not mirror, stored.mirror_tb)
 
 
 @dataclass(frozen=True)
@@ -296,9 +357,24 @@ def to_stored(view: View, orientation: int, shown_w: int, shown_h: int) -> Store
     )
 
 
+FILES_KERNEL = "fastload.backends._files"  # compiled from fastload/backends/files.c
+
+
 def read_file(path: str) -> bytes:
     """A file's bytes, read with one ``read`` call of its size (without the buffered file
-    object ``open`` builds: a quarter less time for a photo read from the page cache)."""
+    object ``open`` builds: a quarter less time for a photo read from the page cache).
+
+    Through fastload's compiled reader (``files.c``) where it was built: the same system calls
+    with the GIL let go twice, where ``os``'s four calls hand it over four times (each a wait
+    in a process of worker threads)."""
+    try:
+        files = importlib.import_module(FILES_KERNEL)
+    except ImportError:
+        files = None
+    if files is not None:
+        data: bytes | None = files.read(path)
+        if data is not None:
+            return data
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size

@@ -12,11 +12,14 @@
  * copied into a smaller JPEG of their own (the DC predictions restart at each marker, so each
  * interval stands alone), and only that is entropy-decoded.
  *
- * Python's side (fastload/backends/region.py) plans the region; this file only decodes it.
+ * Python's side (fastload/backends/region.py) plans the region; this file decodes it, and
+ * for a region that is then only resized (a random crop), resizes it too (decode_resized, with
+ * fastload/resizing.h: torch's numbers), so that the decoded pixels never reach Python.
  * Errors from libjpeg come back here by longjmp and leave as ValueError; every allocation is
- * in libjpeg's pools, the returned bytearray or the cut-out JPEG (freed on every way out), so
- * nothing leaks on an error. The GIL is
- * released while libjpeg works.
+ * in libjpeg's pools, the pixels' buffer or the cut-out JPEG (freed on every way out), so
+ * nothing leaks on an error. The GIL is let go once a call, from the cut of the restart
+ * intervals to the last row (and the resize): in a process of worker threads each hand-over
+ * of the GIL is a wait.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,6 +31,7 @@
 
 #include <jpeglib.h>
 
+#include "../resizing.h"
 #include "restarts.h"
 
 /* kept out of decode(), whose setjmp would otherwise make the compiler keep the inlined
@@ -263,40 +267,28 @@ cut_region(const unsigned char *d, size_t n, int reduce, long long x0, long long
     free(out);
 }
 
-PyDoc_STRVAR(decode_doc,
-"decode(data, reduce, x0, y0, x1, y1, max_pixels, /)\n"
-"--\n\n"
-"Decode columns [x0, x1) and rows [y0, y1) of the JPEG image at 1/reduce scale (pixels of\n"
-"the scaled image) to RGB. The delivered region may be larger: columns start on the\n"
-"scaled iMCU boundary at or before x0. Returns (pixels, rows, cols, left, top, width,\n"
-"height, mode): a bytearray of rows x cols x 3 bytes, where it lies in the scaled image\n"
-"(left, top), the scaled image's width and height, and 0 (region), 1 (progressive: every\n"
-"scan was entropy-decoded), 2 (unusual sampling: full-width rows from the top) or 3\n"
-"(restarts: only the restart intervals around the region were entropy-decoded).\n"
-"Raises ValueError for data libjpeg cannot decode or warns about, or an image of more\n"
-"than max_pixels pixels.");
+/* A decoded region: its pixels and where they lie. */
+typedef struct {
+    unsigned char *pixels; /* rows x columns x 3, malloc'd */
+    JDIMENSION rows, columns, left, top, scaled_width, scaled_height;
+    int mode;
+} Region;
 
-static PyObject *
-decode(PyObject *module, PyObject *args)
+/* What decode_region() returns besides 0. */
+enum { FAILED = -1, NO_MEMORY = -2 };
+
+/* Decode columns [x0, x1) and rows [y0, y1) (at least) of a JPEG at 1/reduce scale into
+ * region->pixels. No Python calls: it runs without the GIL, from the cut of the restart
+ * intervals to the last row. 0, or FAILED with the reason in `message` (JMSG_LENGTH_MAX
+ * bytes), or NO_MEMORY; nothing is left allocated then. */
+static int
+decode_region(const unsigned char *data, size_t len, int reduce, long long x0, long long y0,
+              long long x1, long long y1, long long max_pixels, Region *region, char *message)
 {
-    Py_buffer data;
-    int reduce;
-    long long x0, y0, x1, y1, max_pixels;
-    if (!PyArg_ParseTuple(args, "y*iLLLLL:decode", &data, &reduce, &x0, &y0, &x1, &y1,
-                          &max_pixels))
-        return NULL;
-    if (reduce != 1 && reduce != 2 && reduce != 4 && reduce != 8) {
-        PyBuffer_Release(&data);
-        return PyErr_Format(PyExc_ValueError, "reduce=%d; valid: 1, 2, 4, 8", reduce);
-    }
-
     SubImage sub;
-    Py_BEGIN_ALLOW_THREADS
-    cut_region((const unsigned char *)data.buf, (size_t)data.len, reduce, x0, y0, x1, y1,
-               max_pixels, &sub);
-    Py_END_ALLOW_THREADS
-    const unsigned char *source = (const unsigned char *)data.buf;
-    size_t source_len = (size_t)data.len;
+    cut_region(data, len, reduce, x0, y0, x1, y1, max_pixels, &sub);
+    const unsigned char *source = data;
+    size_t source_len = len;
     if (sub.data != NULL) {
         source = sub.data;
         source_len = sub.len;
@@ -309,33 +301,28 @@ decode(PyObject *module, PyObject *args)
     struct jpeg_decompress_struct cinfo;
     Errors errors;
     /* changed after setjmp and read after a longjmp: volatile, so not cached in registers */
-    PyThreadState *volatile unlocked = NULL;
-    PyObject *volatile pixels = NULL;
-    char refused[160] = "";
+    unsigned char *volatile pixels = NULL;
     JDIMENSION left = 0, top = 0, bottom = 0, width = 0, scaled_width = 0;
-    int mode = MODE_REGION;
+    int mode = MODE_REGION, status = 0;
 
     cinfo.err = jpeg_std_error(&errors.pub);
     errors.pub.error_exit = on_error;
     errors.pub.emit_message = on_message;
     errors.warned = 0;
     if (setjmp(errors.jump)) {
-        if (unlocked != NULL)
-            PyEval_RestoreThread(unlocked);
         jpeg_destroy_decompress(&cinfo);
-        PyBuffer_Release(&data);
         free(sub.data);
-        Py_XDECREF(pixels);
-        return PyErr_Format(PyExc_ValueError, "libjpeg-turbo: %s", errors.message);
+        free(pixels);
+        snprintf(message, JMSG_LENGTH_MAX, "libjpeg-turbo: %s", errors.message);
+        return FAILED;
     }
     jpeg_create_decompress(&cinfo);
-
-    unlocked = PyEval_SaveThread();
     jpeg_mem_src(&cinfo, source, (unsigned long)source_len);
     jpeg_read_header(&cinfo, TRUE);
     if ((long long)cinfo.image_width * cinfo.image_height > max_pixels) {
-        snprintf(refused, sizeof refused, "image of %u x %u pixels is over max_pixels=%lld",
+        snprintf(message, JMSG_LENGTH_MAX, "image of %u x %u pixels is over max_pixels=%lld",
                  cinfo.image_width, cinfo.image_height, max_pixels);
+        status = FAILED;
     } else {
         cinfo.out_color_space = JCS_RGB; /* grey too: libjpeg-turbo expands it */
         cinfo.scale_num = 1;
@@ -354,9 +341,10 @@ decode(PyObject *module, PyObject *args)
         top = clamp(y0 - 1, cinfo.output_height);
         bottom = clamp(y1 + 1, cinfo.output_height);
         if (width == 0 || bottom <= top) {
-            snprintf(refused, sizeof refused,
+            snprintf(message, JMSG_LENGTH_MAX,
                      "region [%lld, %lld) x [%lld, %lld) is empty in the %u x %u image", x0, x1,
                      y0, y1, cinfo.output_width, cinfo.output_height);
+            status = FAILED;
         } else if (!usual_sampling(&cinfo)) {
             mode = MODE_ROWS;
             left = 0;
@@ -373,32 +361,19 @@ decode(PyObject *module, PyObject *args)
                 jpeg_crop_scanline(&cinfo, &left, &width); /* left moves to an iMCU boundary */
         }
     }
-    PyEval_RestoreThread(unlocked);
-    unlocked = NULL;
-    if (refused[0] != '\0') {
-        jpeg_destroy_decompress(&cinfo);
-        PyBuffer_Release(&data);
-        free(sub.data);
-        PyErr_SetString(PyExc_ValueError, refused);
-        return NULL;
-    }
-
     JDIMENSION rows = bottom - top;
     size_t stride = (size_t)cinfo.output_width * 3; /* the cropped width, after crop_scanline */
-    pixels = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(stride * rows));
-    if (pixels == NULL) {
+    if (status == 0 && (pixels = malloc(stride * rows)) == NULL)
+        status = NO_MEMORY;
+    if (status != 0) {
         jpeg_destroy_decompress(&cinfo);
-        PyBuffer_Release(&data);
         free(sub.data);
-        return NULL;
+        return status;
     }
-    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(pixels);
-
-    unlocked = PyEval_SaveThread();
     JSAMPARRAY row_pointers = (JSAMPARRAY)(*cinfo.mem->alloc_small)(
         (j_common_ptr)&cinfo, JPOOL_IMAGE, rows * sizeof(JSAMPROW));
     for (JDIMENSION i = 0; i < rows; i++)
-        row_pointers[i] = out + i * stride;
+        row_pointers[i] = pixels + i * stride;
     if (top > 0)
         jpeg_skip_scanlines(&cinfo, top);
     while (cinfo.output_scanline < bottom) {
@@ -414,28 +389,195 @@ decode(PyObject *module, PyObject *args)
      * damaged tail shows there); otherwise the rows below the region are never read. */
     if (cinfo.output_scanline == cinfo.output_height)
         jpeg_finish_decompress(&cinfo);
-    PyEval_RestoreThread(unlocked);
-    unlocked = NULL;
-    JDIMENSION columns = cinfo.output_width, scaled_height = cinfo.output_height;
+    region->rows = rows;
+    region->columns = cinfo.output_width;
+    region->scaled_height = cinfo.output_height;
     jpeg_destroy_decompress(&cinfo);
-    PyBuffer_Release(&data);
     if (sub.data != NULL) { /* back to the whole image's coordinates */
         free(sub.data);
         left += sub.left;
         top += sub.top;
         scaled_width = sub.width;
-        scaled_height = sub.height;
+        region->scaled_height = sub.height;
     }
     if (errors.warned) {
-        Py_DECREF(pixels);
-        return PyErr_Format(PyExc_ValueError, "libjpeg-turbo: %s", errors.message);
+        free(pixels);
+        snprintf(message, JMSG_LENGTH_MAX, "libjpeg-turbo: %s", errors.message);
+        return FAILED;
     }
-    return Py_BuildValue("(NIIIIIIi)", pixels, rows, columns, left, top, scaled_width,
-                         scaled_height, mode);
+    region->pixels = pixels;
+    region->left = left;
+    region->top = top;
+    region->scaled_width = scaled_width;
+    region->mode = mode;
+    return 0;
+}
+
+static PyObject *
+raise_failed(int status, const char *message)
+{
+    if (status == NO_MEMORY)
+        return PyErr_NoMemory();
+    PyErr_SetString(PyExc_ValueError, message);
+    return NULL;
+}
+
+/* A decoded region's pixels, owned, lent through the buffer protocol (numpy.frombuffer):
+ * the decode writes them without the GIL, before any Python object can hold them. */
+typedef struct {
+    PyObject_HEAD unsigned char *data;
+    Py_ssize_t len;
+} Pixels;
+
+static void
+pixels_dealloc(Pixels *self)
+{
+    free(self->data);
+    PyObject_Free(self);
+}
+
+static int
+pixels_buffer(Pixels *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->len, 0, flags);
+}
+
+static PyBufferProcs pixels_procs = {(getbufferproc)pixels_buffer, NULL};
+
+static PyTypeObject PixelsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fastload.backends._jpegregion.Pixels",
+    .tp_basicsize = sizeof(Pixels),
+    .tp_dealloc = (destructor)pixels_dealloc,
+    .tp_as_buffer = &pixels_procs,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A decoded region's RGB bytes (rows x columns x 3), read as a buffer.",
+};
+
+PyDoc_STRVAR(decode_doc,
+"decode(data, reduce, x0, y0, x1, y1, max_pixels, /)\n"
+"--\n\n"
+"Decode columns [x0, x1) and rows [y0, y1) of the JPEG image at 1/reduce scale (pixels of\n"
+"the scaled image) to RGB. The delivered region may be larger: columns start on the\n"
+"scaled iMCU boundary at or before x0. Returns (pixels, rows, cols, left, top, width,\n"
+"height, mode): a buffer of rows x cols x 3 bytes, where it lies in the scaled image\n"
+"(left, top), the scaled image's width and height, and 0 (region), 1 (progressive: every\n"
+"scan was entropy-decoded), 2 (unusual sampling: full-width rows from the top) or 3\n"
+"(restarts: only the restart intervals around the region were entropy-decoded).\n"
+"Raises ValueError for data libjpeg cannot decode or warns about, or an image of more\n"
+"than max_pixels pixels. The GIL is let go once.");
+
+static int
+check_reduce(int reduce)
+{
+    if (reduce == 1 || reduce == 2 || reduce == 4 || reduce == 8)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "reduce=%d; valid: 1, 2, 4, 8", reduce);
+    return -1;
+}
+
+static PyObject *
+decode(PyObject *module, PyObject *args)
+{
+    Py_buffer data;
+    int reduce;
+    long long x0, y0, x1, y1, max_pixels;
+    if (!PyArg_ParseTuple(args, "y*iLLLLL:decode", &data, &reduce, &x0, &y0, &x1, &y1,
+                          &max_pixels))
+        return NULL;
+    if (check_reduce(reduce) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Region r;
+    char message[JMSG_LENGTH_MAX];
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = decode_region((const unsigned char *)data.buf, (size_t)data.len, reduce, x0, y0,
+                           x1, y1, max_pixels, &r, message);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (status != 0)
+        return raise_failed(status, message);
+    Pixels *pixels = PyObject_New(Pixels, &PixelsType);
+    if (pixels == NULL) {
+        free(r.pixels);
+        return NULL;
+    }
+    pixels->data = r.pixels;
+    pixels->len = (Py_ssize_t)r.rows * r.columns * 3;
+    return Py_BuildValue("(NIIIIIIi)", (PyObject *)pixels, r.rows, r.columns, r.left, r.top,
+                         r.scaled_width, r.scaled_height, r.mode);
+}
+
+PyDoc_STRVAR(decode_resized_doc,
+"decode_resized(data, reduce, x0, y0, x1, y1, max_pixels, width, height, cubic, mirror, /)\n"
+"--\n\n"
+"decode(), then columns [x0, x1) and rows [y0, y1) of the scaled image resized to width x\n"
+"height as torch's antialiased bilinear (cubic: bicubic) uint8 resize does, mirrored\n"
+"left-right if asked, all with the GIL let go once. Returns (planes, width, height, mode):\n"
+"a bytearray of 3 x height x width bytes (channels first), the scaled image's size and\n"
+"decode()'s mode. Raises as decode() does, and ValueError for a box outside the image.");
+
+static PyObject *
+decode_resized(PyObject *module, PyObject *args)
+{
+    Py_buffer data;
+    int reduce, width, height, cubic, mirror;
+    long long x0, y0, x1, y1, max_pixels;
+    if (!PyArg_ParseTuple(args, "y*iLLLLLiipp:decode_resized", &data, &reduce, &x0, &y0, &x1,
+                          &y1, &max_pixels, &width, &height, &cubic, &mirror))
+        return NULL;
+    if (check_reduce(reduce) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (width < 1 || height < 1 || x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0) {
+        PyBuffer_Release(&data);
+        return PyErr_Format(PyExc_ValueError, "bad resize: box (%lld, %lld, %lld, %lld) to %d x %d",
+                            x0, y0, x1, y1, width, height);
+    }
+    PyObject *planes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)3 * width * height);
+    if (planes == NULL) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(planes);
+    Region r;
+    char message[JMSG_LENGTH_MAX];
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = decode_region((const unsigned char *)data.buf, (size_t)data.len, reduce, x0, y0,
+                           x1, y1, max_pixels, &r, message);
+    if (status == 0) {
+        size_t stride = (size_t)r.columns * 3;
+        if (x0 < r.left || y0 < r.top || x1 > (long long)r.left + r.columns ||
+            y1 > (long long)r.top + r.rows) {
+            snprintf(message, sizeof message,
+                     "box (%lld, %lld, %lld, %lld) is not inside the %u x %u image", x0, y0, x1,
+                     y1, r.scaled_width, r.scaled_height);
+            status = FAILED;
+        } else {
+            size_t at = (size_t)(y0 - r.top) * stride + (size_t)(x0 - r.left) * 3;
+            ResizeJob job = {r.pixels + at, stride, (size_t)r.rows * stride - at,
+                             (int)(x1 - x0), (int)(y1 - y0), 3, width, height, cubic, mirror,
+                             out};
+            if (resize_planes(&job) < 0)
+                status = NO_MEMORY;
+        }
+        free(r.pixels);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (status != 0) {
+        Py_DECREF(planes);
+        return raise_failed(status, message);
+    }
+    return Py_BuildValue("(NIIi)", planes, r.scaled_width, r.scaled_height, r.mode);
 }
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"decode_resized", decode_resized, METH_VARARGS, decode_resized_doc},
     {"add_restarts", add_restarts, METH_VARARGS, add_restarts_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -455,6 +597,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__jpegregion(void)
 {
+    if (PyType_Ready(&PixelsType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

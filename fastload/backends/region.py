@@ -161,7 +161,8 @@ class RegionBackend(Backend):
         return Availability(cls.name, True, f"libjpeg-turbo {module.LIBJPEG_TURBO_VERSION}")
 
     def __init__(self) -> None:
-        self._decode = _load().decode  # raises with the install command when missing
+        module = _load()  # raises with the install command when missing
+        self._decode, self._decode_resized = module.decode, module.decode_resized
         self.counts: collections.Counter[str] = collections.Counter()
 
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
@@ -181,3 +182,24 @@ class RegionBackend(Backend):
         if whole:
             return Decoded(array, (width, height))
         return Decoded(array, (width, height), (left, top))
+
+    def decode_jpeg_resized(
+        self,
+        data: bytes,
+        reduce: int,
+        box: Window,
+        width: int,
+        height: int,
+        *,
+        interpolation: str,
+        mirror: bool,
+        max_pixels: int,
+    ) -> np.ndarray:
+        # decoded and resized in one call that lets go of the GIL once (jpegregion.c, with
+        # resizing.h): the decoded pixels never reach Python
+        cubic = interpolation == "bicubic"
+        planes, _, _, mode = self._decode_resized(
+            data, reduce, *box, max_pixels, width, height, cubic, mirror
+        )
+        self.counts[MODES[mode]] += 1
+        return np.frombuffer(planes, np.uint8).reshape(3, height, width).transpose(1, 2, 0)

@@ -66,6 +66,24 @@ def print_info(info: dict[str, Any]) -> None:
     else:
         print(f"normalize    float32 batches by OpenCV, at twice the cost: {kernel['reason']}")
         print(f"             fix: {kernel['fix']}")
+    for key, built, unbuilt in (
+        (
+            "resize_kernel",
+            "resize       by fastload's compiled kernel, the GIL let go once a sample",
+            "resize       by torch, the GIL handed over three times a sample",
+        ),
+        (
+            "files_kernel",
+            "read         files by fastload's compiled reader, the GIL let go twice a file",
+            "read         files by os, the GIL handed over four times a file",
+        ),
+    ):
+        kernel = info[key]
+        if kernel["built"]:
+            print(built)
+        else:
+            print(f"{unbuilt}: {kernel['reason']}")
+            print(f"             fix: {kernel['fix']}")
     cuda = info["cuda"]
     print()
     build = cuda["torch_cuda_build"] or "none (CPU-only build of torch)"
@@ -113,19 +131,18 @@ def _cuda() -> dict[str, Any]:
     }
 
 
-def _normalize_kernel() -> dict[str, Any]:
+def _kernel(module: str) -> dict[str, Any]:
+    """Whether one of fastload's compiled kernels (``setup.py``) was built."""
     import importlib
 
-    from fastload.gpu.functional import NORMALIZE_KERNEL
-
     try:
-        importlib.import_module(NORMALIZE_KERNEL)
+        importlib.import_module(module)
     except ImportError as exc:
         fix = (
             "install a C compiler and Python's headers (Debian: apt-get install gcc "
             "python3-dev), then reinstall fastload"
         )
-        return {"built": False, "reason": f"{NORMALIZE_KERNEL} is not built ({exc})", "fix": fix}
+        return {"built": False, "reason": f"{module} is not built ({exc})", "fix": fix}
     return {"built": True, "reason": None, "fix": None}
 
 
@@ -135,14 +152,17 @@ def collect() -> dict[str, Any]:
     Returns:
         A JSON-serialisable dict with the versions of Python, torch, torchvision and numpy, one
         entry per decoding backend (usable or not, why not, and the install command), whether
-        the compiled normalize kernel of float32 batches is built, and the CUDA devices torch
-        can see.
+        the compiled kernels are built (the normalize kernel of float32 batches, the resize
+        kernel, the file reader), and the CUDA devices torch can see.
     """
     import platform
 
     import torch
 
     from fastload import backends
+    from fastload.backends.base import FILES_KERNEL
+    from fastload.gpu.functional import NORMALIZE_KERNEL
+    from fastload.resampling import RESIZE_KERNEL
     from fastload.system import cpu_cores
     from fastload.version import __version__
 
@@ -169,7 +189,9 @@ def collect() -> dict[str, Any]:
         "torchvision": _torchvision(),
         "numpy": _version_of("numpy"),
         "backends": found,
-        "normalize_kernel": _normalize_kernel(),
+        "normalize_kernel": _kernel(NORMALIZE_KERNEL),
+        "resize_kernel": _kernel(RESIZE_KERNEL),
+        "files_kernel": _kernel(FILES_KERNEL),
         "cuda": _cuda(),
     }
 

@@ -27,6 +27,7 @@ from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 import fastload
 from fastload import backends
 from fastload.backends import region
+from fastload.resampling import RESIZE_KERNEL
 from fastload.synthetic import make_image_folder
 from fastload.transforms import CenterCrop, Compose, RandomHorizontalFlip, RandomResizedCrop, Resize
 
@@ -206,11 +207,116 @@ def test_errors_leak_nothing(decoder: region.RegionBackend) -> None:
         for _ in range(300):  # each fails deep in the decode, with 2.3 MB of pixels allocated
             with pytest.raises(ValueError):
                 decoder.decode_jpeg_region(data, 1, None, max_pixels=LIMIT)
+            with pytest.raises(ValueError):  # ... and the output's 150 kB besides
+                decoder.decode_jpeg_resized(
+                    data,
+                    1,
+                    (0, 0, 1024, 768),
+                    224,
+                    224,
+                    interpolation="bilinear",
+                    mirror=False,
+                    max_pixels=LIMIT,
+                )
 
     fail_many()  # the allocator's pools settle
     before = _rss_mib()
     fail_many()
     assert _rss_mib() - before < 64  # a leaked pixel buffer each time would be 690 MiB
+
+
+def _torch_resize(region: np.ndarray, width: int, height: int, mode: str) -> np.ndarray:
+    image = torch.from_numpy(region.copy()).permute(2, 0, 1)[None]
+    out = torch.nn.functional.interpolate(
+        image, size=(height, width), mode=mode, antialias=True, align_corners=False
+    )
+    return out[0].permute(1, 2, 0).numpy()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("reduce", [1, 2])
+def test_a_region_decoded_and_resized_at_once_is_torchs_resize_of_the_whole_decode(
+    decoder: region.RegionBackend, whole: backends.Backend, variant: str, reduce: int
+) -> None:
+    data = VARIANTS[variant]
+    full = whole.decode_jpeg(data, reduce)
+    height, width = full.shape[:2]
+    rng = np.random.default_rng(reduce)
+    for x0, y0, x1, y1 in windows(width, height, 20, reduce, first=edge_windows(width, height)):
+        out_w, out_h = int(rng.integers(1, x1 - x0 + 1)), int(rng.integers(1, y1 - y0 + 1))
+        mode, mirror = str(rng.choice(["bilinear", "bicubic"])), bool(rng.integers(0, 2))
+        got = decoder.decode_jpeg_resized(
+            data,
+            reduce,
+            (x0, y0, x1, y1),
+            out_w,
+            out_h,
+            interpolation=mode,
+            mirror=mirror,
+            max_pixels=LIMIT,
+        )
+        want = _torch_resize(full[y0:y1, x0:x1], out_w, out_h, mode)
+        np.testing.assert_array_equal(got, want[:, ::-1] if mirror else want)
+    assert sum(decoder.counts.values()) == 20
+
+
+def test_a_random_crop_is_decoded_and_resized_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "set" / "a"
+    folder.mkdir(parents=True)
+    for i in range(8):
+        (folder / f"{i}.jpg").write_bytes(jpeg_bytes(photo(300, 300, seed=i)))
+    folder = folder.parent
+    # crops of 232 to 300 pixels a side, shrunk to 224: decoded at full scale, then shrunk
+    crop = RandomResizedCrop(224, scale=(0.6, 1.0), ratio=(1.0, 1.0))
+    transform = Compose([crop, RandomHorizontalFlip()])
+    reference = fastload.ImageFolder(folder, transform=transform, backend="turbojpeg")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, RESIZE_KERNEL, None)  # torch's own resize, for reference
+        expected = []
+        for i in range(len(reference)):
+            torch.manual_seed(i)
+            expected.append(reference[i][0])
+    calls = []
+    resized = region.RegionBackend.decode_jpeg_resized
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[3:5])
+        return resized(self, *args, **kwargs)
+
+    monkeypatch.setattr(region.RegionBackend, "decode_jpeg_resized", counting)
+    ds = fastload.ImageFolder(folder, transform=transform, backend="region")
+    for i in range(len(ds)):
+        torch.manual_seed(i)
+        torch.testing.assert_close(ds[i][0], expected[i], rtol=0, atol=0)
+    assert calls == [(224, 224)] * len(ds)
+
+
+def test_a_box_outside_the_image_is_refused(decoder: region.RegionBackend) -> None:
+    data = jpeg_bytes(photo(320, 240, seed=6))
+    with pytest.raises(ValueError, match=r"box \(0, 0, 330, 100\) is not inside the 320 x 240"):
+        decoder.decode_jpeg_resized(
+            data,
+            1,
+            (0, 0, 330, 100),
+            30,
+            10,
+            interpolation="bilinear",
+            mirror=False,
+            max_pixels=LIMIT,
+        )
+    with pytest.raises(ValueError, match="libjpeg-turbo: Not a JPEG file"):
+        decoder.decode_jpeg_resized(
+            b"GIF89a" + data,
+            1,
+            (0, 0, 10, 10),
+            5,
+            5,
+            interpolation="bicubic",
+            mirror=True,
+            max_pixels=LIMIT,
+        )
 
 
 def test_without_the_compiled_part_it_says_why_and_how(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,55 @@
+"""fastload's file reader (``files.c``) through ``read_file``: the file's bytes, the errors
+``os`` raises, and the files it hands back to ``os`` (no size to trust)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastload.backends.base import FILES_KERNEL, read_file
+
+files = importlib.import_module(FILES_KERNEL)  # CI builds it: a missing build fails here
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 110_000, 3 << 20])
+def test_it_reads_a_files_bytes(tmp_path: Path, size: int) -> None:
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "f.jpg"
+    path.write_bytes(data)
+    assert files.read(str(path)) == data
+    assert files.read(path) == data  # a PathLike, as os.open takes
+    assert files.read(os.fsencode(path)) == data
+    assert read_file(str(path)) == data
+
+
+def test_a_missing_file_raises_what_os_raises_naming_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "missing.jpg")
+    with pytest.raises(FileNotFoundError) as raised:
+        files.read(path)
+    assert raised.value.filename == path and raised.value.errno == 2
+    with pytest.raises(FileNotFoundError, match=r"missing\.jpg"):
+        read_file(path)
+
+
+def test_what_has_no_size_to_trust_is_read_by_os(tmp_path: Path) -> None:
+    # /proc's files say size 0 and hold more: the reader sees the byte past the size
+    assert files.read("/proc/self/status") is None
+    assert b"VmRSS" in read_file("/proc/self/status")
+    # a folder is no regular file: os raises as it did before
+    assert files.read(str(tmp_path)) is None
+    with pytest.raises(IsADirectoryError):
+        read_file(str(tmp_path))
+
+
+def test_an_unbuilt_reader_leaves_the_reading_to_os(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"\xff\xd8 bytes \xff\xd9")
+    monkeypatch.setitem(sys.modules, FILES_KERNEL, None)  # its import fails, as unbuilt
+    assert read_file(str(path)) == b"\xff\xd8 bytes \xff\xd9"
