@@ -52,12 +52,15 @@ keys(double x)
     return 0.0;
 }
 
+/* Frees what an axis holds; safe to call again (or on an axis never made). */
 static void
 axis_free(Axis *axis)
 {
     free(axis->first);
     free(axis->count);
     free(axis->weights);
+    axis->first = axis->count = NULL;
+    axis->weights = NULL;
 }
 
 /* 0, or -1 when out of memory. */
@@ -71,7 +74,8 @@ axis_make(Axis *axis, int in, int out, int cubic)
     const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
     /* the most torch reads, then zeros to a multiple of four (weights read two and four at
      * a time, the pixels past the last tap with a zero weight) */
-    const int taps = ((int)ceil(support) * 2 + 1 + 3) & ~3;
+    const int most = (int)ceil(support) * 2 + 1;
+    const int taps = (most + 3) & ~3;
     double *w = malloc(sizeof(double) * (size_t)out * (size_t)taps);
     axis->first = malloc(sizeof(int) * (size_t)out);
     axis->count = malloc(sizeof(int) * (size_t)out);
@@ -89,7 +93,8 @@ axis_make(Axis *axis, int in, int out, int cubic)
         first = first < 0 ? 0 : first;
         long long end = (long long)(centre + support + 0.5);
         long long count = (end < in ? end : in) - first;
-        count = count < 0 ? 0 : (count > taps ? taps : count);
+        /* torch clamps to `most` where rounding makes one more (its comment says so) */
+        count = count < 0 ? 0 : (count > most ? most : count);
         double *row = w + (size_t)i * taps;
         for (int j = 0; j < taps; j++) {
             row[j] = j < count ? filter(((double)(j + first) - centre + 0.5) * invscale) : 0.0;
