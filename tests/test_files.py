@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastload.backends.base import FILES_KERNEL, read_file
+from fastload.backends.base import FILES_KERNEL, read_file, read_files
 
 files = importlib.import_module(FILES_KERNEL)  # CI builds it: a missing build fails here
 
@@ -53,3 +53,30 @@ def test_an_unbuilt_reader_leaves_the_reading_to_os(
     path.write_bytes(b"\xff\xd8 bytes \xff\xd9")
     monkeypatch.setitem(sys.modules, FILES_KERNEL, None)  # its import fails, as unbuilt
     assert read_file(str(path)) == b"\xff\xd8 bytes \xff\xd9"
+
+
+def test_many_files_are_read_at_once_and_the_failures_left_to_read_file(tmp_path: Path) -> None:
+    sizes = [0, 1, 4096, 110_000]
+    paths = []
+    for size in sizes:
+        path = tmp_path / f"{size}.jpg"
+        path.write_bytes(np.random.default_rng(size).integers(0, 256, size, np.uint8).tobytes())
+        paths.append(str(path))
+    odd = [str(tmp_path / "missing.jpg"), str(tmp_path), "/proc/self/status"]
+    found = files.read_many([*paths, *odd, paths[2]])
+    assert found[: len(sizes)] == [Path(p).read_bytes() for p in paths]
+    assert found[len(sizes) : -1] == [None, None, None]  # read alone: read_file says why
+    assert found[-1] == Path(paths[2]).read_bytes()  # a file twice
+    assert files.read_many([]) == []
+    with pytest.raises(TypeError):
+        files.read_many([paths[0], 3])
+    assert read_files([paths[1], odd[0]]) == [Path(paths[1]).read_bytes(), None]
+
+
+def test_an_unbuilt_reader_reads_many_with_os(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"some bytes")
+    monkeypatch.setitem(sys.modules, FILES_KERNEL, None)
+    assert read_files([str(path), str(tmp_path / "missing")]) == [b"some bytes", None]

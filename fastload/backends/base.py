@@ -42,11 +42,15 @@ __all__ = [
     "Backend",
     "Decoded",
     "ImageDecodeError",
+    "JpegPlan",
     "Kind",
     "Stored",
     "check_header",
     "decode_with_pillow",
+    "decodes_resized_many",
+    "plan_jpeg",
     "read_file",
+    "read_files",
     "reduce_by_area",
     "to_stored",
 ]
@@ -235,7 +239,10 @@ class Backend(ABC):
             info = replace(info, orientation=1)
         render = render or {}
         if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
-            out = self._decode_jpeg_planned(data, info, plan, render, max_pixels)
+            planned = plan_jpeg(info, plan, render)
+            out = self.decode_jpeg_planned(
+                data, info, planned, render=render, max_pixels=max_pixels
+            )
         else:
             # raw pixels (``pack(pixels="raw")``) need no decoding: a view of the bytes
             array = ppm_pixels(data) if info.format == "ppm" else None
@@ -250,63 +257,89 @@ class Backend(ABC):
         # Pillow's arrays are read-only; a tensor made from one must not be.
         return out if out.flags.writeable else out.copy()
 
-    def _decode_jpeg_planned(
+    def decode_jpeg_resized_many(
+        self, jobs: list[tuple[int, bytes, JpegPlan]], out: np.ndarray, *, max_pixels: int
+    ) -> list[bool] | None:
+        """:meth:`decode_jpeg_resized` for several JPEGs at once, each written into its slot of
+        a batch; ``None`` (the default) where the backend cannot, and the caller decodes them
+        one by one.
+
+        Asked only with plans whose :attr:`JpegPlan.region` is set and that need no orienting
+        after (:attr:`JpegPlan.oriented_after`). A backend that can do all of them without
+        handing the GIL over between them overrides this (the region backend).
+
+        Args:
+            jobs: ``(slot, data, plan)``: the JPEG bytes (their header already checked) and
+                their plan; the output goes to ``out[slot]``.
+            out: A writable N x 3 x H x W uint8 array, H x W the plans' output size.
+            max_pixels: The caller's pixel limit, for a decoder that re-reads the header.
+
+        Returns:
+            Per job, whether it was written; a file that failed is the caller's to decode
+            alone, which says why.
+        """
+        return None
+
+    def decode_jpeg_planned(
         self,
         data: bytes,
         info: ImageInfo,
-        plan: Plan | None,
+        jp: JpegPlan,
+        *,
         render: dict[str, Any],
         max_pixels: int,
     ) -> np.ndarray:
-        width, height = info.width, info.height
-        assert width is not None and height is not None  # checked by the caller
-        shown_w, shown_h = info.shown_size or (width, height)
-        view = View.full(shown_w, shown_h)
-        if plan is not None:
-            view = plan(view)
-        stored = to_stored(view, info.orientation, shown_w, shown_h)
-        box, out_w, out_h = stored.box, stored.width, stored.height
-        shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
-        reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
-        scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
-        interpolation = render.get("interpolation", "bilinear")
-        scale = (scaled[0] / width, scaled[1] / height)
-        # a mirror before any transpose is the resize's to write
-        mirror = stored.mirror_lr and not stored.transpose
-        region = kernel_box(
-            box,
-            scaled,
-            out_w,
-            out_h,
-            interpolation=interpolation,
-            antialias=render.get("antialias", True),
-            scale=scale,
-        )
-        if region is not None:
+        """A JPEG decoded and resampled as :func:`plan_jpeg` planned it (what :meth:`decode`
+        does with a JPEG after its checks and its plan).
+
+        Args:
+            data: The JPEG bytes (their header already checked).
+            info: What the header says.
+            jp: The plan.
+            render: Resampling options (``interpolation``, ``antialias``).
+            max_pixels: The caller's pixel limit.
+
+        Returns:
+            H x W x 3 uint8 RGB pixels in display orientation.
+        """
+        stored = jp.stored
+        out_w, out_h = stored.width, stored.height
+        if jp.region is not None:
             out = self.decode_jpeg_resized(
                 data,
-                reduce,
-                region,
+                jp.reduce,
+                jp.region,
                 out_w,
                 out_h,
-                interpolation=interpolation,
-                mirror=mirror,
+                interpolation=jp.interpolation,
+                mirror=jp.mirror,
                 max_pixels=max_pixels,
             )
             if out is not None:
                 return orient(
-                    out, stored.transpose, stored.mirror_lr and not mirror, stored.mirror_tb
+                    out, stored.transpose, stored.mirror_lr and not jp.mirror, stored.mirror_tb
                 )
-        window = source_window(box, scaled, out_w, out_h, interpolation=interpolation, scale=scale)
-        decoded = self.decode_jpeg_region(data, reduce, window, max_pixels=max_pixels)
+        window = source_window(
+            stored.box, jp.scaled, out_w, out_h, interpolation=jp.interpolation, scale=jp.scale
+        )
+        decoded = self.decode_jpeg_region(data, jp.reduce, window, max_pixels=max_pixels)
         array = decoded.pixels
         if array.ndim != 3 or array.shape[0] == 0 or array.shape[1] == 0:
             raise ValueError(f"{self.name} decoded an empty image")
+        width, height = info.width, info.height
+        assert width is not None and height is not None  # checked by plan_jpeg
         scale = (decoded.size[0] / width, decoded.size[1] / height)
         out = resample(
-            array, box, out_w, out_h, scale=scale, origin=decoded.origin, mirror=mirror, **render
+            array,
+            stored.box,
+            out_w,
+            out_h,
+            scale=scale,
+            origin=decoded.origin,
+            mirror=jp.mirror,
+            **render,
         )
-        return orient(out, stored.transpose, stored.mirror_lr and not mirror, stored.mirror_tb)
+        return orient(out, stored.transpose, stored.mirror_lr and not jp.mirror, stored.mirror_tb)
 
 
 @dataclass(frozen=True)
@@ -357,6 +390,81 @@ def to_stored(view: View, orientation: int, shown_w: int, shown_h: int) -> Store
     )
 
 
+@dataclass(frozen=True)
+class JpegPlan:
+    """How a planned view of a JPEG is decoded: at which DCT scale, and what is resized.
+
+    Attributes:
+        stored: The view in the stored pixels (:func:`to_stored`).
+        reduce: The DCT scale, 1/``reduce`` (1, 2, 4 or 8).
+        scaled: The whole image's (width, height) at that scale.
+        scale: ``scaled`` over the full size, per axis.
+        interpolation: The resize's interpolation.
+        mirror: Whether the resize writes the view's left-right mirror (none is left for
+            after, where no transpose comes first).
+        region: The whole-pixel box of the scaled image that only needs shrinking with the
+            antialiased kernel (``fastload.resampling.kernel_box``), ``None`` when the resize
+            is more than that.
+    """
+
+    stored: Stored
+    reduce: int
+    scaled: tuple[int, int]
+    scale: tuple[float, float]
+    interpolation: str
+    mirror: bool
+    region: Window | None
+
+    @property
+    def oriented_after(self) -> bool:
+        """Whether the resized pixels still need orienting (an EXIF orientation)."""
+        stored = self.stored
+        return stored.transpose or stored.mirror_tb or (stored.mirror_lr and not self.mirror)
+
+
+def decodes_resized_many(backend: Backend) -> bool:
+    """Whether ``backend`` decodes many JPEGs into a batch at once
+    (:meth:`Backend.decode_jpeg_resized_many` is its own)."""
+    return type(backend).decode_jpeg_resized_many is not Backend.decode_jpeg_resized_many
+
+
+def plan_jpeg(info: ImageInfo, plan: Plan | None, render: dict[str, Any]) -> JpegPlan:
+    """Plan the decode of a JPEG whose header says ``info``: the view ``plan`` makes of the
+    whole (displayed) image, where it lies in the stored pixels, the DCT scale (the largest
+    of 1/8, 1/4, 1/2 the view still shrinks from) and what the resize does.
+
+    Args:
+        info: The header (with a width and a height).
+        plan: Turns the whole image's view into the wanted one; ``None`` keeps the whole.
+        render: Resampling options (``interpolation``, ``antialias``).
+    """
+    width, height = info.width, info.height
+    assert width is not None and height is not None  # the caller checked the header
+    shown_w, shown_h = info.shown_size or (width, height)
+    view = View.full(shown_w, shown_h)
+    if plan is not None:
+        view = plan(view)
+    stored = to_stored(view, info.orientation, shown_w, shown_h)
+    box, out_w, out_h = stored.box, stored.width, stored.height
+    shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
+    reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
+    scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
+    interpolation = render.get("interpolation", "bilinear")
+    scale = (scaled[0] / width, scaled[1] / height)
+    region = kernel_box(
+        box,
+        scaled,
+        out_w,
+        out_h,
+        interpolation=interpolation,
+        antialias=render.get("antialias", True),
+        scale=scale,
+    )
+    # a mirror before any transpose is the resize's to write
+    mirror = stored.mirror_lr and not stored.transpose
+    return JpegPlan(stored, reduce, scaled, scale, interpolation, mirror, region)
+
+
 FILES_KERNEL = "fastload.backends._files"  # compiled from fastload/backends/files.c
 
 
@@ -389,6 +497,29 @@ def read_file(path: str) -> bytes:
         return b"".join(parts)
     finally:
         os.close(fd)
+
+
+def read_files(paths: list[str]) -> list[bytes | None]:
+    """Many files' bytes, as :func:`read_file` reads one; ``None`` for a file it could not
+    read that way (missing, unreadable, not a regular file, changed meanwhile): the caller
+    reads it alone with :func:`read_file`, which reads it or raises the error.
+
+    Through fastload's compiled reader, the GIL let go twice for all of them; without it,
+    each file read as :func:`read_file` does."""
+    try:
+        files = importlib.import_module(FILES_KERNEL)
+    except ImportError:
+        files = None
+    if files is not None:
+        found: list[bytes | None] = files.read_many(paths)
+        return found
+    out: list[bytes | None] = []
+    for path in paths:
+        try:
+            out.append(read_file(path))
+        except OSError:
+            out.append(None)
+    return out
 
 
 def check_header(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:

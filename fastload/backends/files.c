@@ -95,8 +95,112 @@ read_file(PyObject *self, PyObject *args)
     return out;
 }
 
+/* The files of read_many(), while they are read. */
+typedef struct {
+    PyObject *name; /* the path, from PyUnicode_FSConverter */
+    int fd;         /* -1: not opened (or not a regular file): None */
+    Py_ssize_t size;
+    PyObject *bytes;
+} Pending;
+
+static void
+pending_free(Pending *files, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (files[k].fd >= 0)
+            close(files[k].fd);
+        Py_XDECREF(files[k].name);
+        Py_XDECREF(files[k].bytes);
+    }
+    PyMem_Free(files);
+}
+
+/* Open and size every file (the GIL let go once by the caller); a file that cannot be opened
+ * or sized, or is not regular, is left unopened. */
+static void
+open_all(Pending *files, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        struct stat st;
+        int fd = open(PyBytes_AS_STRING(files[k].name), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+            close(fd);
+            fd = -1;
+        }
+        files[k].fd = fd;
+        files[k].size = fd >= 0 ? (Py_ssize_t)st.st_size : 0;
+    }
+}
+
+/* Read and close every opened file into its bytes object; one that changed size or failed
+ * loses its bytes object (after the GIL is taken back). */
+static void
+read_all_files(Pending *files, Py_ssize_t n, int *whole)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        whole[k] = 0;
+        if (files[k].fd < 0)
+            continue;
+        char more;
+        Py_ssize_t got = read_all(files[k].fd, PyBytes_AS_STRING(files[k].bytes), files[k].size);
+        whole[k] = got == files[k].size && read_all(files[k].fd, &more, 1) == 0;
+        close(files[k].fd);
+        files[k].fd = -1;
+    }
+}
+
+PyDoc_STRVAR(read_many_doc,
+             "read_many(paths) -> list[bytes | None]\n\n"
+             "read() for each path of a list, the GIL let go twice for all of them (once to\n"
+             "open and size them, once to read and close them). None for a file that could\n"
+             "not be opened or read, is not a regular file, or changed size while read:\n"
+             "read() on it alone reads it, or raises the error.");
+
+static PyObject *
+read_many(PyObject *self, PyObject *args)
+{
+    PyObject *paths;
+    if (!PyArg_ParseTuple(args, "O!:read_many", &PyList_Type, &paths))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(paths);
+    Pending *files = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(Pending));
+    int *whole = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(int));
+    if (files == NULL || whole == NULL) {
+        PyMem_Free(files);
+        PyMem_Free(whole);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        files[k].fd = -1;
+    PyObject *out = NULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(paths, k), &files[k].name))
+            goto done;
+    Py_BEGIN_ALLOW_THREADS
+    open_all(files, n);
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (files[k].fd >= 0 &&
+            (files[k].bytes = PyBytes_FromStringAndSize(NULL, files[k].size)) == NULL)
+            goto done;
+    Py_BEGIN_ALLOW_THREADS
+    read_all_files(files, n, whole);
+    Py_END_ALLOW_THREADS
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *item = whole[k] ? files[k].bytes : Py_None;
+        Py_INCREF(item);
+        PyList_SET_ITEM(out, k, item);
+    }
+done:
+    pending_free(files, n);
+    PyMem_Free(whole);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"read", read_file, METH_VARARGS, read_doc},
+    {"read_many", read_many, METH_VARARGS, read_many_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -509,6 +509,43 @@ decode(PyObject *module, PyObject *args)
                          r.scaled_width, r.scaled_height, r.mode);
 }
 
+/* The no-GIL part of decode_resized: decode the region holding the box, resize the box
+ * into `out` (3 x height x width). 0 and the region's facts in `r` (its pixels freed), or
+ * FAILED with the reason in `message`, or NO_MEMORY. */
+static int
+decode_box_resized(const unsigned char *data, size_t len, int reduce, long long x0,
+                   long long y0, long long x1, long long y1, long long max_pixels, int width,
+                   int height, int cubic, int mirror, unsigned char *out, Region *r,
+                   char *message)
+{
+    int status = decode_region(data, len, reduce, x0, y0, x1, y1, max_pixels, r, message);
+    if (status != 0)
+        return status;
+    size_t stride = (size_t)r->columns * 3;
+    if (x0 < r->left || y0 < r->top || x1 > (long long)r->left + r->columns ||
+        y1 > (long long)r->top + r->rows) {
+        snprintf(message, JMSG_LENGTH_MAX,
+                 "box (%lld, %lld, %lld, %lld) is not inside the %u x %u image", x0, y0, x1, y1,
+                 r->scaled_width, r->scaled_height);
+        status = FAILED;
+    } else {
+        size_t at = (size_t)(y0 - r->top) * stride + (size_t)(x0 - r->left) * 3;
+        ResizeJob job = {r->pixels + at, stride, (size_t)r->rows * stride - at, (int)(x1 - x0),
+                         (int)(y1 - y0), 3, width, height, cubic, mirror, out};
+        if (resize_planes(&job) < 0)
+            status = NO_MEMORY;
+    }
+    free(r->pixels);
+    r->pixels = NULL;
+    return status;
+}
+
+static int
+bad_box(long long x0, long long y0, long long x1, long long y1, int width, int height)
+{
+    return width < 1 || height < 1 || x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0;
+}
+
 PyDoc_STRVAR(decode_resized_doc,
 "decode_resized(data, reduce, x0, y0, x1, y1, max_pixels, width, height, cubic, mirror, /)\n"
 "--\n\n"
@@ -531,7 +568,7 @@ decode_resized(PyObject *module, PyObject *args)
         PyBuffer_Release(&data);
         return NULL;
     }
-    if (width < 1 || height < 1 || x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0) {
+    if (bad_box(x0, y0, x1, y1, width, height)) {
         PyBuffer_Release(&data);
         return PyErr_Format(PyExc_ValueError, "bad resize: box (%lld, %lld, %lld, %lld) to %d x %d",
                             x0, y0, x1, y1, width, height);
@@ -546,26 +583,9 @@ decode_resized(PyObject *module, PyObject *args)
     char message[JMSG_LENGTH_MAX];
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = decode_region((const unsigned char *)data.buf, (size_t)data.len, reduce, x0, y0,
-                           x1, y1, max_pixels, &r, message);
-    if (status == 0) {
-        size_t stride = (size_t)r.columns * 3;
-        if (x0 < r.left || y0 < r.top || x1 > (long long)r.left + r.columns ||
-            y1 > (long long)r.top + r.rows) {
-            snprintf(message, sizeof message,
-                     "box (%lld, %lld, %lld, %lld) is not inside the %u x %u image", x0, y0, x1,
-                     y1, r.scaled_width, r.scaled_height);
-            status = FAILED;
-        } else {
-            size_t at = (size_t)(y0 - r.top) * stride + (size_t)(x0 - r.left) * 3;
-            ResizeJob job = {r.pixels + at, stride, (size_t)r.rows * stride - at,
-                             (int)(x1 - x0), (int)(y1 - y0), 3, width, height, cubic, mirror,
-                             out};
-            if (resize_planes(&job) < 0)
-                status = NO_MEMORY;
-        }
-        free(r.pixels);
-    }
+    status = decode_box_resized((const unsigned char *)data.buf, (size_t)data.len, reduce, x0,
+                                y0, x1, y1, max_pixels, width, height, cubic, mirror, out, &r,
+                                message);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (status != 0) {
@@ -575,9 +595,109 @@ decode_resized(PyObject *module, PyObject *args)
     return Py_BuildValue("(NIIi)", planes, r.scaled_width, r.scaled_height, r.mode);
 }
 
+/* One job of decode_resized_many, parsed while the GIL is held. */
+typedef struct {
+    Py_buffer data;
+    int reduce, width, height, cubic, mirror;
+    long long x0, y0, x1, y1, max_pixels;
+    Py_ssize_t at; /* where its planes start in the output */
+    int status;    /* the mode, or -1: it failed */
+} ManyJob;
+
+/* Parse `jobs` into `parsed` (n of them); -1 with an exception set, every buffer taken so far
+ * released. */
+static int
+parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        ManyJob *j = &parsed[k];
+        Py_ssize_t slot;
+        int ok = PyArg_ParseTuple(PyList_GET_ITEM(jobs, k),
+                                  "y*iLLLLLiippn:decode_resized_many job", &j->data, &j->reduce,
+                                  &j->x0, &j->y0, &j->x1, &j->y1, &j->max_pixels, &j->width,
+                                  &j->height, &j->cubic, &j->mirror, &slot);
+        if (ok) {
+            Py_ssize_t size = (Py_ssize_t)3 * j->width * j->height;
+            if (check_reduce(j->reduce) < 0)
+                ok = 0;
+            else if (bad_box(j->x0, j->y0, j->x1, j->y1, j->width, j->height) || slot < 0 ||
+                     size > out_len || slot > (out_len - size) / size) {
+                PyErr_Format(PyExc_ValueError,
+                             "bad job %zd: box (%lld, %lld, %lld, %lld) to %d x %d in slot %zd "
+                             "of %zd output bytes",
+                             k, j->x0, j->y0, j->x1, j->y1, j->width, j->height, slot, out_len);
+                ok = 0;
+            }
+            if (!ok)
+                PyBuffer_Release(&j->data);
+            j->at = slot * size;
+        }
+        if (!ok) {
+            for (Py_ssize_t i = 0; i < k; i++)
+                PyBuffer_Release(&parsed[i].data);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(decode_resized_many_doc,
+"decode_resized_many(jobs, out, /)\n"
+"--\n\n"
+"decode_resized() for each job of a list, the GIL let go once for all of them. A job is\n"
+"(data, reduce, x0, y0, x1, y1, max_pixels, width, height, cubic, mirror, slot): its 3 x\n"
+"height x width planes are written into the writable buffer `out` from byte\n"
+"slot * 3 * height * width. Returns a list, per job, of decode()'s mode, or -1 where that\n"
+"file failed (decode_resized() on it alone says why). Raises ValueError for a malformed job.");
+
+static PyObject *
+decode_resized_many(PyObject *module, PyObject *args)
+{
+    PyObject *jobs;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!w*:decode_resized_many", &PyList_Type, &jobs, &out))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(jobs);
+    ManyJob *parsed = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(ManyJob));
+    if (parsed == NULL) {
+        PyBuffer_Release(&out);
+        return PyErr_NoMemory();
+    }
+    if (parse_jobs(jobs, parsed, n, out.len) < 0) {
+        PyMem_Free(parsed);
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        ManyJob *j = &parsed[k];
+        Region r;
+        char message[JMSG_LENGTH_MAX];
+        int status = decode_box_resized(
+            (const unsigned char *)j->data.buf, (size_t)j->data.len, j->reduce, j->x0, j->y0,
+            j->x1, j->y1, j->max_pixels, j->width, j->height, j->cubic, j->mirror,
+            (unsigned char *)out.buf + j->at, &r, message);
+        j->status = status == 0 ? r.mode : -1;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *modes = PyList_New(n);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyBuffer_Release(&parsed[k].data);
+        PyObject *mode = modes != NULL ? PyLong_FromLong(parsed[k].status) : NULL;
+        if (mode == NULL)
+            Py_CLEAR(modes);
+        else
+            PyList_SET_ITEM(modes, k, mode);
+    }
+    PyMem_Free(parsed);
+    PyBuffer_Release(&out);
+    return modes;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
     {"decode_resized", decode_resized, METH_VARARGS, decode_resized_doc},
+    {"decode_resized_many", decode_resized_many, METH_VARARGS, decode_resized_many_doc},
     {"add_restarts", add_restarts, METH_VARARGS, add_restarts_doc},
     {NULL, NULL, 0, NULL},
 };

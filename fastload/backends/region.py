@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Availability, MissingDependencyError, version_of
-from fastload.backends.base import Backend, Decoded, Window
+from fastload.backends.base import Backend, Decoded, JpegPlan, Window
 from fastload.backends.registry import register
 
 __all__ = [
@@ -163,6 +163,7 @@ class RegionBackend(Backend):
     def __init__(self) -> None:
         module = _load()  # raises with the install command when missing
         self._decode, self._decode_resized = module.decode, module.decode_resized
+        self._decode_resized_many = module.decode_resized_many
         self.counts: collections.Counter[str] = collections.Counter()
 
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
@@ -203,3 +204,23 @@ class RegionBackend(Backend):
         )
         self.counts[MODES[mode]] += 1
         return np.frombuffer(planes, np.uint8).reshape(3, height, width).transpose(1, 2, 0)
+
+    def decode_jpeg_resized_many(
+        self, jobs: list[tuple[int, bytes, JpegPlan]], out: np.ndarray, *, max_pixels: int
+    ) -> list[bool]:
+        # every file decoded and resized into its slot in one call that lets go of the GIL
+        # once for the batch: in a process of worker threads, one wait a batch
+        calls = []
+        for slot, data, plan in jobs:
+            assert plan.region is not None  # the caller's promise
+            width, height = plan.stored.width, plan.stored.height
+            cubic = plan.interpolation == "bicubic"
+            mirror = plan.mirror
+            calls.append(
+                (data, plan.reduce, *plan.region, max_pixels, width, height, cubic, mirror, slot)
+            )
+        modes = self._decode_resized_many(calls, out)
+        for mode in modes:
+            if mode >= 0:
+                self.counts[MODES[mode]] += 1
+        return [mode >= 0 for mode in modes]

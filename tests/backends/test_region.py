@@ -27,6 +27,8 @@ from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 import fastload
 from fastload import backends
 from fastload.backends import region
+from fastload.backends.base import plan_jpeg
+from fastload.image import probe
 from fastload.resampling import RESIZE_KERNEL
 from fastload.synthetic import make_image_folder
 from fastload.transforms import CenterCrop, Compose, RandomHorizontalFlip, RandomResizedCrop, Resize
@@ -291,6 +293,47 @@ def test_a_random_crop_is_decoded_and_resized_in_one_call(
         torch.manual_seed(i)
         torch.testing.assert_close(ds[i][0], expected[i], rtol=0, atol=0)
     assert calls == [(224, 224)] * len(ds)
+
+
+def test_many_files_decoded_into_a_batch_are_each_decoded_alone(
+    decoder: region.RegionBackend,
+) -> None:
+    """decode_jpeg_resized_many: each job's planes in its slot as decode_jpeg_resized makes
+    them; a file that fails leaves its slot to the caller, the others written."""
+    rng = np.random.default_rng(3)
+    jobs, want = [], {}
+    slots = [4, 0, 2, 5, 1]  # out of order, slot 3 left alone
+    for k, slot in enumerate(slots):
+        data = jpeg_bytes(photo(260 + 20 * k, 200 + 10 * k, seed=k), subsampling=k % 3)
+        info = probe(data)
+        x0, y0 = int(rng.integers(0, 30)), int(rng.integers(0, 30))
+        box = (x0, y0, x0 + 150 + k, y0 + 120 + k)
+        crop = lambda view, box=box, k=k: view.__class__(box, 120, 100, bool(k % 2))  # noqa: E731
+        mode = "bicubic" if k == 2 else "bilinear"
+        plan = plan_jpeg(info, crop, {"interpolation": mode})
+        assert plan.region is not None and not plan.oriented_after
+        jobs.append((slot, b"not a JPEG" if slot == 5 else data, plan))
+        want[slot] = decoder.decode_jpeg_resized(
+            data,
+            plan.reduce,
+            plan.region,
+            120,
+            100,
+            interpolation=mode,
+            mirror=plan.mirror,
+            max_pixels=LIMIT,
+        )
+    out = np.full((6, 3, 100, 120), 7, np.uint8)
+    done = decoder.decode_jpeg_resized_many(jobs, out, max_pixels=LIMIT)
+    assert done == [slot != 5 for slot in slots]
+    for slot in (0, 1, 2, 4):
+        np.testing.assert_array_equal(out[slot], want[slot].transpose(2, 0, 1))
+    assert (out[3] == 7).all() and (out[5] == 7).all()  # the failed file's slot untouched
+    with pytest.raises(ValueError, match=r"bad job 0: .* in slot 6 of 216000 output bytes"):
+        decoder.decode_jpeg_resized_many([(6, *jobs[0][1:])], out, max_pixels=LIMIT)
+    with pytest.raises(TypeError):  # a read-only batch
+        out.flags.writeable = False
+        decoder.decode_jpeg_resized_many(jobs[:1], out, max_pixels=LIMIT)
 
 
 def test_a_box_outside_the_image_is_refused(decoder: region.RegionBackend) -> None:
