@@ -5,13 +5,15 @@ On many cores, worker threads wait on the GIL's hand-overs: a thread that lets g
 the others. This counts them: perf puts a probe on CPython's ``PyEval_SaveThread`` (which every
 release goes through) and records each call with its stack while a thread loader
 (``fastload.ImageFolder`` with ``RandomResizedCrop(224)`` + flip, batch 64, ``--workers``
-threads) makes ``--batches`` batches; the same is run with fewer batches, and the difference,
-over the images between them, is what one image costs (the start-up's imports and threads
-fall out). A count, not a timing: it is the same on 2 cores as on 64.
+threads) makes ``--batches`` batches. The recording is switched on only for that epoch, after a
+warm-up epoch of a loader of its own (imports, files in the page cache, code run once), through
+perf's control FIFO; its count over the images is what one image costs. A count, not a timing:
+it is the same on 2 cores as on 64.
 
-Needs ``perf`` (Debian: ``apt-get install linux-perf``) and the right to add probes (root).
+Needs ``perf`` (Debian: ``apt-get install linux-perf``; ``--control``, perf 5.10 or later) and
+the right to add probes (root).
 
-Run: python benchmarks/gil_releases.py [--data DIR] [--workers 2] [--batches 5 25] [--top 12]
+Run: python benchmarks/gil_releases.py [--data DIR] [--workers 2] [--batches 20] [--top 12]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 BATCH = 64
+WARM_UP = 3  # batches, in an epoch of their own before the recording
 EVENT = "PyEval_SaveThread"
 
 
@@ -58,18 +61,16 @@ def _probe(library: str) -> tuple[str, bool]:
     sys.exit(f"perf added a probe but did not name it: {added.stderr.strip()}")
 
 
-def _callers(
-    event: str, batches: int, args: argparse.Namespace, out: Path
-) -> collections.Counter[str]:
-    """Each release's two innermost callers, counted, for a loader of ``batches`` batches."""
-    data = out / f"releases-{batches}.data"
-    command = [sys.executable, __file__, "--row", str(batches), "--data", args.data]
-    command += ["--workers", str(args.workers)]
-    recorded = subprocess.run(
-        ["perf", "record", "-q", "-e", event, "--call-graph", "dwarf", "-o", str(data), *command],
-        capture_output=True,
-        text=True,
-    )
+def _callers(event: str, args: argparse.Namespace, out: Path) -> collections.Counter[str]:
+    """Each release's two innermost callers, counted, over the measured epoch."""
+    data, control, ack = out / "releases.data", out / "control", out / "ack"
+    os.mkfifo(control)
+    os.mkfifo(ack)
+    command = [sys.executable, __file__, "--row", str(args.batches), "--data", args.data]
+    command += ["--workers", str(args.workers), "--control", str(control), "--ack", str(ack)]
+    perf = ["perf", "record", "-q", "-e", event, "--call-graph", "dwarf", "-o", str(data)]
+    perf += ["-D", "-1", "--control", f"fifo:{control},{ack}"]  # on only when the row says
+    recorded = subprocess.run([*perf, *command], capture_output=True, text=True)
     if recorded.returncode != 0:
         sys.exit(f"perf record failed: {(recorded.stdout + recorded.stderr)[-2000:]}")
     script = subprocess.run(
@@ -87,8 +88,16 @@ def _callers(
     return counts
 
 
-def _row(batches: int, args: argparse.Namespace) -> None:
-    """The loader, in its own process: ``batches`` batches of a thread loader."""
+def _tell_perf(args: argparse.Namespace, command: str) -> None:
+    """Switch perf's recording on or off, and wait until it has."""
+    with open(args.control, "w") as control:
+        control.write(f"{command}\n")
+    with open(args.ack) as ack:
+        ack.readline()
+
+
+def _row(args: argparse.Namespace) -> None:
+    """The loader, in perf's process: a warm-up epoch, then ``--batches`` batches recorded."""
     import torch
 
     import fastload
@@ -96,35 +105,47 @@ def _row(batches: int, args: argparse.Namespace) -> None:
 
     geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     dataset = fastload.ImageFolder(args.data, geometry)
-    order = torch.Generator().manual_seed(0)
-    sampler = torch.utils.data.RandomSampler(dataset, num_samples=batches * BATCH, generator=order)
-    loader = fastload.DataLoader(
-        dataset, batch_size=BATCH, sampler=sampler, num_workers=args.workers, worker_type="thread"
-    )
-    for _ in loader:
-        pass
+
+    def epoch(batches: int) -> None:
+        order = torch.Generator().manual_seed(batches)
+        sampler = torch.utils.data.RandomSampler(
+            dataset, num_samples=batches * BATCH, generator=order
+        )
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=BATCH,
+            sampler=sampler,
+            num_workers=args.workers,
+            worker_type="thread",
+        )
+        for _ in loader:
+            pass
+
+    epoch(WARM_UP)
+    _tell_perf(args, "enable")
+    epoch(args.row)
+    _tell_perf(args, "disable")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a class-folder JPEG set (default: the cached default)")
     parser.add_argument("--workers", type=int, default=2, help="worker threads")
-    parser.add_argument(
-        "--batches", type=int, nargs=2, default=(5, 25), help="the two runs' batch counts"
-    )
+    parser.add_argument("--batches", type=int, default=20, help="batches recorded")
     parser.add_argument("--top", type=int, default=12, help="callers to list")
     parser.add_argument("--row", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--control", help=argparse.SUPPRESS)
+    parser.add_argument("--ack", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.data is None:
         from fastload.synthetic import default_data
 
         args.data = str(default_data())
     if args.row is not None:
-        _row(args.row, args)
+        _row(args)
         return
-    short, long = sorted(args.batches)
-    if long <= short:
-        sys.exit(f"--batches {short} {long}: the second run needs more batches than the first")
+    if args.batches < 1:
+        sys.exit(f"--batches {args.batches}: at least 1")
     if shutil.which("perf") is None:
         sys.exit(
             "this benchmark counts with perf, which is not installed: apt-get install linux-perf"
@@ -133,17 +154,15 @@ def main() -> None:
     event, added = _probe(library)
     try:
         with tempfile.TemporaryDirectory() as folder:
-            few = _callers(event, short, args, Path(folder))
-            many = _callers(event, long, args, Path(folder))
+            counts = _callers(event, args, Path(folder))
     finally:
         if added:
             subprocess.run(["perf", "probe", "-d", event.split(":")[-1]], capture_output=True)
-    images = (long - short) * BATCH
-    total = (sum(many.values()) - sum(few.values())) / images
+    images = args.batches * BATCH
+    total = sum(counts.values()) / images
     print(f"GIL releases an image: {total:.2f} ({args.workers} worker threads, {images} images)")
-    by_caller = {k: (many[k] - few[k]) / images for k in set(many) | set(few)}
-    for caller, count in sorted(by_caller.items(), key=lambda kv: -kv[1])[: args.top]:
-        print(f"  {count:6.2f}  {caller[:120]}")
+    for caller, count in counts.most_common(args.top):
+        print(f"  {count / images:6.2f}  {caller[:120]}")
 
 
 if __name__ == "__main__":

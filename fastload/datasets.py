@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -22,14 +23,23 @@ import torch
 from torch.utils.data import Dataset
 
 from fastload import backends, errors
-from fastload.backends.base import read_file
+from fastload.backends.base import (
+    JpegPlan,
+    check_header,
+    decodes_resized_many,
+    plan_jpeg,
+    read_file,
+    read_files,
+)
 from fastload.checks import check_choice, check_int
 from fastload.compact import Strings
 from fastload.drawing import drawing, drawn, own_draws
 from fastload.errors import UnreadableImageWarning
+from fastload.image import ImageInfo
 from fastload.options import ON_ERROR
 from fastload.sampling import SeededSamples, seeded, streams_kept
 from fastload.skipping import Skipped
+from fastload.stacked import StackedSamples
 from fastload.transforms import TransformSplit, split_transform
 
 __all__ = [
@@ -42,6 +52,7 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "skip"]
+_UNSET = object()  # a target not transformed yet
 
 
 def check_options(on_error: str, max_pixels: int) -> None:
@@ -71,6 +82,8 @@ class ImageDataset(Dataset):
     """
 
     sample_keys = True  # honours SampleKey seeds: fastload.DataLoader sends them
+    # a sample is this class's (image, target): load_stacked may decode a batch of them at once
+    stacks_samples = True
     has_targets = True  # False: a sample is its image alone (ImageShards(target=None))
     root = ""
 
@@ -177,14 +190,190 @@ class ImageDataset(Dataset):
         seed = getattr(indices, "seed", None)
         return samples if seed is None else SeededSamples(samples, seed)
 
+    def read_samples(self, indices: list[int]) -> list[tuple[bytes, Any] | None]:
+        """:meth:`read_sample` for a batch: ``None`` for a sample that failed, which is then
+        read alone (and its error reported as ``on_error`` says). A subclass that can read
+        many at once for less overrides this (:class:`ImageList`: the GIL let go twice a
+        batch, not twice a file)."""
+        out: list[tuple[bytes, Any] | None] = []
+        for index in indices:
+            try:
+                out.append(self.read_sample(index))
+            except Exception:
+                out.append(None)
+        return out
+
+    def load_stacked(self, keys: list[Any]) -> Any:
+        """``__getitems__(keys)``, with the images decoded straight into one batch tensor
+        where they can be: a :class:`~fastload.stacked.StackedSamples`, which fastload's
+        collate links take as the batch (thread workers ask for it, see
+        ``fastload.loader.threads``). The same samples, pixels and draws as ``__getitems__``.
+
+        It can be done where every key carries its seed (:class:`~fastload.sampling.SampleKey`),
+        the transform is all fused with decoding, and the backend decodes many JPEGs at once
+        (``Backend.decode_jpeg_resized_many``); else, and for the samples it cannot do that way
+        (other formats, an EXIF orientation, a file that fails), each is loaded alone. Where
+        one of those cannot join the batch (a skipped file, another size), the samples come
+        back as a list.
+        """
+        if not self._stackable(keys):
+            return self.__getitems__(keys)
+        with streams_kept():
+            reads = self.read_samples([int(k) for k in keys])
+            plans, targets = self._plan_stacked(keys, reads)
+            first = next((p for p in plans if p is not None), None)
+            if first is None:  # no JPEG to stack: each loaded alone, from the bytes read
+                return self._stacked(keys, reads, targets, None, set())
+            width, height = _shown_size(first[1])
+            out = torch.empty((len(keys), 3, height, width), dtype=torch.uint8)
+            written = self._decode_into(out.numpy(), reads, plans)
+            return self._stacked(keys, reads, targets, out, written)
+
+    def _stackable(self, keys: list[Any]) -> bool:
+        split = self._split
+        return (
+            self.stacks_samples
+            and bool(keys)
+            and self._plan is not None
+            and split.pil is None
+            and not split.after
+            and all(getattr(k, "seed", None) is not None for k in keys)
+            and decodes_resized_many(self._backend())
+        )
+
+    def _plan_stacked(
+        self, keys: list[Any], reads: list[tuple[bytes, Any] | None]
+    ) -> tuple[list[tuple[ImageInfo, JpegPlan] | None], list[Any]]:
+        """Each read JPEG's draws and plan, made under its seed, and its target, transformed
+        there after the draws, as ``_load`` does (:data:`_UNSET` for the samples not planned,
+        whose targets are transformed when they are loaded alone)."""
+        plans: list[tuple[ImageInfo, JpegPlan] | None] = []
+        targets: list[Any] = []
+        for key, read in zip(keys, reads, strict=True):
+            planned, target = None, _UNSET
+            if read is not None:
+                with seeded(key.seed):
+                    planned = self._jpeg_plan(read[0])
+                    if planned is not None:
+                        target = self._transform_target(read[1])
+            plans.append(planned)
+            targets.append(target)
+        return plans, targets
+
+    def _decode_into(
+        self,
+        out: np.ndarray,
+        reads: list[tuple[bytes, Any] | None],
+        plans: list[tuple[ImageInfo, JpegPlan] | None],
+    ) -> set[int]:
+        """Decode the planned JPEGs into their slots of ``out`` (N x 3 x H x W): those the
+        backend takes many at a time in one call, the others one by one. The slots written;
+        the rest are for ``_load`` (another size, or a file that fails, which it reports)."""
+        backend, render = self._backend(), self._split.render or {}
+        size = (out.shape[3], out.shape[2])
+        jobs, alone = [], []
+        for slot, (read, planned) in enumerate(zip(reads, plans, strict=True)):
+            if read is None or planned is None or _shown_size(planned[1]) != size:
+                continue
+            jp = planned[1]
+            if jp.region is not None and not jp.oriented_after:
+                jobs.append((slot, read[0], jp))
+            else:
+                alone.append(slot)
+        done = backend.decode_jpeg_resized_many(jobs, out, max_pixels=self.max_pixels)
+        assert done is not None  # the backend decodes many: _stackable asked
+        written = {slot for (slot, _, _), ok in zip(jobs, done, strict=True) if ok}
+        for slot in alone:
+            data, (info, jp) = reads[slot][0], plans[slot]  # type: ignore[index,misc]
+            try:
+                pixels = backend.decode_jpeg_planned(
+                    data, info, jp, render=render, max_pixels=self.max_pixels
+                )
+            except Exception:
+                continue  # loaded alone, which reports it
+            if pixels.shape == (size[1], size[0], 3):
+                out[slot] = pixels.transpose(2, 0, 1)
+                written.add(slot)
+        return written
+
+    def _jpeg_plan(self, data: bytes) -> tuple[ImageInfo, JpegPlan] | None:
+        """A JPEG's header and plan; ``None`` for any other file, or one whose header fails
+        (loaded alone, where its errors are reported)."""
+        try:
+            info = check_header(data, max_pixels=self.max_pixels)
+        except ValueError:
+            return None
+        if not self.exif_orientation:
+            info = replace(info, orientation=1)
+        if not (info.format == "jpeg" and info.components in (1, 3) and info.pixels):
+            return None
+        return info, plan_jpeg(info, own_draws(self._plan), self._split.render or {})
+
+    def _stacked(
+        self,
+        keys: list[Any],
+        reads: list[tuple[bytes, Any] | None],
+        targets: list[Any],
+        out: torch.Tensor | None,
+        written: set[int],
+    ) -> Any:
+        """The batch: the samples not written into ``out`` loaded alone and copied into their
+        slots; a list of samples where one of them cannot be (or there is no ``out``)."""
+        samples: list[Any] = [None] * len(keys)
+        stackable = out is not None
+        for slot, (key, read) in enumerate(zip(keys, reads, strict=True)):
+            if slot in written:
+                continue
+            index, target = int(key), targets[slot]
+            with seeded(key.seed):
+                if read is None:
+                    sample = self._load(index)
+                elif target is _UNSET:
+                    sample = self._finish(index, *read)
+                else:  # its target was transformed after its draws, made again here
+                    sample = self._with_target(self._load_image(index, read[0]), target)
+            samples[slot] = sample
+            image = sample[0] if self.has_targets and isinstance(sample, tuple) else sample
+            if out is None or not isinstance(image, torch.Tensor) or image.shape != out.shape[1:]:
+                stackable = False
+                continue
+            out[slot] = image
+            targets[slot] = sample[1] if self.has_targets else None
+        seed = getattr(keys, "seed", None)
+        if stackable and out is not None:
+            return StackedSamples(out, targets if self.has_targets else None, seed)
+        for slot in written:
+            assert out is not None
+            samples[slot] = (out[slot], targets[slot]) if self.has_targets else out[slot]
+        return samples if seed is None else SeededSamples(samples, seed)
+
     def _load(self, index: int) -> Any:
-        reading = True
         try:
             data, target = self.read_sample(index)
-            reading = False
+        except Exception as exc:
+            return self._unusable(index, exc, reading=True)
+        return self._finish(index, data, target)
+
+    def _transform_target(self, target: Any) -> Any:
+        if self.target_transform is None:
+            return target
+        with drawing():
+            return self.target_transform(target)
+
+    def _finish(self, index: int, data: bytes, target: Any) -> Any:
+        """Sample ``index`` from its bytes and its target as read."""
+        image = self._load_image(index, data)
+        if isinstance(image, Skipped):
+            return image
+        return self._with_target(image, self._transform_target(target))
+
+    def _load_image(self, index: int, data: bytes) -> Any:
+        """Sample ``index``'s image from its bytes, the transform's every part run on it; a
+        :class:`Skipped` marker for bytes that are no usable image, with ``on_error="skip"``."""
+        try:
             image = self._decode(data)
         except Exception as exc:
-            return self._unusable(index, exc, reading=reading)
+            return self._unusable(index, exc, reading=False)
         # the user's own code runs outside the try: its bugs are not unreadable images
         # what may draw runs under drawing(): in a thread worker, with the sample's own streams
         if self._split.pil is not None:
@@ -196,11 +385,11 @@ class ImageDataset(Dataset):
             with drawing():
                 for op in self._split.after:
                     image = op(image)
-        if not self.has_targets:
+        return image
+
+    def _with_target(self, image: Any, target: Any) -> Any:
+        if isinstance(image, Skipped) or not self.has_targets:
             return image
-        if self.target_transform is not None:
-            with drawing():
-                target = self.target_transform(target)
         return image, target
 
     def _unusable(self, index: int, exc: Exception, *, reading: bool) -> Skipped:
@@ -242,6 +431,12 @@ class ImageDataset(Dataset):
             f"{type(self).__name__}({len(self)} images, root={self.root!r}, "
             f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
         )
+
+
+def _shown_size(plan: JpegPlan) -> tuple[int, int]:
+    """The (width, height) ``plan`` decodes to, once oriented."""
+    stored = plan.stored
+    return (stored.height, stored.width) if stored.transpose else (stored.width, stored.height)
 
 
 class ImageList(ImageDataset):
@@ -314,6 +509,18 @@ class ImageList(ImageDataset):
     def read_sample(self, index: int) -> tuple[bytes, int]:
         """The bytes of sample ``index``'s file, and its label."""
         return read_file(self.path(index)), int(self._labels[index])
+
+    def read_samples(self, indices: list[int]) -> list[tuple[bytes, Any] | None]:
+        """The bytes of many samples' files, with their labels (``None`` for a file that
+        could not be read so: it is read alone, which reports why)."""
+        if type(self).read_sample is not ImageList.read_sample:  # a subclass reads otherwise
+            return super().read_samples(indices)
+        found = read_files([self.path(i) for i in indices])
+        labels = self._labels[indices].tolist()
+        return [
+            None if data is None else (data, label)
+            for data, label in zip(found, labels, strict=True)
+        ]
 
     @property
     def samples(self) -> list[tuple[str, int]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastload import errors
 from fastload.sampling import SeededSamples
+from fastload.stacked import StackedSamples, takes_stacked
 from fastload.tensors import pin_batch
 
 __all__ = ["Collated", "SkipCollate", "SkipReport", "Skipped"]
@@ -45,7 +46,13 @@ class SkipCollate:
     def __init__(self, collate_fn: Callable[[Any], Any], *, batched: bool) -> None:
         self.collate_fn, self.batched = collate_fn, batched
 
+    @property
+    def takes_stacked(self) -> bool:
+        return takes_stacked(self.collate_fn)
+
     def __call__(self, samples: Any) -> Collated:
+        if isinstance(samples, StackedSamples):  # made only of samples that were read
+            return Collated(self.collate_fn(samples), [])
         if not self.batched:
             if isinstance(samples, Skipped):
                 return Collated(None, [samples])

@@ -36,7 +36,8 @@ __all__ = ["INTEGER_SPAN", "TorchWords", "advance", "words_for"]
 
 _MASK24 = (1 << 24) - 1
 _UNIT = 2.0**-24
-_WORDS_AT_ONCE = 16  # a crop and a flip take 3-5 words; one numpy call gets them all
+# a crop and a flip take 3-5 words (two more for each crop tried again)
+_WORDS_AT_ONCE = 5
 # torch draws one word for an integer range under this many values in every version seen (2.14
 # draws two from 2**28 on, older versions from 2**32): wider ranges are left to torch.
 INTEGER_SPAN = 1 << 24
@@ -49,8 +50,10 @@ def _words(seed: int, count: int) -> list[int]:
     if state is None:  # one per thread: a fresh RandomState costs ~60 us, a reseed ~2
         state = _LOCAL.state = np.random.RandomState()
     state.seed(seed & 0xFFFFFFFF)  # torch seeds its MT19937 as numpy's legacy seed does
-    words: list[int] = state.randint(0, 1 << 32, size=count, dtype=np.uint32).tolist()
-    return words
+    # a word at a time: numpy lets go of the GIL to fill an array (a hand-over among the worker
+    # threads), not for one number; the same words either way (the full 32-bit range)
+    draw = state.randint
+    return [int(draw(0, 1 << 32, dtype=np.uint32)) for _ in range(count)]
 
 
 class TorchWords:

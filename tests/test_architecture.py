@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.buffers",
         "fastload.shared_buffers",
         "fastload.sampling",
+        "fastload.stacked",
         "fastload.gpu.functional",
         "fastload.gpu.policy_ops",
         "fastload.gpu.separable",

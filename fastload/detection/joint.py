@@ -56,6 +56,8 @@ class JointDataset(ImageDataset):
     image and the target, as torchvision's dataset hands them.
     """
 
+    stacks_samples = False  # the target moves with each image: no batch decoded at once
+
     @property
     def mask_fill(self) -> int:
         """What a mask shows where a crop reaches past the image: the fused ops' own (one

@@ -24,6 +24,7 @@ from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, transforms_in
 from fastload.sampling import sample_seed, seeded
+from fastload.stacked import StackedSamples, takes_stacked
 from fastload.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
 
 __all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
@@ -194,6 +195,10 @@ class CollateThenStage:
         self._seeded_pid: int | None = None
         self._images = _KeptImages() if collate_fn is default_collate else None
 
+    @property
+    def takes_stacked(self) -> bool:
+        return self.collate_fn is default_collate or takes_stacked(self.collate_fn)
+
     def __call__(self, samples: Any) -> Any:
         samples, draws = split_drawn(samples)
         batch_draw = self.stage.draw(samples)  # after the samples' draws, as torch's collate
@@ -205,8 +210,11 @@ class CollateThenStage:
                 if isinstance(generator, torch.Generator):
                     generator.manual_seed((info.seed + 7919 * k) % 2**63)
             self._seeded_pid = os.getpid()
-        kept = self._images.collate(samples) if self._images is not None else None
-        batch = kept if kept is not None else self.collate_fn(samples)
+        if isinstance(samples, StackedSamples) and self.collate_fn is default_collate:
+            kept, batch = None, samples.collated()  # stacked in a batch of its own already
+        else:
+            kept = self._images.collate(samples) if self._images is not None else None
+            batch = kept if kept is not None else self.collate_fn(samples)
         out = self.stage(batch, seed=seed, draws=draws, batch_draw=batch_draw)
         if kept is not None:
             self._images.handed_out(out)  # type: ignore[union-attr]
@@ -267,6 +275,10 @@ class SeedTag:
 
     def __init__(self, collate_fn: Callable[[Any], Any], stage: BatchStage) -> None:
         self.collate_fn, self.stage = collate_fn, stage
+
+    @property
+    def takes_stacked(self) -> bool:
+        return takes_stacked(self.collate_fn)
 
     def __call__(self, samples: Any) -> Any:
         samples, draws = split_drawn(samples)

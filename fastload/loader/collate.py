@@ -38,6 +38,7 @@ from torch.utils.data import default_collate
 from fastload import shared_buffers
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.skipping import SkipCollate
+from fastload.stacked import StackedSamples, takes_stacked
 from fastload.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
 
 __all__ = ["RingCollate", "collate_chain"]
@@ -88,6 +89,10 @@ class KeepSubclasses:
     def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
         self.collate_fn = collate_fn
 
+    @property
+    def takes_stacked(self) -> bool:
+        return takes_stacked(self.collate_fn)
+
     def __call__(self, samples: Any) -> Any:
         batch = self.collate_fn(samples)
         return Pinnable(batch) if has_subclasses(batch) else batch
@@ -100,10 +105,15 @@ class RingCollate:
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
     page for every batch; a uint8 batch then costs that as the float32 batches did before the
     ring. Anything else, and every batch where there is no ring (the main process, threads,
-    torch's pinning) or no free slot, is ``default_collate``'s.
+    torch's pinning) or no free slot, is ``default_collate``'s. Samples stacked as they were
+    decoded (:class:`~fastload.stacked.StackedSamples`) are that batch already.
     """
 
+    takes_stacked = True
+
     def __call__(self, samples: Any) -> Any:
+        if isinstance(samples, StackedSamples):
+            return self._stacked(samples)
         images = stackable_firsts(samples)
         # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
         if images is None or any(type(image) is not torch.Tensor for image in images):
@@ -114,3 +124,12 @@ class RingCollate:
             return default_collate(samples)
         torch.stack(images, out=out)
         return collated_around(out, samples)
+
+    @staticmethod
+    def _stacked(samples: StackedSamples) -> Any:
+        images = samples.images
+        out = shared_buffers.take(images.shape, images.dtype)
+        if out is None:
+            return samples.collated()
+        out.copy_(images)
+        return StackedSamples(out, samples.targets, samples.seed).collated()

@@ -26,9 +26,10 @@ import torch.utils.data
 from fastload import buffers, drawing
 from fastload.buffers import BatchRing
 from fastload.compat import BaseDataLoaderIter, DatasetKind, pin_memory
+from fastload.stacked import takes_stacked
 from fastload.system import single_threaded_ops
 
-__all__ = ["ThreadWorkersIter"]
+__all__ = ["StackedFetcher", "ThreadWorkersIter"]
 
 
 class ThreadWorkersIter(BaseDataLoaderIter):
@@ -40,13 +41,19 @@ class ThreadWorkersIter(BaseDataLoaderIter):
 
     def __init__(self, loader: torch.utils.data.DataLoader) -> None:
         super().__init__(loader)
-        self._fetcher = DatasetKind.create_fetcher(
+        self._fetcher: Any = DatasetKind.create_fetcher(
             self._dataset_kind,
             self._dataset,
             self._auto_collation,
             self._collate_fn,
             self._drop_last,
         )
+        if (
+            self._auto_collation
+            and callable(getattr(self._dataset, "load_stacked", None))
+            and takes_stacked(self._collate_fn)
+        ):
+            self._fetcher = StackedFetcher(self._dataset, self._collate_fn)
         self._in_flight = self._num_workers * (loader.prefetch_factor or 2)
         # the batches in flight, one being made per thread, and two the consumer holds
         self._ring = BatchRing(self._in_flight + self._num_workers + 2)
@@ -117,6 +124,19 @@ class ThreadWorkersIter(BaseDataLoaderIter):
     def __del__(self) -> None:
         if hasattr(self, "_pool"):
             self._shutdown()
+
+
+class StackedFetcher:
+    """torch's fetcher of a batch of indices, asking a fastload dataset for its samples decoded
+    straight into one batch tensor (``ImageDataset.load_stacked``), for a collate chain that
+    takes them so. A worker thread then makes no tensor a sample, each of which would hand the
+    GIL over twice."""
+
+    def __init__(self, dataset: Any, collate_fn: Any) -> None:
+        self.dataset, self.collate_fn = dataset, collate_fn
+
+    def fetch(self, index: Any) -> Any:
+        return self.collate_fn(self.dataset.load_stacked(index))
 
 
 def _make(fetcher: Any, pin_device: str | None, index: Any) -> Any:

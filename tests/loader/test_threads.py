@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
+from torch.utils.data import default_collate
 
 import fastload
 from fastload import gpu
 from fastload import transforms as T
+from fastload.datasets import ImageDataset
 from fastload.synthetic import make_image_folder
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -389,3 +391,26 @@ def test_ranks_under_ddp_get_the_processes_batches_from_their_own_shard(
         assert found["epochs"]["thread"][0] != found["epochs"]["thread"][1]  # drawn anew
     assert ranks[0]["epochs"]["thread"] != ranks[1]["epochs"]["thread"]
     assert not set(ranks[0]["indices"]) & set(ranks[1]["indices"])
+
+
+def test_a_batch_is_decoded_into_one_tensor_where_the_collate_takes_it_so(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch's collate: the batch is asked of ``load_stacked`` (no tensor a sample); a collate
+    of the user's gets the samples as ``__getitems__`` makes them; the same batches."""
+    stacked: list[str] = []
+    load_stacked = ImageDataset.load_stacked
+
+    def recorded(self: ImageDataset, keys: list) -> object:
+        samples = load_stacked(self, keys)
+        stacked.append(type(samples).__name__)
+        return samples
+
+    monkeypatch.setattr(ImageDataset, "load_stacked", recorded)
+    dataset = _dataset(folder)
+    want = _epoch(_loader(dataset, kind="process", workers=2))
+    assert _same(_epoch(_loader(dataset, kind="thread", workers=2)), want)
+    assert stacked and set(stacked) == {"StackedSamples"}
+    stacked.clear()
+    users = _loader(dataset, kind="thread", workers=2, collate_fn=lambda b: default_collate(b))
+    assert _same(_epoch(users), want) and not stacked

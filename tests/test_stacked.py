@@ -1,0 +1,193 @@
+"""A batch decoded straight into one tensor (``ImageDataset.load_stacked``, ``StackedSamples``):
+the samples ``__getitems__`` gives, pixel for pixel and draw for draw, whatever the files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import default_collate
+
+import fastload
+from fastload import transforms as T
+from fastload.backends.region import RegionBackend
+from fastload.sampling import KeyedBatch, SampleKey
+from fastload.skipping import Skipped
+from fastload.stacked import StackedSamples
+from tests.images import jpeg_bytes, photo, png_bytes, with_orientation
+
+
+def _keys(indices: list[int], seed: int = 11) -> KeyedBatch:
+    return KeyedBatch([SampleKey(i, seed=1000 * seed + i) for i in indices], seed)
+
+
+def _folder(root: Path, count: int = 24) -> Path:
+    """JPEGs of several sizes, subsamplings and qualities, a progressive one and a grey one."""
+    for k in range(count):
+        width, height = 200 + 37 * (k % 5), 150 + 29 * (k % 4)
+        save: dict[str, Any] = {"subsampling": k % 3}
+        if k % 7 == 3:
+            save["progressive"] = True
+        array = photo(width, height, seed=k)
+        if k % 11 == 5:
+            array = array[:, :, :1].repeat(3, axis=2)
+            data = jpeg_bytes(array[:, :, 0], quality=80)
+        else:
+            data = jpeg_bytes(array, quality=70 + k % 25, **save)
+        (root / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"c{k % 2}" / f"{k:03d}.jpg").write_bytes(data)
+    return root
+
+
+def _dataset(root: Path, **options: Any) -> fastload.ImageFolder:
+    geometry = T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip()])
+    return fastload.ImageFolder(root, geometry, backend="region", **options)
+
+
+def _as_batch(samples: Any) -> Any:
+    return samples.collated() if isinstance(samples, StackedSamples) else default_collate(samples)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if not isinstance(a, (list, tuple)):
+        return type(a) is type(b) and a == b
+    return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_a_batch_is_stacked_with_the_pixels_and_draws_of_its_samples_alone(
+    tmp_path: Path,
+) -> None:
+    dataset = _dataset(_folder(tmp_path))
+    counts = RegionBackend.decode_jpeg_resized_many
+    calls: list[int] = []
+
+    def counted(self: Any, jobs: list[Any], out: np.ndarray, *, max_pixels: int) -> Any:
+        calls.append(len(jobs))
+        return counts(self, jobs, out, max_pixels=max_pixels)
+
+    for seed in range(6):  # crops at every DCT scale: many at once, and alone (off the grid)
+        keys = _keys(list(range(len(dataset)))[seed % 3 :: 2], seed)
+        RegionBackend.decode_jpeg_resized_many = counted  # type: ignore[method-assign]
+        try:
+            stacked = dataset.load_stacked(keys)
+        finally:
+            RegionBackend.decode_jpeg_resized_many = counts  # type: ignore[method-assign]
+        assert isinstance(stacked, StackedSamples) and stacked.seed == seed
+        want = dataset.__getitems__(keys)
+        assert _equal(stacked.collated(), default_collate(want))
+        # read as the list of samples it stands for, by code that does not know it
+        assert len(stacked) == len(want) and _equal(list(stacked), want)
+        assert _equal(stacked[1:3], want[1:3])
+        assert _equal(default_collate(stacked), default_collate(want))
+    assert sum(calls) > 0  # the one-call path ran, not only the samples alone
+
+
+def test_other_files_are_decoded_alone_into_their_slots(tmp_path: Path) -> None:
+    root = _folder(tmp_path, count=8)
+    rotated = with_orientation(photo(260, 180, seed=40), 6)  # transposed: decoded alone
+    (root / "c0" / "rotated.jpg").write_bytes(rotated)
+    (root / "c1" / "flat.png").write_bytes(png_bytes(Image.fromarray(photo(240, 200, seed=41))))
+    dataset = _dataset(root)
+    keys = _keys(list(range(len(dataset))))
+    stacked = dataset.load_stacked(keys)
+    assert isinstance(stacked, StackedSamples)
+    assert _equal(stacked.collated(), default_collate(dataset.__getitems__(keys)))
+
+
+def test_a_file_that_fails_is_reported_as_alone(tmp_path: Path) -> None:
+    root = _folder(tmp_path, count=8)
+    victim = sorted(root.rglob("*.jpg"))[2]
+    data = victim.read_bytes()
+    # a whole header and a stream cut short, with its end marker: fails only when decoded
+    victim.write_bytes(data[: len(data) // 3] + b"\xff\xd9")
+    skipping = _dataset(root, on_error="skip")
+    keys = _keys(list(range(len(skipping))))
+    samples = skipping.load_stacked(keys)
+    assert not isinstance(samples, StackedSamples)  # a marker cannot join the batch
+    skipped = [s for s in samples if isinstance(s, Skipped)]
+    assert [s.path for s in skipped] == [str(victim)]
+    want = skipping.__getitems__(keys)
+    good = [s for s in want if not isinstance(s, Skipped)]
+    assert _equal(
+        default_collate([s for s in samples if not isinstance(s, Skipped)]), default_collate(good)
+    )
+    raising = _dataset(root)
+    with pytest.raises(fastload.ImageDecodeError, match=victim.name):
+        raising.load_stacked(keys)
+    victim.unlink()  # missing when read: read alone, which raises naming it
+    with pytest.raises(fastload.ImageDecodeError, match=victim.name):
+        raising.load_stacked(keys)
+
+
+def test_what_cannot_be_stacked_is_loaded_as_getitems_loads_it(tmp_path: Path) -> None:
+    root = _folder(tmp_path, count=6)
+    keys = _keys(list(range(6)))
+    plain = [int(k) for k in keys]  # no seeds: draws from the process's streams
+    torch.manual_seed(0)
+    dataset = _dataset(root)
+    got = dataset.load_stacked(plain)
+    torch.manual_seed(0)
+    assert not isinstance(got, StackedSamples) and _equal(
+        default_collate(got), default_collate(dataset.__getitems__(plain))
+    )
+    sizes = fastload.ImageFolder(root, T.Resize(40), backend="region")  # sizes differ
+    assert _equal(sizes.load_stacked(keys), sizes.__getitems__(keys))
+    other = _dataset(root).using("opencv")  # decodes one at a time
+    assert _equal(_as_batch(other.load_stacked(keys)), _as_batch(other.__getitems__(keys)))
+
+
+def test_targets_are_transformed_under_each_samples_seed(tmp_path: Path) -> None:
+    def noisy(label: int) -> tuple[int, float]:
+        return label, float(torch.rand(()))
+
+    dataset = _dataset(_folder(tmp_path, count=10), target_transform=noisy)
+    keys = _keys(list(range(10)))
+    stacked = dataset.load_stacked(keys)
+    assert isinstance(stacked, StackedSamples)
+    assert _equal(stacked.collated(), default_collate(dataset.__getitems__(keys)))
+
+
+def test_stacked_samples_refuse_targets_that_do_not_line_up() -> None:
+    with pytest.raises(ValueError, match="2 images but 3 targets"):
+        StackedSamples(torch.zeros(2, 3, 4, 4, dtype=torch.uint8), [0, 1, 2], None)
+
+
+def test_samples_loaded_alone_are_read_and_their_targets_transformed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "pngs"
+    for k in range(6):
+        (root / f"c{k % 2}").mkdir(parents=True, exist_ok=True)
+        image = Image.fromarray(photo(120 + 8 * k, 100, seed=k))
+        (root / f"c{k % 2}" / f"{k}.png").write_bytes(png_bytes(image))
+    _folder(root, count=4)  # and JPEGs, planned at another size than the PNGs give
+    seen: list[int] = []
+
+    def once(label: int) -> int:
+        seen.append(label)
+        return label
+
+    opened: list[str] = []
+    read_file = fastload.datasets.read_file
+
+    def counted(path: str) -> bytes:
+        opened.append(path)
+        return read_file(path)
+
+    keys = _keys(list(range(10)))
+    for transform in (T.Resize(40), T.RandomResizedCrop(64)):  # sizes differ, sizes alike
+        dataset = fastload.ImageFolder(root, transform, target_transform=once, backend="region")
+        want = dataset.__getitems__(keys)
+        seen.clear()
+        monkeypatch.setattr(fastload.datasets, "read_file", counted)
+        got = dataset.load_stacked(keys)
+        monkeypatch.setattr(fastload.datasets, "read_file", read_file)
+        assert _equal(list(got), list(want))
+        assert sorted(seen) == sorted(label for _, label in want)  # each sample's once
+        assert opened == []  # the batch's files read once, together
