@@ -307,7 +307,7 @@ class ImageDataset(Dataset):
             info = replace(info, orientation=1)
         if not (info.format == "jpeg" and info.components in (1, 3) and info.pixels):
             return None
-        return info, plan_jpeg(info, own_draws(self._plan), self._split.render or {})
+        return info, plan_jpeg(info, self._drawing_plan(), self._split.render or {})
 
     def _stacked(
         self,
@@ -406,12 +406,16 @@ class ImageDataset(Dataset):
         stage = errors.stage_of(exc, reading=reading)
         raise errors.unusable(path, why, stage=stage, backend=self.backend) from exc
 
+    def _drawing_plan(self) -> Any:
+        """The plan, drawing as it must: fastload's own ops from the sample's generator, any
+        other op under the lock with the sample's streams (``fastload.drawing``)."""
+        return drawn(self._plan) if self._split.draws_python else own_draws(self._plan)
+
     def _decode(self, data: bytes) -> Any:
         """Decode (with the fused transform): the part ``on_error`` is about."""
         array = self._backend().decode(
             data,
-            # fastload's own ops draw from the sample's generator; any other op, under the lock
-            plan=drawn(self._plan) if self._split.draws_python else own_draws(self._plan),
+            plan=self._drawing_plan(),
             render=self._split.render,
             max_pixels=self.max_pixels,
             exif_orientation=self.exif_orientation,

@@ -4,6 +4,7 @@ skip and fail as they do, and refuse what threads cannot run with the same meani
 from __future__ import annotations
 
 import json
+import random
 import sys
 import threading
 from pathlib import Path
@@ -414,3 +415,31 @@ def test_a_batch_is_decoded_into_one_tensor_where_the_collate_takes_it_so(
     stacked.clear()
     users = _loader(dataset, kind="thread", workers=2, collate_fn=lambda b: default_collate(b))
     assert _same(_epoch(users), want) and not stacked
+
+
+class _PythonFlip(T.RandomHorizontalFlip):
+    """A planned op of the user's that draws from Python's ``random``."""
+
+    def make_params(self, view: object) -> bool:
+        return random.random() < self.p
+
+
+def test_a_stacked_batch_draws_a_planned_ops_python_numbers_from_the_samples_streams(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stacked: list[str] = []
+    load_stacked = ImageDataset.load_stacked
+
+    def recorded(self: ImageDataset, keys: list) -> object:
+        samples = load_stacked(self, keys)
+        stacked.append(type(samples).__name__)
+        return samples
+
+    monkeypatch.setattr(ImageDataset, "load_stacked", recorded)
+    geometry = T.Compose([T.RandomResizedCrop(32), _PythonFlip()])
+    dataset = fastload.ImageFolder(folder, geometry)
+    assert dataset.transform_split.draws_python
+    want = _epoch(_loader(dataset, kind="process", workers=2))
+    random.seed(0)  # the process's own stream: no sample draws from it
+    assert _same(_epoch(_loader(dataset, kind="thread", workers=2)), want)
+    assert set(stacked) == {"StackedSamples"}
