@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import resource
 import sys
 from pathlib import Path
 
@@ -80,3 +81,19 @@ def test_an_unbuilt_reader_reads_many_with_os(
     path.write_bytes(b"some bytes")
     monkeypatch.setitem(sys.modules, FILES_KERNEL, None)
     assert read_files([str(path), str(tmp_path / "missing")]) == [b"some bytes", None]
+
+
+def test_a_batch_larger_than_the_descriptors_left_is_read_whole(tmp_path: Path) -> None:
+    paths = []
+    for k in range(300):
+        path = tmp_path / f"{k}.jpg"
+        path.write_bytes(k.to_bytes(2, "little") * 50)
+        paths.append(str(path))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 80, hard))  # room for 64, not 300
+    try:
+        found = files.read_many(paths)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert found == [k.to_bytes(2, "little") * 50 for k in range(300)]

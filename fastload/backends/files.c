@@ -95,6 +95,8 @@ read_file(PyObject *self, PyObject *args)
     return out;
 }
 
+#define MANY_OPEN 64
+
 /* The files of read_many(), while they are read. */
 typedef struct {
     PyObject *name; /* the path, from PyUnicode_FSConverter */
@@ -151,8 +153,8 @@ read_all_files(Pending *files, Py_ssize_t n, int *whole)
 
 PyDoc_STRVAR(read_many_doc,
              "read_many(paths) -> list[bytes | None]\n\n"
-             "read() for each path of a list, the GIL let go twice for all of them (once to\n"
-             "open and size them, once to read and close them). None for a file that could\n"
+             "read() for each path of a list, the GIL let go twice for each 64 of them (once\n"
+             "to open and size them, once to read and close them). None for a file that could\n"
              "not be opened or read, is not a regular file, or changed size while read:\n"
              "read() on it alone reads it, or raises the error.");
 
@@ -176,16 +178,22 @@ read_many(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < n; k++)
         if (!PyUnicode_FSConverter(PyList_GET_ITEM(paths, k), &files[k].name))
             goto done;
-    Py_BEGIN_ALLOW_THREADS
-    open_all(files, n);
-    Py_END_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (files[k].fd >= 0 &&
-            (files[k].bytes = PyBytes_FromStringAndSize(NULL, files[k].size)) == NULL)
-            goto done;
-    Py_BEGIN_ALLOW_THREADS
-    read_all_files(files, n, whole);
-    Py_END_ALLOW_THREADS
+    /* MANY_OPEN files at a time: a large batch must not hold more descriptors open than the
+     * process may have (1,024 by default) */
+    for (Py_ssize_t start = 0; start < n; start += MANY_OPEN) {
+        Py_ssize_t count = n - start < MANY_OPEN ? n - start : MANY_OPEN;
+        Pending *chunk = files + start;
+        Py_BEGIN_ALLOW_THREADS
+        open_all(chunk, count);
+        Py_END_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < count; k++)
+            if (chunk[k].fd >= 0 &&
+                (chunk[k].bytes = PyBytes_FromStringAndSize(NULL, chunk[k].size)) == NULL)
+                goto done;
+        Py_BEGIN_ALLOW_THREADS
+        read_all_files(chunk, count, whole + start);
+        Py_END_ALLOW_THREADS
+    }
     out = PyList_New(n);
     for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
         PyObject *item = whole[k] ? files[k].bytes : Py_None;

@@ -612,7 +612,15 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
     for (Py_ssize_t k = 0; k < n; k++) {
         ManyJob *j = &parsed[k];
         Py_ssize_t slot;
-        int ok = PyArg_ParseTuple(PyList_GET_ITEM(jobs, k),
+        PyObject *item = PyList_GET_ITEM(jobs, k);
+        if (!PyTuple_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "job %zd is a %.100s, not a tuple", k,
+                         Py_TYPE(item)->tp_name);
+            for (Py_ssize_t i = 0; i < k; i++)
+                PyBuffer_Release(&parsed[i].data);
+            return -1;
+        }
+        int ok = PyArg_ParseTuple(item,
                                   "y*iLLLLLiippn:decode_resized_many job", &j->data, &j->reduce,
                                   &j->x0, &j->y0, &j->x1, &j->y1, &j->max_pixels, &j->width,
                                   &j->height, &j->cubic, &j->mirror, &slot);

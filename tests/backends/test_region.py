@@ -9,6 +9,7 @@ says why and how to get it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -331,6 +332,9 @@ def test_many_files_decoded_into_a_batch_are_each_decoded_alone(
     assert (out[3] == 7).all() and (out[5] == 7).all()  # the failed file's slot untouched
     with pytest.raises(ValueError, match=r"bad job 0: .* in slot 6 of 216000 output bytes"):
         decoder.decode_jpeg_resized_many([(6, *jobs[0][1:])], out, max_pixels=LIMIT)
+    compiled = importlib.import_module(region.EXTENSION)
+    with pytest.raises(TypeError, match="job 0 is a list, not a tuple"):
+        compiled.decode_resized_many([[0]], out)
     with pytest.raises(TypeError):  # a read-only batch
         out.flags.writeable = False
         decoder.decode_jpeg_resized_many(jobs[:1], out, max_pixels=LIMIT)
