@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastload import backends, errors
+from fastload import backends, errors, stacked
 from fastload.backends.base import (
     JpegPlan,
     check_header,
@@ -182,9 +182,16 @@ class ImageDataset(Dataset):
         with seeded(getattr(index, "seed", None)):
             return self._load(int(index))
 
-    def __getitems__(self, indices: list[int]) -> list[Any]:
+    def __getitems__(self, indices: list[int]) -> Any:
         # torch's fetcher calls this with a whole batch: a KeyedBatch's seed goes on with the
-        # samples, to the collate function, for the batch ops
+        # samples, to the collate function, for the batch ops; in a worker process of a
+        # loader whose collate chain takes them, the batch is decoded stacked
+        if stacked.welcomed() and self._stackable(indices):
+            return self._load_stacked(indices)
+        return self._each(indices)
+
+    def _each(self, indices: list[int]) -> list[Any]:
+        """The samples of a batch, each loaded alone."""
         with streams_kept():
             samples = [self[i] for i in indices]
         seed = getattr(indices, "seed", None)
@@ -207,7 +214,9 @@ class ImageDataset(Dataset):
         """``__getitems__(keys)``, with the images decoded straight into one batch tensor
         where they can be: a :class:`~fastload.stacked.StackedSamples`, which fastload's
         collate links take as the batch (thread workers ask for it, see
-        ``fastload.loader.threads``). The same samples, pixels and draws as ``__getitems__``.
+        ``fastload.loader.threads``, and worker processes through ``__getitems__``, see
+        :func:`fastload.stacked.welcome`). The same samples, pixels and draws as each loaded
+        alone.
 
         It can be done where every key carries its seed (:class:`~fastload.sampling.SampleKey`),
         the transform is all fused with decoding, and the backend decodes many JPEGs at once
@@ -217,7 +226,10 @@ class ImageDataset(Dataset):
         back as a list.
         """
         if not self._stackable(keys):
-            return self.__getitems__(keys)
+            return self.__getitems__(keys)  # a subclass's own, or each sample alone
+        return self._load_stacked(keys)
+
+    def _load_stacked(self, keys: list[Any]) -> Any:
         with streams_kept():
             reads = self.read_samples([int(k) for k in keys])
             plans, targets = self._plan_stacked(keys, reads)
@@ -230,9 +242,12 @@ class ImageDataset(Dataset):
             return self._stacked(keys, reads, targets, out, written)
 
     def _stackable(self, keys: list[Any]) -> bool:
-        split = self._split
+        split, kind = self._split, type(self)
         return (
             self.stacks_samples
+            # a subclass that makes its samples (or batches) otherwise is asked for them
+            and kind.__getitem__ is ImageDataset.__getitem__
+            and kind.__getitems__ is ImageDataset.__getitems__
             and bool(keys)
             and self._plan is not None
             and split.pil is None

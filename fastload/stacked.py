@@ -17,7 +17,9 @@ from typing import Any, overload
 import torch
 from torch.utils.data import default_collate
 
-__all__ = ["StackedSamples", "takes_stacked"]
+__all__ = ["StackedSamples", "takes_stacked", "welcome", "welcomed"]
+
+_WELCOME = False  # set in a worker process by its start (fastload.loader.workers)
 
 
 class StackedSamples(Sequence[Any]):
@@ -62,3 +64,17 @@ def takes_stacked(collate_fn: Callable[[Any], Any]) -> bool:
     :class:`StackedSamples` as they are: every link between it and ``default_collate`` knows
     them."""
     return bool(getattr(collate_fn, "takes_stacked", False))
+
+
+def welcome(flag: bool) -> None:
+    """Say, in a worker process, whether its loader's collate chain takes
+    :class:`StackedSamples` (:func:`takes_stacked`): a fastload dataset's ``__getitems__``
+    then hands its batches stacked. A worker process serves one loader, so the answer is the
+    process's; thread workers ask for them in their own fetcher instead."""
+    global _WELCOME
+    _WELCOME = flag
+
+
+def welcomed() -> bool:
+    """Whether :func:`welcome` said so in this process."""
+    return _WELCOME

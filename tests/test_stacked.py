@@ -191,3 +191,82 @@ def test_samples_loaded_alone_are_read_and_their_targets_transformed_once(
         assert _equal(list(got), list(want))
         assert sorted(seen) == sorted(label for _, label in want)  # each sample's once
         assert opened == []  # the batch's files read once, together
+
+
+class _Noted(fastload.ImageFolder):
+    """Notes, in a file, each batch read together (by the stacked path only)."""
+
+    notes: Path
+
+    def read_samples(self, indices: list[int]) -> Any:
+        with open(self.notes, "a") as notes:
+            notes.write(f"{len(indices)}\n")
+        return super().read_samples(indices)
+
+
+def test_worker_processes_stack_batches_where_the_collate_chain_takes_them(
+    tmp_path: Path,
+) -> None:
+    dataset = _Noted(_folder(tmp_path / "set", count=20), T.RandomResizedCrop(48))
+    dataset.notes = tmp_path / "notes"
+
+    def epoch(workers: int, **options: Any) -> list[Any]:
+        loader = fastload.DataLoader(
+            dataset,
+            batch_size=4,
+            shuffle=True,
+            num_workers=workers,
+            generator=torch.Generator().manual_seed(3),
+            **options,
+        )
+        return [batch for batch in loader]
+
+    alone = epoch(0)  # the main process: each sample loaded alone
+    assert not dataset.notes.exists()
+    assert _equal(epoch(2), alone)
+    assert set(dataset.notes.read_text().split()) == {"4"}
+    dataset.notes.unlink()
+    assert _equal(epoch(2, collate_fn=lambda b: default_collate(b)), alone)  # the user's
+    assert not dataset.notes.exists()
+
+
+class _WithIndex(fastload.ImageFolder):
+    """A user's subclass that makes its samples its own way."""
+
+    def __getitem__(self, index: Any) -> Any:
+        image, label = super().__getitem__(index)
+        return image, label, int(index)
+
+
+class _Reversed(fastload.ImageFolder):
+    """A user's subclass that makes its batches its own way."""
+
+    def __getitems__(self, indices: list[Any]) -> Any:
+        return list(reversed(super().__getitems__(indices)))
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_a_subclass_making_its_own_samples_or_batches_is_asked_for_them(
+    tmp_path: Path, kind: str
+) -> None:
+    root = _folder(tmp_path, count=12)
+    for cls in (_WithIndex, _Reversed):
+        dataset = cls(root, T.RandomResizedCrop(48), backend="region")
+        keys = _keys(list(range(8)))
+        assert _equal(dataset.load_stacked(keys), dataset.__getitems__(keys))
+
+        def epoch(workers: int, dataset: Any = dataset) -> list[Any]:
+            loader = fastload.DataLoader(
+                dataset,
+                batch_size=4,
+                shuffle=True,
+                num_workers=workers,
+                worker_type=kind,
+                generator=torch.Generator().manual_seed(3),
+            )
+            return [batch for batch in loader]
+
+        batches = epoch(2)
+        assert _equal(batches, epoch(0))
+        if cls is _WithIndex:
+            assert all(len(batch) == 3 for batch in batches)  # its index came along

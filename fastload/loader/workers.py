@@ -35,6 +35,7 @@ from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler
 from fastload.shared_buffers import Returns, RingInit, SlotTable
 from fastload.skipping import SkipReport
+from fastload.stacked import takes_stacked, welcome
 
 __all__ = ["WorkerPath", "dead_workers"]
 
@@ -103,7 +104,9 @@ class WorkerPath:
             pinned=bool(loader.pin_memory),
         )
         if not plan.threads:
-            arguments["worker_init_fn"] = _WorkerStart(loader.worker_init_fn)
+            start = _WorkerStart(loader.worker_init_fn)
+            start.stacked = takes_stacked(arguments["collate_fn"])
+            arguments["worker_init_fn"] = start
         kind = _ThreadsLoader if plan.threads else _TorchLoader
         self.torch_loader = kind(plan.dataset, **arguments)
 
@@ -235,6 +238,7 @@ class _WorkerStart(RingInit):
     """
 
     collects = True  # whether collection was on in the main process, as the iterator found it
+    stacked = False  # whether the collate chain takes a fastload dataset's stacked batches
 
     def __call__(self, worker_id: int) -> None:
         gc.freeze()
@@ -242,6 +246,7 @@ class _WorkerStart(RingInit):
             gc.enable()
         else:
             gc.disable()
+        welcome(self.stacked)
         super().__call__(worker_id)
 
 
