@@ -394,20 +394,26 @@ def test_ranks_under_ddp_get_the_processes_batches_from_their_own_shard(
     assert not set(ranks[0]["indices"]) & set(ranks[1]["indices"])
 
 
-def test_a_batch_is_decoded_into_one_tensor_where_the_collate_takes_it_so(
-    folder: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """torch's collate: the batch is asked of ``load_stacked`` (no tensor a sample); a collate
-    of the user's gets the samples as ``__getitems__`` makes them; the same batches."""
-    stacked: list[str] = []
+@pytest.fixture
+def stacked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What each batch a thread asked of ``load_stacked`` came back as."""
+    made: list[str] = []
     load_stacked = ImageDataset.load_stacked
 
     def recorded(self: ImageDataset, keys: list) -> object:
         samples = load_stacked(self, keys)
-        stacked.append(type(samples).__name__)
+        made.append(type(samples).__name__)
         return samples
 
     monkeypatch.setattr(ImageDataset, "load_stacked", recorded)
+    return made
+
+
+def test_a_batch_is_decoded_into_one_tensor_where_the_collate_takes_it_so(
+    folder: Path, stacked: list[str]
+) -> None:
+    """torch's collate: the batch is asked of ``load_stacked`` (no tensor a sample); a collate
+    of the user's gets the samples as ``__getitems__`` makes them; the same batches."""
     dataset = _dataset(folder)
     want = _epoch(_loader(dataset, kind="process", workers=0))  # each sample alone
     stacked.clear()
@@ -426,21 +432,12 @@ class _PythonFlip(T.RandomHorizontalFlip):
 
 
 def test_a_stacked_batch_draws_a_planned_ops_python_numbers_from_the_samples_streams(
-    folder: Path, monkeypatch: pytest.MonkeyPatch
+    folder: Path, stacked: list[str]
 ) -> None:
-    stacked: list[str] = []
-    load_stacked = ImageDataset.load_stacked
-
-    def recorded(self: ImageDataset, keys: list) -> object:
-        samples = load_stacked(self, keys)
-        stacked.append(type(samples).__name__)
-        return samples
-
-    monkeypatch.setattr(ImageDataset, "load_stacked", recorded)
     geometry = T.Compose([T.RandomResizedCrop(32), _PythonFlip()])
     dataset = fastload.ImageFolder(folder, geometry)
     assert dataset.transform_split.draws_python
-    want = _epoch(_loader(dataset, kind="process", workers=2))
+    want = _epoch(_loader(dataset, kind="process", workers=0))  # each sample alone
     random.seed(0)  # the process's own stream: no sample draws from it
     assert _same(_epoch(_loader(dataset, kind="thread", workers=2)), want)
     assert set(stacked) == {"StackedSamples"}
