@@ -15,8 +15,9 @@ each kind's float32 row is also set against its own uint8 row (issue 52: float32
 cost of uint8).
 
 Two more rows bound what any kind of worker could give: "one core" runs the samples' own work
-(read, decode fused with the crop, the copy into a batch slot, and for float32 the loaders'
-normalize of each full batch) in a loop on one core with no loader at all; ``N`` times it is
+a batch at a time, as the workers make them (read, decode fused with the crop into the batch's
+slots: ``ImageDataset.load_stacked``; for float32 the loaders' normalize of each batch) in a
+loop on one core with no loader at all; ``N`` times it is
 the ceiling for ``N`` workers on ``N`` free cores, and the report says which share of it each
 kind reaches.
 
@@ -105,32 +106,38 @@ def _dali_batches(root: Path, workers: int, batch: int) -> Any:
 
 
 def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, Any]:
-    """The samples' own work in a loop on one core, no loader: images/s."""
+    """The samples' own work in a loop on one core, no loader: images/s. A batch at a time,
+    as the workers make them (``load_stacked``: decoded into one batch tensor where it can)."""
     import fastload
     from fastload import gpu
     from fastload import transforms as T
-    from fastload.sampling import SampleKey
+    from fastload.sampling import KeyedBatch, SampleKey
+    from fastload.stacked import StackedSamples
 
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     torch.set_num_threads(1)
     geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     dataset = fastload.ImageFolder(root, geometry)
-    slots = torch.empty(batch, 3, 224, 224, dtype=torch.uint8)
     order = torch.randint(0, len(dataset), (1 << 20,), generator=torch.Generator().manual_seed(0))
 
-    def one(k: int) -> None:
-        image, _ = dataset[SampleKey(int(order[k]), seed=k)]  # drawn from a seed of its own
-        slots[k % batch] = image
-        if dtype == "float32" and k % batch == batch - 1:  # the loaders' kernel, a batch at once
-            gpu.functional.normalize(slots, MEAN, STD)
+    def one(n: int) -> None:
+        first = n * batch  # each sample drawn from a seed of its own
+        keys = [SampleKey(int(order[k % len(order)]), seed=k) for k in range(first, first + batch)]
+        samples = dataset.load_stacked(KeyedBatch(keys, n))
+        if isinstance(samples, StackedSamples):
+            images = samples.images
+        else:
+            images = torch.stack([image for image, _ in samples])
+        if dtype == "float32":  # the loaders' kernel, a batch at once
+            gpu.functional.normalize(images, MEAN, STD)
 
-    for k in range(3 * batch):  # warm-up, as the loaders' rows: files cached, code run once
-        one(len(order) - 1 - k)
+    for n in range(3):  # warm-up, as the loaders' rows: files cached, code run once
+        one(len(order) // batch - 1 - n)
     seen, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
         one(seen)
         seen += 1
-    return {"rate": seen / elapsed, "mib": _peak_kib(os.getpid()) / 1024, "dtype": dtype}
+    return {"rate": seen * batch / elapsed, "mib": _peak_kib(os.getpid()) / 1024, "dtype": dtype}
 
 
 def _gil_share(pid: int, seconds: float) -> subprocess.Popen[bytes]:
