@@ -17,6 +17,7 @@ from fastload.loader.plan import WorkerPlan
 from fastload.ray.watch import needs
 from fastload.sampling import KeyedBatch, SampleKey
 from fastload.skipping import Skipped
+from fastload.stacked import StackedSamples
 
 __all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches", "task_stage"]
 
@@ -172,8 +173,7 @@ def read_batches(
             ),
             int(rows["batch_seed"][k]),
         )
-        getitems = getattr(reader, "__getitems__", None)
-        samples = list(getitems(keys) if getitems is not None else (reader[i] for i in keys))
+        samples = _samples(reader, keys)
         part = _batch_columns(samples, skipping, stage, int(rows["batch_seed"][k]))
         size = len(part["image"])
         part["batch"] = np.full(size, int(rows["batch"][k]), np.int64)
@@ -190,14 +190,17 @@ def _batch_columns(
     """One batch's samples, collated and through ``stage``, as columns (see
     :func:`read_batches`)."""
 
-    def collated(good: list[Any]) -> dict[str, np.ndarray]:
-        batch = default_collate(good)
+    def collated(good: Any) -> dict[str, np.ndarray]:
+        batch = good.collated() if isinstance(good, StackedSamples) else default_collate(good)
         if stage is None:
             return _columns(batch, nhwc=False)
         return _columns(stage(batch, seed=seed), nhwc=stage.channels_last)
 
     if not skipping:
         return collated(samples)
+    if isinstance(samples, StackedSamples):  # made only of samples that were read
+        columns = collated(samples)
+        return {**columns, "kept": np.ones(len(samples), bool), "skipped": _report(len(samples))}
     good = [s for s in samples if not isinstance(s, Skipped)]
     dropped = [[s.path, s.reason] for s in samples if isinstance(s, Skipped)]
     if good:
@@ -206,9 +209,24 @@ def _batch_columns(
     else:  # nothing to collate: one row that only carries the report
         columns = {"image": np.zeros((1, 1, 1, 1), np.uint8), "label": np.zeros(1, np.int64)}
         kept = np.zeros(1, bool)
-    report = np.full(len(kept), "", dtype=object)
+    return {**columns, "kept": kept, "skipped": _report(len(kept), dropped)}
+
+
+def _report(rows: int, dropped: list[list[str]] | None = None) -> np.ndarray:
+    """The ``skipped`` column: the batch's unreadable files as JSON on its first row."""
+    report = np.full(rows, "", dtype=object)
     report[0] = json.dumps(dropped) if dropped else ""
-    return {**columns, "kept": kept, "skipped": report}
+    return report
+
+
+def _samples(reader: Any, keys: KeyedBatch) -> Any:
+    """A batch's samples: decoded straight into one tensor where a fastload dataset can
+    (``load_stacked``), else as its ``__getitems__`` or indexing makes them."""
+    load_stacked = getattr(reader, "load_stacked", None)
+    if load_stacked is not None:
+        return load_stacked(keys)
+    getitems = getattr(reader, "__getitems__", None)
+    return list(getitems(keys) if getitems is not None else (reader[i] for i in keys))
 
 
 def _dataset(ref: Any) -> Any:
