@@ -11,6 +11,7 @@ for code that iterates it, and that fastload's own collate links, which know it,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -19,7 +20,7 @@ from torch.utils.data import default_collate
 
 __all__ = ["StackedSamples", "takes_stacked", "welcome", "welcomed"]
 
-_WELCOME = False  # set in a worker process by its start (fastload.loader.workers)
+_LOCAL = threading.local()  # whether stacked samples are welcome, per thread
 
 
 class StackedSamples(Sequence[Any]):
@@ -67,14 +68,13 @@ def takes_stacked(collate_fn: Callable[[Any], Any]) -> bool:
 
 
 def welcome(flag: bool) -> None:
-    """Say, in a worker process, whether its loader's collate chain takes
+    """Say, in the thread that fetches a loader's batches through torch's fetcher (a worker
+    process's, or the loader's own with no workers), whether the loader's collate chain takes
     :class:`StackedSamples` (:func:`takes_stacked`): a fastload dataset's ``__getitems__``
-    then hands its batches stacked. A worker process serves one loader, so the answer is the
-    process's; thread workers ask for them in their own fetcher instead."""
-    global _WELCOME
-    _WELCOME = flag
+    then hands its batches stacked. Thread workers ask for them in their own fetcher."""
+    _LOCAL.welcome = flag
 
 
 def welcomed() -> bool:
-    """Whether :func:`welcome` said so in this process."""
-    return _WELCOME
+    """Whether :func:`welcome` said so in the calling thread."""
+    return bool(getattr(_LOCAL, "welcome", False))

@@ -17,7 +17,7 @@ from fastload import transforms as T
 from fastload.backends.region import RegionBackend
 from fastload.sampling import KeyedBatch, SampleKey
 from fastload.skipping import Skipped
-from fastload.stacked import StackedSamples
+from fastload.stacked import StackedSamples, welcomed
 from tests.images import jpeg_bytes, photo, png_bytes, with_orientation
 
 
@@ -204,7 +204,7 @@ class _Noted(fastload.ImageFolder):
         return super().read_samples(indices)
 
 
-def test_worker_processes_stack_batches_where_the_collate_chain_takes_them(
+def test_loaders_stack_batches_where_the_collate_chain_takes_them(
     tmp_path: Path,
 ) -> None:
     dataset = _Noted(_folder(tmp_path / "set", count=20), T.RandomResizedCrop(48))
@@ -221,13 +221,15 @@ def test_worker_processes_stack_batches_where_the_collate_chain_takes_them(
         )
         return [batch for batch in loader]
 
-    alone = epoch(0)  # the main process: each sample loaded alone
+    alone = epoch(0, collate_fn=lambda b: default_collate(b))  # the user's: each alone
     assert not dataset.notes.exists()
-    assert _equal(epoch(2), alone)
-    assert set(dataset.notes.read_text().split()) == {"4"}
-    dataset.notes.unlink()
-    assert _equal(epoch(2, collate_fn=lambda b: default_collate(b)), alone)  # the user's
+    for workers in (2, 0):  # worker processes, and the loader's own process
+        assert _equal(epoch(workers), alone)
+        assert set(dataset.notes.read_text().split()) == {"4"}
+        dataset.notes.unlink()
+    assert _equal(epoch(2, collate_fn=lambda b: default_collate(b)), alone)
     assert not dataset.notes.exists()
+    assert not welcomed()  # the main thread's own say is put back
 
 
 class _WithIndex(fastload.ImageFolder):

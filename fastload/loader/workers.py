@@ -35,7 +35,7 @@ from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler
 from fastload.shared_buffers import Returns, RingInit, SlotTable
 from fastload.skipping import SkipReport
-from fastload.stacked import takes_stacked, welcome
+from fastload.stacked import takes_stacked, welcome, welcomed
 
 __all__ = ["WorkerPath", "dead_workers"]
 
@@ -178,14 +178,17 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
         super().__init__(loader)
         # the batch being made and those the consumer holds (a previous one, one it keeps)
         self._ring = buffers.BatchRing(3)
+        self._stacked = takes_stacked(loader.collate_fn)
 
     def _next_data(self) -> Any:
-        outer = buffers.current()
+        outer, welcomed_before = buffers.current(), welcomed()
         buffers.use(self._ring)
+        welcome(self._stacked)  # a fastload dataset's batches come stacked, for this fetch
         try:
             return super()._next_data()
         finally:
             buffers.use(outer)
+            welcome(welcomed_before)
 
 
 class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):

@@ -394,6 +394,11 @@ def test_ranks_under_ddp_get_the_processes_batches_from_their_own_shard(
     assert not set(ranks[0]["indices"]) & set(ranks[1]["indices"])
 
 
+def _alone(dataset: object) -> fastload.DataLoader:
+    """The loader's own process, with a collate of the user's: each sample loaded alone."""
+    return _loader(dataset, kind="process", workers=0, collate_fn=lambda b: default_collate(b))
+
+
 @pytest.fixture
 def stacked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What each batch a thread asked of ``load_stacked`` came back as."""
@@ -415,7 +420,7 @@ def test_a_batch_is_decoded_into_one_tensor_where_the_collate_takes_it_so(
     """torch's collate: the batch is asked of ``load_stacked`` (no tensor a sample); a collate
     of the user's gets the samples as ``__getitems__`` makes them; the same batches."""
     dataset = _dataset(folder)
-    want = _epoch(_loader(dataset, kind="process", workers=0))  # each sample alone
+    want = _epoch(_alone(dataset))
     stacked.clear()
     assert _same(_epoch(_loader(dataset, kind="thread", workers=2)), want)
     assert stacked and set(stacked) == {"StackedSamples"}
@@ -437,7 +442,7 @@ def test_a_stacked_batch_draws_a_planned_ops_python_numbers_from_the_samples_str
     geometry = T.Compose([T.RandomResizedCrop(32), _PythonFlip()])
     dataset = fastload.ImageFolder(folder, geometry)
     assert dataset.transform_split.draws_python
-    want = _epoch(_loader(dataset, kind="process", workers=0))  # each sample alone
+    want = _epoch(_alone(dataset))
     random.seed(0)  # the process's own stream: no sample draws from it
     assert _same(_epoch(_loader(dataset, kind="thread", workers=2)), want)
     assert set(stacked) == {"StackedSamples"}
