@@ -2,10 +2,10 @@
 
 A :class:`View` says which region of the source image (``box``, continuous pixel coordinates)
 is shown at what output size, mirrored or not. :func:`resample` turns a decoded array into
-that view in one pass (torch's antialiased kernel's numbers when shrinking, computed by
-fastload's own compiled copy of it, ``resizing.c``, where it was built; OpenCV's when enlarging),
-from a window of the source when a decoder gave only part of it; :func:`source_window` says
-which part it reads, and :func:`visible_part` where a padded view meets the image. The
+that view in one pass (torch's antialiased kernel's numbers, shrinking or enlarging, computed
+by fastload's own compiled copy of it, ``resizing.c``, where it was built), from a window of
+the source when a decoder gave only part of it; :func:`source_window` says which part it
+reads, and :func:`visible_part` where a padded view meets the image. The
 per-sample ops (:mod:`fastload.transforms`) plan views; the backends import this module to
 render them.
 """
@@ -31,6 +31,7 @@ __all__ = [
     "apply_planned",
     "interpolation_name",
     "kernel_box",
+    "kernel_span",
     "render",
     "resample",
     "source_window",
@@ -123,10 +124,10 @@ def resample(
       CenterCrop) is resized as a whole, then sliced: the same order as torchvision;
     * any other box is sampled directly with an affine warp (no antialiasing).
 
-    Shrinking with ``antialias`` gives torch's antialiased kernel's pixels (the one torchvision
-    uses; computed by ``resizing.c`` where it was built, by torch where not);
-    enlarging and ``antialias=False`` use OpenCV. Parts of ``box`` outside the array are
-    zeros, like torchvision's padding.
+    Resizing with ``antialias``, shrinking or enlarging, gives torch's antialiased kernel's
+    pixels (what torchvision's ``resize`` of a tensor gives; computed by ``resizing.c`` where
+    it was built, by torch where not); ``antialias=False`` uses OpenCV. Parts of ``box``
+    outside the array are zeros, like torchvision's padding.
 
     Args:
         array: The source pixels, H x W x C, channels last.
@@ -265,10 +266,9 @@ def kernel_box(
     antialias: bool = True,
     scale: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[int, int, int, int] | None:
-    """The pixels :func:`resample` shrinks with the antialiased kernel to render ``box``, when
-    that is all it does (a box on whole pixels, shrunk on an axis at least, bilinear or
-    bicubic): a decoder that resizes what it decoded with the same kernel (``resizing.h``)
-    gives the same pixels.
+    """The pixels :func:`resample` resizes with the antialiased kernel to render ``box``, when
+    that is all it does (a box on whole pixels, bilinear or bicubic): a decoder that resizes
+    what it decoded with the same kernel (``resizing.h``) gives the same pixels.
 
     Args:
         box: (x0, y0, x1, y1) in source coordinates, as for :func:`resample`.
@@ -286,10 +286,53 @@ def kernel_box(
     method, (x0, y0, x1, y1) = _sampling(box, scale, None, cols, rows, width, height)
     if method != "slice" or not antialias or interpolation_name(interpolation) == "nearest":
         return None
-    region = round(x0), round(y0), round(x1), round(y1)
-    if width < region[2] - region[0] or height < region[3] - region[1]:
-        return region
-    return None
+    return round(x0), round(y0), round(x1), round(y1)
+
+
+def kernel_span(
+    box: tuple[float, float, float, float],
+    size: tuple[int, int],
+    width: int,
+    height: int,
+    *,
+    interpolation: str = "bilinear",
+    antialias: bool = True,
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> tuple[float, float, float, float] | None:
+    """The span of an array decoded at a reduced DCT scale that ``box`` falls on between
+    pixels, for a decoder whose antialiased kernel takes such a span (the region decoder's
+    ``resizing.h``: the kernel centred where torch's would be on the full-size crop, reading
+    only the whole pixels that cover the span) in place of :func:`resample`'s affine warp,
+    which does not filter. Only where that warp is what :func:`resample` would do, ``scale``
+    is below 1, and the span shrinks on an axis at least.
+
+    Args:
+        box: (x0, y0, x1, y1) in source coordinates, as for :func:`resample`.
+        size: The whole array's (width, height).
+        width: Output width.
+        height: Output height.
+        interpolation: As for :func:`resample`.
+        antialias: As for :func:`resample`.
+        scale: As for :func:`resample`.
+
+    Returns:
+        (x0, y0, x1, y1) in array pixels, ends on whole pixels made whole numbers; ``None`` for
+        any other rendering.
+    """
+    if scale[0] >= 1.0 and scale[1] >= 1.0:
+        return None  # a full-size box between pixels keeps the warp: it is not a decode's doing
+    cols, rows = size
+    method, (x0, y0, x1, y1) = _sampling(box, scale, None, cols, rows, width, height)
+    if method != "warp" or not antialias or interpolation_name(interpolation) == "nearest":
+        return None
+    if width >= x1 - x0 and height >= y1 - y0:
+        return None
+    return _snapped(x0), _snapped(y0), _snapped(x1), _snapped(y1)
+
+
+def _snapped(value: float) -> float:
+    """``value``, made a whole number where it lies on one within rounding."""
+    return float(round(value)) if whole_pixels(value) else value
 
 
 def whole_pixels(*values: float) -> bool:
@@ -315,7 +358,7 @@ def _resize(
     if (cols, rows) == (width, height):
         region = array[y0:y1, x0:x1]
         return _mirrored(region) if mirror else region
-    if antialias and interpolation != "nearest" and (width < cols or height < rows):
+    if antialias and interpolation != "nearest":
         kernel = _resize_kernel(array)
         if kernel is not None:
             # torch's numbers in one call, the GIL let go once, the mirror written with them

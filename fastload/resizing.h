@@ -63,13 +63,16 @@ axis_free(Axis *axis)
     axis->weights = NULL;
 }
 
-/* 0, or -1 when out of memory. */
+/* The span [start, start + span) of `in` pixels resampled to `out`: torch's weights where
+ * start is 0 and span is `in` (a crop on whole pixels), and where the span falls between pixels
+ * (a crop at a reduced DCT scale) the same kernel centred where torch's would be on the whole
+ * image, reading no pixel outside the `in` that cover the span. 0, or -1 when out of memory. */
 static int
-axis_make(Axis *axis, int in, int out, int cubic)
+axis_make(Axis *axis, int in, int out, int cubic, double start, double span)
 {
     double (*filter)(double) = cubic ? keys : triangle;
     const double interp = cubic ? 4.0 : 2.0;
-    const double scale = (double)in / (double)out;
+    const double scale = span / (double)out;
     const double support = scale >= 1.0 ? (interp * 0.5) * scale : interp * 0.5;
     const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
     /* the most torch reads, then zeros to a multiple of four (weights read two and four at
@@ -88,7 +91,7 @@ axis_make(Axis *axis, int in, int out, int cubic)
     }
     double largest = 0.0;
     for (int i = 0; i < out; i++) {
-        double centre = scale * (i + 0.5), total = 0.0;
+        double centre = start + scale * (i + 0.5), total = 0.0;
         long long first = (long long)(centre - support + 0.5);
         first = first < 0 ? 0 : first;
         long long end = (long long)(centre + support + 0.5);
@@ -348,16 +351,28 @@ typedef struct {
     size_t length;      /* bytes readable from src */
     int in_w, in_h, channels, out_w, out_h, cubic, mirror;
     uint8_t *dst;       /* channels x out_h x out_w */
+    /* the span resized, in the region's pixels: (0, 0, in_w, in_h) for the whole region */
+    double start_x, start_y, span_w, span_h;
 } ResizeJob;
+
+/* Whether an axis needs resampling: anything but the region's pixels one for one. */
+static int
+axis_moves(int in, int out, double start, double span)
+{
+    return in != out || start != 0.0 || span != (double)in;
+}
 
 /* Resize as the job says: 0, or -1 when out of memory. No Python calls: runs without the GIL. */
 static int
 resize_planes(const ResizeJob *job)
 {
     Axis x = {0}, y = {0};
-    const int resize_x = job->in_w != job->out_w, resize_y = job->in_h != job->out_h;
-    if ((resize_x && axis_make(&x, job->in_w, job->out_w, job->cubic) < 0) ||
-        (resize_y && axis_make(&y, job->in_h, job->out_h, job->cubic) < 0)) {
+    const int resize_x = axis_moves(job->in_w, job->out_w, job->start_x, job->span_w);
+    const int resize_y = axis_moves(job->in_h, job->out_h, job->start_y, job->span_h);
+    if ((resize_x &&
+         axis_make(&x, job->in_w, job->out_w, job->cubic, job->start_x, job->span_w) < 0) ||
+        (resize_y &&
+         axis_make(&y, job->in_h, job->out_h, job->cubic, job->start_y, job->span_h) < 0)) {
         axis_free(&x);
         return -1;
     }

@@ -17,9 +17,9 @@ into the next one without drawing, and ``plan(view)`` is the two in turn. The vi
 rendered by :mod:`fastload.resampling`.
 
 Interpolation follows torchvision's names (``InterpolationMode`` members or the strings
-``"nearest"``, ``"bilinear"``, ``"bicubic"``). Shrinking with ``antialias=True`` (the default)
-runs torch's antialiased kernel, the one torchvision uses; enlarging uses OpenCV's filter of the
-same name.
+``"nearest"``, ``"bilinear"``, ``"bicubic"``). Resizing with ``antialias=True`` (the default),
+shrinking or enlarging, runs torch's antialiased kernel, the one torchvision's ``resize`` of a
+tensor runs; ``antialias=False`` uses OpenCV's filter of the same name.
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ def test_a_worker_threads_resample_is_the_main_threads(mirror: bool, interpolati
         torch.from_numpy(threaded)  # a tensor can be made from it: no negative strides
 
 
-def test_resample_shrinks_with_the_kernel_where_it_is_built(
+def test_resample_resizes_with_the_kernel_where_it_is_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[tuple[int, int]] = []
@@ -153,9 +153,13 @@ def test_resample_shrinks_with_the_kernel_where_it_is_built(
     np.testing.assert_array_equal(resample(array, box, 40, 30), want)
     np.testing.assert_array_equal(_in_worker_thread(lambda: resample(array, box, 40, 30)), want)
     assert calls == [(40, 30), (40, 30)]
-    resample(array, box, 320, 240)  # enlarging is OpenCV's
+    # enlarging too, torch's antialiased numbers (torchvision's resize of a tensor)
+    enlarged = _torch(array, 320, 240, "bilinear").transpose(1, 2, 0)
+    np.testing.assert_array_equal(resample(array, box, 320, 240), enlarged)
+    assert calls[-1] == (320, 240)
     resample(array[:, :, :1].repeat(5, axis=2), box, 40, 30)  # 5 channels: torch's
-    assert len(calls) == 2
+    resample(array, box, 320, 240, antialias=False)  # OpenCV's
+    assert len(calls) == 3
 
 
 def test_an_unbuilt_kernel_leaves_the_resize_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,7 +33,7 @@ from fastload._optional import Availability, Requirement, availability
 from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
 from fastload.raw_pixels import ppm_pixels
-from fastload.resampling import View, kernel_box, resample, source_window
+from fastload.resampling import View, kernel_box, kernel_span, resample, source_window
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -60,6 +60,7 @@ DEFAULT_MAX_PIXELS = 89_478_485
 
 Plan = Callable[[View], View]
 Window = tuple[int, int, int, int]
+Box = tuple[float, float, float, float]
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class Backend(ABC):
         self,
         data: bytes,
         reduce: int,
-        box: Window,
+        box: Box,
         width: int,
         height: int,
         *,
@@ -172,14 +173,17 @@ class Backend(ABC):
         (:meth:`decode_jpeg_region`), then resamples the same way.
 
         Asked only where that is all the shared path would do (see
-        ``fastload.resampling.kernel_box``). A backend that can do it without handing the
-        decoded pixels back to Python in between overrides this (the region backend).
+        ``fastload.resampling.kernel_box``), and for a box at a reduced scale that falls
+        between pixels (``fastload.resampling.kernel_span``), which the shared path warps
+        without filtering: a backend that answers filters it, its kernel centred on the box's
+        own positions. A backend that can do it without handing the decoded pixels back to
+        Python in between overrides this (the region backend).
 
         Args:
             data: The JPEG bytes (their header already checked, ``max_pixels`` included).
             reduce: 1, 2, 4 or 8, as for :meth:`decode_jpeg`.
             box: (x0, y0, x1, y1), end exclusive, in pixels of the image at 1/``reduce``
-                scale: exactly the pixels to resize.
+                scale: exactly the pixels to resize, or a span between them.
             width: The output width.
             height: The output height.
             interpolation: ``"bilinear"`` or ``"bicubic"``.
@@ -402,8 +406,10 @@ class JpegPlan:
         interpolation: The resize's interpolation.
         mirror: Whether the resize writes the view's left-right mirror (none is left for
             after, where no transpose comes first).
-        region: The whole-pixel box of the scaled image that only needs shrinking with the
-            antialiased kernel (``fastload.resampling.kernel_box``), ``None`` when the resize
+        region: The box of the scaled image that only needs shrinking with the antialiased
+            kernel: on whole pixels (``fastload.resampling.kernel_box``), or, at a reduced DCT
+            scale, between them (``fastload.resampling.kernel_span``: a backend that decodes
+            such a span itself filters it, the shared path warps it); ``None`` when the resize
             is more than that.
     """
 
@@ -413,7 +419,7 @@ class JpegPlan:
     scale: tuple[float, float]
     interpolation: str
     mirror: bool
-    region: Window | None
+    region: Box | None
 
     @property
     def oriented_after(self) -> bool:
@@ -451,15 +457,10 @@ def plan_jpeg(info: ImageInfo, plan: Plan | None, render: dict[str, Any]) -> Jpe
     scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
     interpolation = render.get("interpolation", "bilinear")
     scale = (scaled[0] / width, scaled[1] / height)
-    region = kernel_box(
-        box,
-        scaled,
-        out_w,
-        out_h,
-        interpolation=interpolation,
-        antialias=render.get("antialias", True),
-        scale=scale,
-    )
+    options = {"interpolation": interpolation, "antialias": render.get("antialias", True)}
+    region: Box | None = kernel_box(box, scaled, out_w, out_h, scale=scale, **options)
+    if region is None:
+        region = kernel_span(box, scaled, out_w, out_h, scale=scale, **options)
     # a mirror before any transpose is the resize's to write
     mirror = stored.mirror_lr and not stored.transpose
     return JpegPlan(stored, reduce, scaled, scale, interpolation, mirror, region)

@@ -513,11 +513,13 @@ decode(PyObject *module, PyObject *args)
  * into `out` (3 x height x width). 0 and the region's facts in `r` (its pixels freed), or
  * FAILED with the reason in `message`, or NO_MEMORY. */
 static int
-decode_box_resized(const unsigned char *data, size_t len, int reduce, long long x0,
-                   long long y0, long long x1, long long y1, long long max_pixels, int width,
-                   int height, int cubic, int mirror, unsigned char *out, Region *r,
-                   char *message)
+decode_box_resized(const unsigned char *data, size_t len, int reduce, const double box[4],
+                   long long max_pixels, int width, int height, int cubic, int mirror,
+                   unsigned char *out, Region *r, char *message)
 {
+    /* the whole pixels that cover the box (the box itself where it lies on whole pixels) */
+    long long x0 = (long long)floor(box[0]), y0 = (long long)floor(box[1]);
+    long long x1 = (long long)ceil(box[2]), y1 = (long long)ceil(box[3]);
     int status = decode_region(data, len, reduce, x0, y0, x1, y1, max_pixels, r, message);
     if (status != 0)
         return status;
@@ -525,13 +527,15 @@ decode_box_resized(const unsigned char *data, size_t len, int reduce, long long 
     if (x0 < r->left || y0 < r->top || x1 > (long long)r->left + r->columns ||
         y1 > (long long)r->top + r->rows) {
         snprintf(message, JMSG_LENGTH_MAX,
-                 "box (%lld, %lld, %lld, %lld) is not inside the %u x %u image", x0, y0, x1, y1,
-                 r->scaled_width, r->scaled_height);
+                 "box (%g, %g, %g, %g) is not inside the %u x %u image", box[0], box[1], box[2],
+                 box[3], r->scaled_width, r->scaled_height);
         status = FAILED;
     } else {
         size_t at = (size_t)(y0 - r->top) * stride + (size_t)(x0 - r->left) * 3;
         ResizeJob job = {r->pixels + at, stride, (size_t)r->rows * stride - at, (int)(x1 - x0),
-                         (int)(y1 - y0), 3, width, height, cubic, mirror, out};
+                         (int)(y1 - y0), 3, width, height, cubic, mirror, out,
+                         box[0] - (double)x0, box[1] - (double)y0, box[2] - box[0],
+                         box[3] - box[1]};
         if (resize_planes(&job) < 0)
             status = NO_MEMORY;
     }
@@ -540,10 +544,13 @@ decode_box_resized(const unsigned char *data, size_t len, int reduce, long long 
     return status;
 }
 
+/* A box refused: empty, reaching before the image, past what a long long holds, or NaN. */
 static int
-bad_box(long long x0, long long y0, long long x1, long long y1, int width, int height)
+bad_box(const double box[4], int width, int height)
 {
-    return width < 1 || height < 1 || x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0;
+    const double most = 9e15; /* whole numbers are exact in a double up to 2**53 */
+    return width < 1 || height < 1 || !(box[0] >= 0.0) || !(box[1] >= 0.0) ||
+           !(box[2] > box[0]) || !(box[3] > box[1]) || !(box[2] < most) || !(box[3] < most);
 }
 
 PyDoc_STRVAR(decode_resized_doc,
@@ -551,7 +558,9 @@ PyDoc_STRVAR(decode_resized_doc,
 "--\n\n"
 "decode(), then columns [x0, x1) and rows [y0, y1) of the scaled image resized to width x\n"
 "height as torch's antialiased bilinear (cubic: bicubic) uint8 resize does, mirrored\n"
-"left-right if asked, all with the GIL let go once. Returns (planes, width, height, mode):\n"
+"left-right if asked, all with the GIL let go once. The box may fall between pixels (floats):\n"
+"then the kernel is centred on the box's own positions and reads the whole pixels that\n"
+"cover it. Returns (planes, width, height, mode):\n"
 "a bytearray of 3 x height x width bytes (channels first), the scaled image's size and\n"
 "decode()'s mode. Raises as decode() does, and ValueError for a box outside the image.");
 
@@ -560,18 +569,23 @@ decode_resized(PyObject *module, PyObject *args)
 {
     Py_buffer data;
     int reduce, width, height, cubic, mirror;
-    long long x0, y0, x1, y1, max_pixels;
-    if (!PyArg_ParseTuple(args, "y*iLLLLLiipp:decode_resized", &data, &reduce, &x0, &y0, &x1,
-                          &y1, &max_pixels, &width, &height, &cubic, &mirror))
+    long long max_pixels;
+    double box[4];
+    if (!PyArg_ParseTuple(args, "y*iddddLiipp:decode_resized", &data, &reduce, &box[0],
+                          &box[1], &box[2], &box[3], &max_pixels, &width, &height, &cubic,
+                          &mirror))
         return NULL;
     if (check_reduce(reduce) < 0) {
         PyBuffer_Release(&data);
         return NULL;
     }
-    if (bad_box(x0, y0, x1, y1, width, height)) {
+    if (bad_box(box, width, height)) {
         PyBuffer_Release(&data);
-        return PyErr_Format(PyExc_ValueError, "bad resize: box (%lld, %lld, %lld, %lld) to %d x %d",
-                            x0, y0, x1, y1, width, height);
+        PyObject *shown = Py_BuildValue("(dddd)", box[0], box[1], box[2], box[3]);
+        if (shown != NULL)
+            PyErr_Format(PyExc_ValueError, "bad resize: box %R to %d x %d", shown, width, height);
+        Py_XDECREF(shown);
+        return NULL;
     }
     PyObject *planes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)3 * width * height);
     if (planes == NULL) {
@@ -583,9 +597,8 @@ decode_resized(PyObject *module, PyObject *args)
     char message[JMSG_LENGTH_MAX];
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = decode_box_resized((const unsigned char *)data.buf, (size_t)data.len, reduce, x0,
-                                y0, x1, y1, max_pixels, width, height, cubic, mirror, out, &r,
-                                message);
+    status = decode_box_resized((const unsigned char *)data.buf, (size_t)data.len, reduce, box,
+                                max_pixels, width, height, cubic, mirror, out, &r, message);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (status != 0) {
@@ -599,7 +612,8 @@ decode_resized(PyObject *module, PyObject *args)
 typedef struct {
     Py_buffer data;
     int reduce, width, height, cubic, mirror;
-    long long x0, y0, x1, y1, max_pixels;
+    long long max_pixels;
+    double box[4];
     Py_ssize_t at; /* where its planes start in the output */
     int status;    /* the mode, or -1: it failed */
 } ManyJob;
@@ -621,19 +635,23 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
             return -1;
         }
         int ok = PyArg_ParseTuple(item,
-                                  "y*iLLLLLiippn:decode_resized_many job", &j->data, &j->reduce,
-                                  &j->x0, &j->y0, &j->x1, &j->y1, &j->max_pixels, &j->width,
-                                  &j->height, &j->cubic, &j->mirror, &slot);
+                                  "y*iddddLiippn:decode_resized_many job", &j->data,
+                                  &j->reduce, &j->box[0], &j->box[1], &j->box[2], &j->box[3],
+                                  &j->max_pixels, &j->width, &j->height, &j->cubic, &j->mirror,
+                                  &slot);
         if (ok) {
             Py_ssize_t size = (Py_ssize_t)3 * j->width * j->height;
             if (check_reduce(j->reduce) < 0)
                 ok = 0;
-            else if (bad_box(j->x0, j->y0, j->x1, j->y1, j->width, j->height) || slot < 0 ||
-                     size > out_len || slot > (out_len - size) / size) {
-                PyErr_Format(PyExc_ValueError,
-                             "bad job %zd: box (%lld, %lld, %lld, %lld) to %d x %d in slot %zd "
-                             "of %zd output bytes",
-                             k, j->x0, j->y0, j->x1, j->y1, j->width, j->height, slot, out_len);
+            else if (bad_box(j->box, j->width, j->height) || slot < 0 || size > out_len ||
+                     slot > (out_len - size) / size) {
+                PyObject *shown = Py_BuildValue("(dddd)", j->box[0], j->box[1], j->box[2],
+                                                j->box[3]);
+                if (shown != NULL)
+                    PyErr_Format(PyExc_ValueError,
+                                 "bad job %zd: box %R to %d x %d in slot %zd of %zd output bytes",
+                                 k, shown, j->width, j->height, slot, out_len);
+                Py_XDECREF(shown);
                 ok = 0;
             }
             if (!ok)
@@ -682,8 +700,8 @@ decode_resized_many(PyObject *module, PyObject *args)
         Region r;
         char message[JMSG_LENGTH_MAX];
         int status = decode_box_resized(
-            (const unsigned char *)j->data.buf, (size_t)j->data.len, j->reduce, j->x0, j->y0,
-            j->x1, j->y1, j->max_pixels, j->width, j->height, j->cubic, j->mirror,
+            (const unsigned char *)j->data.buf, (size_t)j->data.len, j->reduce, j->box,
+            j->max_pixels, j->width, j->height, j->cubic, j->mirror,
             (unsigned char *)out.buf + j->at, &r, message);
         j->status = status == 0 ? r.mode : -1;
     }

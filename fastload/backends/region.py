@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Availability, MissingDependencyError, version_of
-from fastload.backends.base import Backend, Decoded, JpegPlan, Window
+from fastload.backends.base import Backend, Box, Decoded, JpegPlan, Window
 from fastload.backends.registry import register
 
 __all__ = [
@@ -188,7 +188,7 @@ class RegionBackend(Backend):
         self,
         data: bytes,
         reduce: int,
-        box: Window,
+        box: Box,
         width: int,
         height: int,
         *,
