@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -25,11 +24,11 @@ from torch.utils.data import Dataset
 from fastload import backends, errors, stacked
 from fastload.backends.base import (
     JpegPlan,
-    check_header,
     decodes_resized_many,
     plan_jpeg,
     read_file,
     read_files,
+    read_header,
 )
 from fastload.checks import check_choice, check_int
 from fastload.compact import Strings
@@ -315,12 +314,12 @@ class ImageDataset(Dataset):
         """A JPEG's header and plan; ``None`` for any other file, or one whose header fails
         (loaded alone, where its errors are reported)."""
         try:
-            info = check_header(data, max_pixels=self.max_pixels)
+            info, jpeg = read_header(
+                data, max_pixels=self.max_pixels, exif_orientation=self.exif_orientation
+            )
         except ValueError:
             return None
-        if not self.exif_orientation:
-            info = replace(info, orientation=1)
-        if not (info.format == "jpeg" and info.components in (1, 3) and info.pixels):
+        if not jpeg:
             return None
         return info, plan_jpeg(info, self._drawing_plan(), self._split.render or {})
 

@@ -51,6 +51,7 @@ __all__ = [
     "plan_jpeg",
     "read_file",
     "read_files",
+    "read_header",
     "reduce_by_area",
     "to_stored",
 ]
@@ -238,11 +239,9 @@ class Backend(ABC):
         Raises:
             ValueError: The data is not a readable image, or is too large.
         """
-        info = check_header(data, max_pixels=max_pixels)
-        if not exif_orientation:
-            info = replace(info, orientation=1)
+        info, jpeg = read_header(data, max_pixels=max_pixels, exif_orientation=exif_orientation)
         render = render or {}
-        if info.format == "jpeg" and info.components in (1, 3) and info.pixels:
+        if jpeg:
             planned = plan_jpeg(info, plan, render)
             out = self.decode_jpeg_planned(
                 data, info, planned, render=render, max_pixels=max_pixels
@@ -521,6 +520,20 @@ def read_files(paths: list[str]) -> list[bytes | None]:
         except OSError:
             out.append(None)
     return out
+
+
+def read_header(data: bytes, *, max_pixels: int, exif_orientation: bool) -> tuple[ImageInfo, bool]:
+    """The header :meth:`Backend.decode` goes by: :func:`check_header`'s, its orientation
+    dropped without ``exif_orientation``, and whether the JPEG path decodes the file (a grey or
+    colour JPEG whose size the header gives: :func:`plan_jpeg` can plan it).
+
+    Raises:
+        ValueError: As :func:`check_header`.
+    """
+    info = check_header(data, max_pixels=max_pixels)
+    if not exif_orientation:
+        info = replace(info, orientation=1)
+    return info, info.format == "jpeg" and info.components in (1, 3) and bool(info.pixels)
 
 
 def check_header(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageInfo:

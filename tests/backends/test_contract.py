@@ -14,7 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from images import READABLE, UNREADABLE, fault_files, jpeg_bytes, photo, pillow_reference, png16
+from images import (
+    READABLE,
+    UNREADABLE,
+    fault_files,
+    jpeg_bytes,
+    photo,
+    pillow_reference,
+    png16,
+    with_orientation,
+)
 from PIL import Image
 
 import fastload
@@ -238,3 +247,20 @@ def test_files_are_read_whole_whatever_their_size_says(tmp_path: Path) -> None:
         assert status.startswith(b"Name:") and b"VmRSS" in status
     with pytest.raises(FileNotFoundError):
         read_file(str(tmp_path / "missing.jpg"))
+
+
+def test_the_header_says_which_files_the_jpeg_path_decodes() -> None:
+    from fastload.backends.base import read_header
+
+    oriented = with_orientation(photo(64, 48), 6)
+    info, jpeg = read_header(oriented, max_pixels=10**6, exif_orientation=True)
+    assert jpeg and info.orientation == 6 and info.shown_size == (48, 64)
+    info, jpeg = read_header(oriented, max_pixels=10**6, exif_orientation=False)
+    assert jpeg and info.orientation == 1  # the stored pixels, as torchvision's loader keeps
+    cmyk = io.BytesIO()
+    Image.new("CMYK", (8, 8)).save(cmyk, format="JPEG")
+    assert read_header(cmyk.getvalue(), max_pixels=10**6, exif_orientation=True)[1] is False
+    png = png16()[0]
+    assert read_header(png, max_pixels=10**6, exif_orientation=True)[1] is False
+    with pytest.raises(ValueError, match="max_pixels"):
+        read_header(oriented, max_pixels=100, exif_orientation=True)
