@@ -168,7 +168,7 @@ class Backend(ABC):
         mirror: bool,
         max_pixels: int,
     ) -> np.ndarray | None:
-        """Decode ``box`` of a JPEG at 1/``reduce`` scale and shrink it to ``width`` x
+        """Decode ``box`` of a JPEG at 1/``reduce`` scale and resize it to ``width`` x
         ``height`` in one step, with the numbers of torch's antialiased kernel, mirrored
         left-right if asked; ``None`` (the default) leaves it to the shared path, which decodes
         (:meth:`decode_jpeg_region`), then resamples the same way.
@@ -405,7 +405,7 @@ class JpegPlan:
         interpolation: The resize's interpolation.
         mirror: Whether the resize writes the view's left-right mirror (none is left for
             after, where no transpose comes first).
-        region: The box of the scaled image that only needs shrinking with the antialiased
+        region: The box of the scaled image that only needs resizing with the antialiased
             kernel: on whole pixels (``fastload.resampling.kernel_box``), or, at a reduced DCT
             scale, between them (``fastload.resampling.kernel_span``: a backend that decodes
             such a span itself filters it, the shared path warps it); ``None`` when the resize
