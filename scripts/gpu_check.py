@@ -22,7 +22,8 @@ recipe side by side
 (ResNet-50, 224 px, bf16, channels-last); how close ResNet-18 and ResNet-50 train to their
 synthetic-data speed fed by the loader on 4, 8 and 16 cores (``benchmarks/train_ceiling.py``);
 worker threads against worker processes pinned to 4, 8 and 16 cores
-(``benchmarks/worker_threads.py``); what the batch executors' CPU side sustains
+(``benchmarks/worker_threads.py``), and on every core with the GIL's share sampled by py-spy
+(carried as a wheel); what the batch executors' CPU side sustains
 (``benchmarks/executor_cpu_side.py``);
 ``fastload autotune`` on every core.
 """
@@ -60,6 +61,8 @@ WHEELS = [
     # COCO's masks, for the detection part and its GPU test (torchvision's wrapper draws them)
     "pycocotools>=2.0",
     "pytest>=8",
+    # the GIL's share of the thread workers on every core ("worker threads gil"): 3 MB
+    "py-spy>=0.3",
     "pygments>=2.15",
     "pytest-timeout>=2.2",
     "pluggy>=1.5",
@@ -87,6 +90,7 @@ class Part:
     output: str | None = None  # the file in OUTDIR its standard output goes to
     head: int = 2  # how many items of the command name the program (the rest are options)
     figures: str | None = None  # the JSON file in OUTDIR a benchmark writes (its --json PATH)
+    needs: str | None = None  # a program it runs, which must be on the PATH (else skipped)
 
 
 def cores() -> int:
@@ -246,6 +250,27 @@ def parts(python: str) -> list[Part]:
             360,
             "worker_threads.txt",
             figures="worker_threads.json",
+        ),
+        Part(
+            "worker threads gil",
+            # the share of the time some thread holds the GIL, sampled by py-spy (carried as a
+            # wheel): whether the held time or the hand-overs are the wall on every core
+            [
+                python,
+                "benchmarks/worker_threads.py",
+                "--seconds",
+                "5",
+                "--rounds",
+                "1",
+                "--gil",
+                "--cores",
+                n,
+            ],
+            True,
+            180,
+            "worker_threads_gil.txt",
+            figures="worker_threads_gil.json",
+            needs="py-spy",
         ),
         Part(
             "executor cpu side",
@@ -464,6 +489,8 @@ def run_part(part: Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str
         if check.returncode != 0:
             return "failed", f"the command does not start: {check.stderr.strip()[-300:]}"
         return "skipped", "no CUDA device here (the command starts)"
+    if part.needs is not None and shutil.which(part.needs, path=env.get("PATH")) is None:
+        return "skipped", f"{part.needs} is not installed (--fetch carries its wheel)"
     command = [*part.command, "--json", str(out / part.figures)] if part.figures else part.command
     started = time.perf_counter()
     # a session of its own: at the limit its whole process group goes (a benchmark's row
@@ -552,7 +579,10 @@ def check(
     env["PYTHONUNBUFFERED"] = "1"
     paths = [str(ROOT)]
     if wheels is not None:
-        paths.insert(0, str(install(wheels, env)))
+        target = install(wheels, env)
+        paths.insert(0, str(target))
+        # the wheels' programs (py-spy) are installed into the folder's bin
+        env["PATH"] = os.pathsep.join([str(target / "bin"), env.get("PATH", "")])
     if dali is not None:
         paths.insert(0, str(install(dali, env)))
     env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -203,3 +203,26 @@ def _running(stat: Path) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_part_whose_program_is_missing_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    env = {**os.environ, "PATH": str(tmp_path)}
+    part = gpu_check.Part("spy", ["sh", "-c", "echo ran"], False, 10, "spy.txt", needs="py-spy")
+    assert gpu_check.run_part(part, tmp_path, env, gpu=True) == (
+        "skipped",
+        "py-spy is not installed (--fetch carries its wheel)",
+    )
+    assert not (tmp_path / "spy.txt").exists()
+    program = tmp_path / "py-spy"  # the program on the PATH: the part runs
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    env["PATH"] = os.pathsep.join([str(tmp_path), os.environ["PATH"]])
+    assert gpu_check.run_part(part, tmp_path, env, gpu=True)[0] == "passed"
+    assert (tmp_path / "spy.txt").read_text() == "ran\n"
+    names = [p.name for p in gpu_check.parts(sys.executable)]
+    assert "worker threads gil" in names
