@@ -30,8 +30,7 @@ __all__ = [
     "Visible",
     "apply_planned",
     "interpolation_name",
-    "kernel_box",
-    "kernel_span",
+    "kernel_region",
     "render",
     "resample",
     "source_window",
@@ -256,40 +255,7 @@ def source_window(
     )
 
 
-def kernel_box(
-    box: tuple[float, float, float, float],
-    size: tuple[int, int],
-    width: int,
-    height: int,
-    *,
-    interpolation: str = "bilinear",
-    antialias: bool = True,
-    scale: tuple[float, float] = (1.0, 1.0),
-) -> tuple[int, int, int, int] | None:
-    """The pixels :func:`resample` resizes with the antialiased kernel to render ``box``, when
-    that is all it does (a box on whole pixels, bilinear or bicubic): a decoder that resizes
-    what it decoded with the same kernel (``resizing.h``) gives the same pixels.
-
-    Args:
-        box: (x0, y0, x1, y1) in source coordinates, as for :func:`resample`.
-        size: The whole array's (width, height).
-        width: Output width.
-        height: Output height.
-        interpolation: As for :func:`resample`.
-        antialias: As for :func:`resample`.
-        scale: As for :func:`resample`.
-
-    Returns:
-        (x0, y0, x1, y1) in array pixels, end exclusive; ``None`` for any other rendering.
-    """
-    cols, rows = size
-    method, (x0, y0, x1, y1) = _sampling(box, scale, None, cols, rows, width, height)
-    if method != "slice" or not antialias or interpolation_name(interpolation) == "nearest":
-        return None
-    return round(x0), round(y0), round(x1), round(y1)
-
-
-def kernel_span(
+def kernel_region(
     box: tuple[float, float, float, float],
     size: tuple[int, int],
     width: int,
@@ -299,12 +265,15 @@ def kernel_span(
     antialias: bool = True,
     scale: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[float, float, float, float] | None:
-    """The span of an array decoded at a reduced DCT scale that ``box`` falls on between
-    pixels, for a decoder whose antialiased kernel takes such a span (the region decoder's
-    ``resizing.h``: the kernel centred where torch's would be on the full-size crop, reading
-    only the whole pixels that cover the span) in place of :func:`resample`'s affine warp,
-    which does not filter. Only where that warp is what :func:`resample` would do, ``scale``
-    is below 1, and the span shrinks on an axis at least.
+    """The pixels of the array that the antialiased kernel (``resizing.h``) resizes to render
+    ``box``, when that is all the rendering needs (bilinear or bicubic, ``antialias``):
+
+    * a box on whole pixels: what :func:`resample` resizes, so a decoder that resizes what it
+      decoded with the same kernel gives the same pixels;
+    * at a reduced DCT scale (``scale`` below 1), a box that falls between pixels and shrinks
+      on an axis at least: a span for a decoder whose kernel takes one (the region decoder's:
+      centred where torch's would be on the full-size crop, reading only the whole pixels that
+      cover it), where :func:`resample` warps it without filtering.
 
     Args:
         box: (x0, y0, x1, y1) in source coordinates, as for :func:`resample`.
@@ -316,16 +285,18 @@ def kernel_span(
         scale: As for :func:`resample`.
 
     Returns:
-        (x0, y0, x1, y1) in array pixels, ends on whole pixels made whole numbers; ``None`` for
-        any other rendering.
+        (x0, y0, x1, y1) in array pixels, end exclusive, whole numbers where they lie on whole
+        pixels; ``None`` for any other rendering.
     """
-    if scale[0] >= 1.0 and scale[1] >= 1.0:
-        return None  # a full-size box between pixels keeps the warp: it is not a decode's doing
+    if not antialias or interpolation_name(interpolation) == "nearest":
+        return None
     cols, rows = size
     method, (x0, y0, x1, y1) = _sampling(box, scale, None, cols, rows, width, height)
-    if method != "warp" or not antialias or interpolation_name(interpolation) == "nearest":
-        return None
-    if width >= x1 - x0 and height >= y1 - y0:
+    if method == "slice":
+        return round(x0), round(y0), round(x1), round(y1)
+    # a full-size box between pixels keeps the warp: it is not a decode's doing
+    reduced = scale[0] < 1.0 or scale[1] < 1.0
+    if method != "warp" or not reduced or (width >= x1 - x0 and height >= y1 - y0):
         return None
     return _snapped(x0), _snapped(y0), _snapped(x1), _snapped(y1)
 

@@ -119,6 +119,7 @@ def parts(python: str) -> list[Part]:
         "--json",
     ]
     gpu_tests = [python, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs"]
+    threads = [python, "benchmarks/worker_threads.py", "--seconds", "5", "--rounds", "1"]
     return [
         Part("info", [python, "-m", "fastload", "info", "--json"], False, 60, "info.json", 4),
         Part(
@@ -234,16 +235,7 @@ def parts(python: str) -> list[Part]:
         ),
         Part(
             "worker threads",
-            [
-                python,
-                "benchmarks/worker_threads.py",
-                "--seconds",
-                "5",
-                "--rounds",
-                "1",
-                "--cores",
-                *[c for c in ("4", "8", "16") if int(c) <= int(n)],
-            ],
+            [*threads, "--cores", *[c for c in ("4", "8", "16") if int(c) <= int(n)]],
             True,  # it measures the GPU machine's cores
             # 18 slices (6 rows at 3 core counts), each a fresh process with its workers: an H200
             # machine ran past 240 s
@@ -255,17 +247,7 @@ def parts(python: str) -> list[Part]:
             "worker threads gil",
             # the share of the time some thread holds the GIL, sampled by py-spy (carried as a
             # wheel): whether the held time or the hand-overs are the wall on every core
-            [
-                python,
-                "benchmarks/worker_threads.py",
-                "--seconds",
-                "5",
-                "--rounds",
-                "1",
-                "--gil",
-                "--cores",
-                n,
-            ],
+            [*threads, "--gil", "--cores", n],
             True,
             180,
             "worker_threads_gil.txt",

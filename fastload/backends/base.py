@@ -33,7 +33,7 @@ from fastload._optional import Availability, Requirement, availability
 from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
 from fastload.raw_pixels import ppm_pixels
-from fastload.resampling import View, kernel_box, kernel_span, resample, source_window
+from fastload.resampling import View, kernel_region, resample, source_window
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -174,8 +174,8 @@ class Backend(ABC):
         (:meth:`decode_jpeg_region`), then resamples the same way.
 
         Asked only where that is all the shared path would do (see
-        ``fastload.resampling.kernel_box``), and for a box at a reduced scale that falls
-        between pixels (``fastload.resampling.kernel_span``), which the shared path warps
+        ``fastload.resampling.kernel_region``), and for a box at a reduced scale that falls
+        between pixels (a span, from the same function), which the shared path warps
         without filtering: a backend that answers filters it, its kernel centred on the box's
         own positions. A backend that can do it without handing the decoded pixels back to
         Python in between overrides this (the region backend).
@@ -406,10 +406,9 @@ class JpegPlan:
         mirror: Whether the resize writes the view's left-right mirror (none is left for
             after, where no transpose comes first).
         region: The box of the scaled image that only needs resizing with the antialiased
-            kernel: on whole pixels (``fastload.resampling.kernel_box``), or, at a reduced DCT
-            scale, between them (``fastload.resampling.kernel_span``: a backend that decodes
-            such a span itself filters it, the shared path warps it); ``None`` when the resize
-            is more than that.
+            kernel (``fastload.resampling.kernel_region``): on whole pixels, or, at a reduced
+            DCT scale, between them (a backend that decodes such a span itself filters it, the
+            shared path warps it); ``None`` when the resize is more than that.
     """
 
     stored: Stored
@@ -456,10 +455,15 @@ def plan_jpeg(info: ImageInfo, plan: Plan | None, render: dict[str, Any]) -> Jpe
     scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
     interpolation = render.get("interpolation", "bilinear")
     scale = (scaled[0] / width, scaled[1] / height)
-    options = {"interpolation": interpolation, "antialias": render.get("antialias", True)}
-    region: Box | None = kernel_box(box, scaled, out_w, out_h, scale=scale, **options)
-    if region is None:
-        region = kernel_span(box, scaled, out_w, out_h, scale=scale, **options)
+    region = kernel_region(
+        box,
+        scaled,
+        out_w,
+        out_h,
+        interpolation=interpolation,
+        antialias=render.get("antialias", True),
+        scale=scale,
+    )
     # a mirror before any transpose is the resize's to write
     mirror = stored.mirror_lr and not stored.transpose
     return JpegPlan(stored, reduce, scaled, scale, interpolation, mirror, region)

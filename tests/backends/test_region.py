@@ -176,12 +176,12 @@ def test_planned_samples_match_the_turbojpeg_backend(
 
 
 def _span(plan) -> bool:
-    """Whether a plan's resize is a span between pixels (``kernel_span``)."""
+    """Whether a plan's resize is a span between pixels (``kernel_region``)."""
     return plan.region is not None and any(v != int(v) for v in plan.region)
 
 
 def _filtered(pixels: np.ndarray, box, width: int, height: int, cubic: bool) -> np.ndarray:
-    """The rule ``kernel_span`` documents, in floats: on each axis the kernel is centred where
+    """The rule ``kernel_region`` documents, in floats: on each axis the kernel is centred where
     torch's would be on the span (``x0 + scale * (i + 0.5)``), widened by the shrink, over the
     whole pixels that cover the span, its weights summing to one."""
 
@@ -266,7 +266,7 @@ def test_a_crop_between_pixels_at_a_reduced_scale_is_nearer_torchvisions_full_si
     decoder: region.RegionBackend, whole: backends.Backend
 ) -> None:
     """Where a random crop falls between the pixels of the reduced decode, the region backend
-    filters the span (``kernel_span``) where the shared path warps it without filtering: the
+    filters the span (``kernel_region``) where the shared path warps it without filtering: the
     region backend's samples are the nearer to torchvision's crop of the full-size decode."""
     crop = RandomResizedCrop(96)
     errors: dict[str, list[float]] = {"region": [], "warp": []}
