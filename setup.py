@@ -47,9 +47,14 @@ setup(
         Extension(
             "fastload.backends._jpegregion",
             ["fastload/backends/jpegregion.c", "fastload/backends/restarts.c"],
-            depends=["fastload/backends/restarts.h", "fastload/resizing.h"],
+            depends=[
+                "fastload/backends/restarts.h",
+                "fastload/backends/cropplans.h",
+                "fastload/resizing.h",
+            ],
             libraries=["jpeg"],
-            extra_compile_args=RESIZING,
+            # the crop plans round as Python does: no multiply-add fused (cropplans.h)
+            extra_compile_args=[*RESIZING, "-ffp-contract=off"],
         ),
         Extension(
             "fastload.gpu._normalizing", ["fastload/gpu/normalizing.c"], extra_compile_args=FLAGS

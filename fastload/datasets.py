@@ -32,6 +32,7 @@ from fastload.backends.base import (
 )
 from fastload.checks import check_choice, check_int
 from fastload.compact import Strings
+from fastload.crop_recipes import crop_recipe
 from fastload.drawing import drawing, drawn, own_draws
 from fastload.errors import UnreadableImageWarning
 from fastload.image import ImageInfo
@@ -98,7 +99,6 @@ class ImageDataset(Dataset):
         if not isinstance(exif_orientation, bool):
             raise ValueError(f"exif_orientation={exif_orientation!r} must be True or False")
         self.exif_orientation = exif_orientation
-        self.transform = transform
         self.target_transform = target_transform
         self.on_error = on_error
         self.max_pixels = max_pixels
@@ -115,8 +115,7 @@ class ImageDataset(Dataset):
         self._decoder_pid = os.getpid()
         if not hasattr(self, "bad_files"):
             self.bad_files: dict[str, str] = {}
-        self._split = split_transform(transform)
-        self._plan = self._split.plan
+        self._set_transform(transform)
 
     # ------------------------------------------------------------ what a subclass says
 
@@ -164,10 +163,15 @@ class ImageDataset(Dataset):
         The copy shares the samples, the backend and :attr:`bad_files` with this dataset.
         """
         other = copy.copy(self)
-        other.transform = transform
-        other._split = split_transform(transform)
-        other._plan = other._split.plan
+        other._set_transform(transform)
         return other
+
+    def _set_transform(self, transform: Callable[[Any], Any] | None) -> None:
+        self.transform = transform
+        self._split = split_transform(transform)
+        self._plan = self._split.plan
+        # the random crop the backend may draw and plan itself, in its batch call
+        self._crop_recipe = crop_recipe(self._split)
 
     def _backend(self) -> backends.Backend:
         if self._decoder is None or self._decoder_pid != os.getpid():
@@ -231,14 +235,46 @@ class ImageDataset(Dataset):
     def _load_stacked(self, keys: list[Any]) -> Any:
         with streams_kept():
             reads = self.read_samples([int(k) for k in keys])
-            plans, targets = self._plan_stacked(keys, reads)
-            first = next((p for p in plans if p is not None), None)
-            if first is None:  # no JPEG to stack: each loaded alone, from the bytes read
-                return self._stacked(keys, reads, targets, None, set())
-            width, height = _shown_size(first[1])
-            out = torch.empty((len(keys), 3, height, width), dtype=torch.uint8)
-            written = self._decode_into(out.numpy(), reads, plans)
+            out, drawn = self._decode_drawn(keys, reads)
+            plans, targets = self._plan_stacked(keys, reads, drawn)
+            if out is None:
+                first = next((p for p in plans if p is not None), None)
+                if first is None:  # no JPEG to stack: each loaded alone, from the bytes read
+                    return self._stacked(keys, reads, targets, None, set())
+                width, height = _shown_size(first[1])
+                out = torch.empty((len(keys), 3, height, width), dtype=torch.uint8)
+            written = drawn | self._decode_into(out.numpy(), reads, plans)
             return self._stacked(keys, reads, targets, out, written)
+
+    def _decode_drawn(
+        self, keys: list[Any], reads: list[tuple[bytes, Any] | None]
+    ) -> tuple[torch.Tensor | None, set[int]]:
+        """The batch tensor and the slots the backend wrote, drawing and planning the crops
+        itself (:mod:`fastload.crop_recipes`), where the transform is such a crop and the
+        backend can; ``(None, set())`` elsewhere. The targets of the slots written must then
+        be the labels as read: there is no ``target_transform``, whose draws would follow the
+        crop's."""
+        recipe = self._crop_recipe
+        if recipe is None or self.target_transform is not None:
+            return None, set()
+        if torch.get_default_dtype() != torch.float32:  # torch's draws then differ
+            return None, set()
+        out = torch.empty((len(keys), 3, recipe.height, recipe.width), dtype=torch.uint8)
+        jobs = [
+            (slot, read[0], key.seed)
+            for slot, (key, read) in enumerate(zip(keys, reads, strict=True))
+            if read is not None
+        ]
+        done = self._backend().decode_drawn_many(
+            jobs,
+            recipe,
+            out.numpy(),
+            max_pixels=self.max_pixels,
+            exif_orientation=self.exif_orientation,
+        )
+        if done is None:  # the backend cannot: Python plans them all
+            return None, set()
+        return out, {slot for (slot, _, _), ok in zip(jobs, done, strict=True) if ok}
 
     def _stackable(self, keys: list[Any]) -> bool:
         split, kind = self._split, type(self)
@@ -256,16 +292,19 @@ class ImageDataset(Dataset):
         )
 
     def _plan_stacked(
-        self, keys: list[Any], reads: list[tuple[bytes, Any] | None]
+        self, keys: list[Any], reads: list[tuple[bytes, Any] | None], drawn: set[int]
     ) -> tuple[list[tuple[ImageInfo, JpegPlan] | None], list[Any]]:
         """Each read JPEG's draws and plan, made under its seed, and its target, transformed
         there after the draws, as ``_load`` does (:data:`_UNSET` for the samples not planned,
-        whose targets are transformed when they are loaded alone)."""
+        whose targets are transformed when they are loaded alone). The slots in ``drawn``
+        were planned and decoded by the backend: their targets are the labels read."""
         plans: list[tuple[ImageInfo, JpegPlan] | None] = []
         targets: list[Any] = []
-        for key, read in zip(keys, reads, strict=True):
+        for slot, (key, read) in enumerate(zip(keys, reads, strict=True)):
             planned, target = None, _UNSET
-            if read is not None:
+            if slot in drawn:
+                target = read[1]  # type: ignore[index]
+            elif read is not None:
                 with seeded(key.seed):
                     planned = self._jpeg_plan(read[0])
                     if planned is not None:
@@ -294,9 +333,11 @@ class ImageDataset(Dataset):
                 jobs.append((slot, read[0], jp))
             else:
                 alone.append(slot)
-        done = backend.decode_jpeg_resized_many(jobs, out, max_pixels=self.max_pixels)
-        assert done is not None  # the backend decodes many: _stackable asked
-        written = {slot for (slot, _, _), ok in zip(jobs, done, strict=True) if ok}
+        written: set[int] = set()
+        if jobs:  # (each call lets go of the GIL: none when the backend drew them all)
+            done = backend.decode_jpeg_resized_many(jobs, out, max_pixels=self.max_pixels)
+            assert done is not None  # the backend decodes many: _stackable asked
+            written = {slot for (slot, _, _), ok in zip(jobs, done, strict=True) if ok}
         for slot in alone:
             data, (info, jp) = reads[slot][0], plans[slot]  # type: ignore[index,misc]
             try:

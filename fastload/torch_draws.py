@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-__all__ = ["INTEGER_SPAN", "TorchWords", "advance", "words_for"]
+__all__ = ["INTEGER_SPAN", "TorchWords", "advance", "fused_uniform", "words_for"]
 
 _MASK24 = (1 << 24) - 1
 _UNIT = 2.0**-24
@@ -146,7 +146,7 @@ _CHECK_DRAWS = 1024  # about one in seven tells the two roundings apart
 
 
 @functools.cache
-def _fused_in_torch() -> bool | None:
+def fused_uniform() -> bool | None:
     """Whether this torch's float32 ``uniform_`` rounds once (``True``) or twice (``False``),
     measured against torch; ``None`` when neither reproduces it."""
     generator = torch.Generator()
@@ -176,5 +176,5 @@ def words_for(seed: int) -> TorchWords | None:
     cannot be (torch's default dtype is not float32, or the check against torch failed)."""
     if torch.get_default_dtype() != torch.float32:
         return None
-    fused = _fused_in_torch()
+    fused = fused_uniform()
     return None if fused is None else TorchWords(seed, fused=fused)

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "fastload.transforms",
         "fastload.drawing",
         "fastload.torch_draws",
+        "fastload.crop_recipes",
         "fastload.buffers",
         "fastload.shared_buffers",
         "fastload.sampling",

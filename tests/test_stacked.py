@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -43,9 +42,19 @@ def _folder(root: Path, count: int = 24) -> Path:
     return root
 
 
-def _dataset(root: Path, **options: Any) -> fastload.ImageFolder:
-    geometry = T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip()])
-    return fastload.ImageFolder(root, geometry, backend="region", **options)
+# the decoder draws and plans this one itself (fastload.crop_recipes); the other, flipped
+# first, is planned in Python and decoded many at a time
+GEOMETRIES = {
+    "drawn by the decoder": [T.RandomResizedCrop(64), T.RandomHorizontalFlip()],
+    "planned in Python": [T.RandomHorizontalFlip(), T.RandomResizedCrop(64)],
+}
+
+
+def _dataset(
+    root: Path, geometry: str = "drawn by the decoder", **options: Any
+) -> fastload.ImageFolder:
+    ops = T.Compose(GEOMETRIES[geometry])
+    return fastload.ImageFolder(root, ops, backend="region", **options)
 
 
 def _as_batch(samples: Any) -> Any:
@@ -60,24 +69,26 @@ def _equal(a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+@pytest.mark.parametrize("geometry", GEOMETRIES)
 def test_a_batch_is_stacked_with_the_pixels_and_draws_of_its_samples_alone(
-    tmp_path: Path,
+    tmp_path: Path, geometry: str
 ) -> None:
-    dataset = _dataset(_folder(tmp_path))
-    counts = RegionBackend.decode_jpeg_resized_many
+    dataset = _dataset(_folder(tmp_path), geometry)
+    name = "decode_drawn_many" if geometry == "drawn by the decoder" else "decode_jpeg_resized_many"
+    many = getattr(RegionBackend, name)
     calls: list[int] = []
 
-    def counted(self: Any, jobs: list[Any], out: np.ndarray, *, max_pixels: int) -> Any:
+    def counted(self: Any, jobs: list[Any], *args: Any, **kwargs: Any) -> Any:
         calls.append(len(jobs))
-        return counts(self, jobs, out, max_pixels=max_pixels)
+        return many(self, jobs, *args, **kwargs)
 
     for seed in range(6):  # crops at every DCT scale: many at once, and alone (off the grid)
         keys = _keys(list(range(len(dataset)))[seed % 3 :: 2], seed)
-        RegionBackend.decode_jpeg_resized_many = counted  # type: ignore[method-assign]
+        setattr(RegionBackend, name, counted)
         try:
             stacked = dataset.load_stacked(keys)
         finally:
-            RegionBackend.decode_jpeg_resized_many = counts  # type: ignore[method-assign]
+            setattr(RegionBackend, name, many)
         assert isinstance(stacked, StackedSamples) and stacked.seed == seed
         want = dataset.__getitems__(keys)
         assert _equal(stacked.collated(), default_collate(want))
@@ -88,25 +99,27 @@ def test_a_batch_is_stacked_with_the_pixels_and_draws_of_its_samples_alone(
     assert sum(calls) > 0  # the one-call path ran, not only the samples alone
 
 
-def test_other_files_are_decoded_alone_into_their_slots(tmp_path: Path) -> None:
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_other_files_are_decoded_alone_into_their_slots(tmp_path: Path, geometry: str) -> None:
     root = _folder(tmp_path, count=8)
     rotated = with_orientation(photo(260, 180, seed=40), 6)  # transposed: decoded alone
     (root / "c0" / "rotated.jpg").write_bytes(rotated)
     (root / "c1" / "flat.png").write_bytes(png_bytes(Image.fromarray(photo(240, 200, seed=41))))
-    dataset = _dataset(root)
+    dataset = _dataset(root, geometry)
     keys = _keys(list(range(len(dataset))))
     stacked = dataset.load_stacked(keys)
     assert isinstance(stacked, StackedSamples)
     assert _equal(stacked.collated(), default_collate(dataset.__getitems__(keys)))
 
 
-def test_a_file_that_fails_is_reported_as_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_a_file_that_fails_is_reported_as_alone(tmp_path: Path, geometry: str) -> None:
     root = _folder(tmp_path, count=8)
     victim = sorted(root.rglob("*.jpg"))[2]
     data = victim.read_bytes()
     # a whole header and a stream cut short, with its end marker: fails only when decoded
     victim.write_bytes(data[: len(data) // 3] + b"\xff\xd9")
-    skipping = _dataset(root, on_error="skip")
+    skipping = _dataset(root, geometry, on_error="skip")
     keys = _keys(list(range(len(skipping))))
     samples = skipping.load_stacked(keys)
     assert not isinstance(samples, StackedSamples)  # a marker cannot join the batch
@@ -117,7 +130,7 @@ def test_a_file_that_fails_is_reported_as_alone(tmp_path: Path) -> None:
     assert _equal(
         default_collate([s for s in samples if not isinstance(s, Skipped)]), default_collate(good)
     )
-    raising = _dataset(root)
+    raising = _dataset(root, geometry)
     with pytest.raises(fastload.ImageDecodeError, match=victim.name):
         raising.load_stacked(keys)
     victim.unlink()  # missing when read: read alone, which raises naming it

@@ -25,7 +25,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
 from fastload.raw_pixels import ppm_pixels
 from fastload.resampling import View, kernel_region, resample, source_window
+
+if TYPE_CHECKING:
+    from fastload.crop_recipes import CropRecipe
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -280,6 +283,36 @@ class Backend(ABC):
         Returns:
             Per job, whether it was written; a file that failed is the caller's to decode
             alone, which says why.
+        """
+        return None
+
+    def decode_drawn_many(
+        self,
+        jobs: list[tuple[int, bytes, int]],
+        recipe: CropRecipe,
+        out: np.ndarray,
+        *,
+        max_pixels: int,
+        exif_orientation: bool,
+    ) -> list[bool] | None:
+        """Each JPEG's random crop drawn from its seed as ``recipe`` draws it, planned as
+        :func:`plan_jpeg` plans it, decoded and resized into its slot of a batch, planning
+        and all in one call; ``None`` (the default) where the backend cannot. The caller plans
+        in Python, and decodes as before, every sample not written.
+
+        Args:
+            jobs: ``(slot, data, seed)``: the file's bytes (not yet checked) and the sample's
+                seed; the output goes to ``out[slot]``.
+            recipe: The transform (:func:`fastload.crop_recipes.crop_recipe`).
+            out: A writable N x 3 x H x W uint8 array, H x W the recipe's output size.
+            max_pixels: The caller's pixel limit: a larger header is left to the caller.
+            exif_orientation: Whether orientations are applied: a file with one to apply is
+                left to the caller.
+
+        Returns:
+            Per job, whether it was written: not where the file is not a JPEG this planner
+            reads as the Python one does (the caller's planner reads it, and reports what is
+            wrong), nor where its decode failed.
         """
         return None
 

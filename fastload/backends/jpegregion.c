@@ -32,6 +32,7 @@
 #include <jpeglib.h>
 
 #include "../resizing.h"
+#include "cropplans.h"
 #include "restarts.h"
 
 /* kept out of decode(), whose setjmp would otherwise make the compiler keep the inlined
@@ -720,10 +721,165 @@ decode_resized_many(PyObject *module, PyObject *args)
     return modes;
 }
 
+/* A recipe tuple (see decode_drawn_many's doc) read into `r`; -1 with an exception set. */
+static int
+parse_recipe(PyObject *recipe, CropRecipe *r)
+{
+    if (!PyTuple_Check(recipe)) {
+        PyErr_Format(PyExc_TypeError, "recipe is a %.100s, not a tuple", Py_TYPE(recipe)->tp_name);
+        return -1;
+    }
+    if (!PyArg_ParseTuple(recipe, "iiddddpdppL:recipe", &r->width, &r->height, &r->scale_lo,
+                          &r->scale_hi, &r->ratio_lo, &r->ratio_hi, &r->cubic, &r->flip,
+                          &r->fused, &r->exif, &r->max_pixels))
+        return -1;
+    if (r->width < 1 || r->height < 1 || !(r->scale_lo <= r->scale_hi) ||
+        !(r->ratio_lo > 0.0) || !(r->ratio_lo <= r->ratio_hi)) {
+        PyErr_Format(PyExc_ValueError, "bad recipe %R: sizes must be positive, ranges (min, max)",
+                     recipe);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(plan_crop_doc,
+"plan_crop(data, seed, recipe, /)\n"
+"--\n\n"
+"The plan decode_drawn_many makes for one JPEG: (reduce, x0, y0, x1, y1, mirror), the box\n"
+"in the pixels of the image at 1 / reduce; None where it leaves the sample to Python.");
+
+static PyObject *
+plan_crop_one(PyObject *module, PyObject *args)
+{
+    Py_buffer data;
+    unsigned long long seed;
+    PyObject *recipe;
+    CropRecipe r;
+    CropPlan plan;
+    if (!PyArg_ParseTuple(args, "y*KO:plan_crop", &data, &seed, &recipe))
+        return NULL;
+    if (parse_recipe(recipe, &r) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    int status = plan_crop((const unsigned char *)data.buf, (size_t)data.len, seed, &r, &plan);
+    PyBuffer_Release(&data);
+    if (status < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iddddO)", plan.reduce, plan.box[0], plan.box[1], plan.box[2],
+                         plan.box[3], plan.mirror ? Py_True : Py_False);
+}
+
+/* One sample of decode_drawn_many, parsed while the GIL is held. */
+typedef struct {
+    Py_buffer data;
+    unsigned long long seed;
+    Py_ssize_t at; /* where its planes start in the output */
+    int status;    /* the mode; FAILED; or LEFT: not planned here */
+} DrawnJob;
+
+enum { LEFT = -2 };
+
+/* Parse `jobs` into `parsed`; -1 with an exception set, every buffer taken so far released. */
+static int
+parse_drawn(PyObject *jobs, DrawnJob *parsed, Py_ssize_t n, Py_ssize_t size, Py_ssize_t out_len)
+{
+    for (Py_ssize_t k = 0; k < n; k++) {
+        DrawnJob *j = &parsed[k];
+        Py_ssize_t slot;
+        PyObject *item = PyList_GET_ITEM(jobs, k);
+        int ok = PyTuple_Check(item) &&
+                 PyArg_ParseTuple(item, "y*Kn:decode_drawn_many job", &j->data, &j->seed, &slot);
+        if (ok && (slot < 0 || size > out_len || slot > (out_len - size) / size)) {
+            PyErr_Format(PyExc_ValueError, "bad job %zd: slot %zd of %zd output bytes", k, slot,
+                         out_len);
+            PyBuffer_Release(&j->data);
+            ok = 0;
+        } else if (!ok && !PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError, "job %zd is a %.100s, not a tuple", k,
+                         Py_TYPE(item)->tp_name);
+        }
+        if (!ok) {
+            for (Py_ssize_t i = 0; i < k; i++)
+                PyBuffer_Release(&parsed[i].data);
+            return -1;
+        }
+        j->at = slot * size;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(decode_drawn_many_doc,
+"decode_drawn_many(jobs, recipe, out, /)\n"
+"--\n\n"
+"A random crop of each JPEG drawn, planned, decoded and resized into the batch, the GIL let\n"
+"go once for all of them. A job is (data, seed, slot). The recipe is (width, height,\n"
+"scale_lo, scale_hi, ratio_lo, ratio_hi, cubic, flip, fused, exif, max_pixels):\n"
+"RandomResizedCrop(size=(height, width), scale, ratio), bicubic or bilinear, antialiased,\n"
+"then a RandomHorizontalFlip(p=flip) where flip >= 0, drawn from torch's CPU generator\n"
+"seeded with the job's seed (fused: its float32 uniform_ rounds its multiply-add once),\n"
+"EXIF orientations applied (exif) and headers over max_pixels refused as fastload's\n"
+"planner does. Returns a list, per job, of decode()'s mode; -1 where the file failed to\n"
+"decode; -2 where it was not planned here (fastload's Python planner plans it).");
+
+static PyObject *
+decode_drawn_many(PyObject *module, PyObject *args)
+{
+    PyObject *jobs, *recipe;
+    Py_buffer out;
+    CropRecipe r;
+    if (!PyArg_ParseTuple(args, "O!Ow*:decode_drawn_many", &PyList_Type, &jobs, &recipe, &out))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(jobs);
+    DrawnJob *parsed = parse_recipe(recipe, &r) < 0
+                           ? NULL
+                           : PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(DrawnJob));
+    if (parsed == NULL) {
+        PyBuffer_Release(&out);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    if (parse_drawn(jobs, parsed, n, (Py_ssize_t)3 * r.width * r.height, out.len) < 0) {
+        PyMem_Free(parsed);
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        DrawnJob *j = &parsed[k];
+        CropPlan plan;
+        Region region;
+        char message[JMSG_LENGTH_MAX];
+        const unsigned char *data = (const unsigned char *)j->data.buf;
+        if (plan_crop(data, (size_t)j->data.len, j->seed, &r, &plan) < 0) {
+            j->status = LEFT;
+            continue;
+        }
+        int status = decode_box_resized(data, (size_t)j->data.len, plan.reduce, plan.box,
+                                        r.max_pixels, r.width, r.height, r.cubic, plan.mirror,
+                                        (unsigned char *)out.buf + j->at, &region, message);
+        j->status = status == 0 ? region.mode : FAILED;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *modes = PyList_New(n);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyBuffer_Release(&parsed[k].data);
+        PyObject *mode = modes != NULL ? PyLong_FromLong(parsed[k].status) : NULL;
+        if (mode == NULL)
+            Py_CLEAR(modes);
+        else
+            PyList_SET_ITEM(modes, k, mode);
+    }
+    PyMem_Free(parsed);
+    PyBuffer_Release(&out);
+    return modes;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
     {"decode_resized", decode_resized, METH_VARARGS, decode_resized_doc},
     {"decode_resized_many", decode_resized_many, METH_VARARGS, decode_resized_many_doc},
+    {"decode_drawn_many", decode_drawn_many, METH_VARARGS, decode_drawn_many_doc},
+    {"plan_crop", plan_crop_one, METH_VARARGS, plan_crop_doc},
     {"add_restarts", add_restarts, METH_VARARGS, add_restarts_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -27,6 +27,7 @@ import numpy as np
 from fastload._optional import Availability, MissingDependencyError, version_of
 from fastload.backends.base import Backend, Box, Decoded, JpegPlan, Window
 from fastload.backends.registry import register
+from fastload.crop_recipes import CropRecipe
 
 __all__ = [
     "EXTENSION",
@@ -164,6 +165,7 @@ class RegionBackend(Backend):
         module = _load()  # raises with the install command when missing
         self._decode, self._decode_resized = module.decode, module.decode_resized
         self._decode_resized_many = module.decode_resized_many
+        self._decode_drawn_many = module.decode_drawn_many
         self.counts: collections.Counter[str] = collections.Counter()
 
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
@@ -220,6 +222,25 @@ class RegionBackend(Backend):
                 (data, plan.reduce, *plan.region, max_pixels, width, height, cubic, mirror, slot)
             )
         modes = self._decode_resized_many(calls, out)
+        for mode in modes:
+            if mode >= 0:
+                self.counts[MODES[mode]] += 1
+        return [mode >= 0 for mode in modes]
+
+    def decode_drawn_many(
+        self,
+        jobs: list[tuple[int, bytes, int]],
+        recipe: CropRecipe,
+        out: np.ndarray,
+        *,
+        max_pixels: int,
+        exif_orientation: bool,
+    ) -> list[bool]:
+        # each file's header read, its crop drawn and planned (cropplans.h), decoded and
+        # resized, with the GIL let go once for the batch: no Python a sample
+        made = recipe.as_tuple(exif_orientation=exif_orientation, max_pixels=max_pixels)
+        calls = [(data, seed, slot) for slot, data, seed in jobs]
+        modes = self._decode_drawn_many(calls, made, out)
         for mode in modes:
             if mode >= 0:
                 self.counts[MODES[mode]] += 1
