@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
@@ -50,6 +51,7 @@ __all__ = [
     "batch_seed",
     "epoch_seed",
     "sample_seed",
+    "sample_seeds",
     "seed_both",
     "seeded",
     "streams_kept",
@@ -70,6 +72,22 @@ def _mix(value: int) -> int:
 def sample_seed(epoch: int, position: int) -> int:
     """The seed of the sample at ``position`` (0-based, in sampler order) of an epoch."""
     return _mix(epoch ^ _mix(position)) >> 1  # 63 bits: any torch generator takes it
+
+
+def sample_seeds(epoch: int, first: int, count: int) -> list[int]:
+    """:func:`sample_seed` of the ``count`` samples from ``first`` on, computed together (a
+    batch's: in numpy's wrapping uint64 arithmetic, a third of the time of one by one, in the
+    loop that hands thread workers their batches)."""
+    positions = np.arange(first, first + count, dtype=np.uint64)
+    return (_mixed(np.uint64(epoch) ^ _mixed(positions)) >> np.uint64(1)).tolist()
+
+
+def _mixed(values: np.ndarray) -> np.ndarray:
+    """:func:`_mix` of each uint64 (the multiplications wrap as ``& _MASK`` does)."""
+    values = values + np.uint64(0x9E3779B97F4A7C15)
+    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return values ^ (values >> np.uint64(31))
 
 
 def batch_seed(epoch: int, number: int) -> int:
@@ -512,7 +530,5 @@ class _EpochIterator:
         self._position += len(item)
         number = self._number
         self._number += 1
-        return KeyedBatch(
-            (SampleKey(i, sample_seed(self._seed, first + k)) for k, i in enumerate(item)),
-            batch_seed(self._seed, number),
-        )
+        seeds = sample_seeds(self._seed, first, len(item))
+        return KeyedBatch(map(SampleKey, item, seeds), batch_seed(self._seed, number))

@@ -97,6 +97,13 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def core_counts() -> list[str]:
+    """The core counts the scaling parts measure: 4, 8 and 16 where the machine has them, its
+    own count where it has fewer than 4 (a flag with no value would fail the part)."""
+    n = cores()
+    return [str(c) for c in (4, 8, 16) if c <= n] or [str(n)]
+
+
 DETECTION_PRESETS = ("multiscale", "ssd, masks", "segmentation")
 
 
@@ -226,7 +233,7 @@ def parts(python: str) -> list[Part]:
                 "--steps",
                 "12",
                 "--cores",
-                *[c for c in ("4", "8", "16") if int(c) <= int(n)],
+                *core_counts(),
             ],
             True,
             330,
@@ -235,7 +242,7 @@ def parts(python: str) -> list[Part]:
         ),
         Part(
             "worker threads",
-            [*threads, "--cores", *[c for c in ("4", "8", "16") if int(c) <= int(n)]],
+            [*threads, "--cores", *core_counts()],
             True,  # it measures the GPU machine's cores
             # 18 slices (6 rows at 3 core counts), each a fresh process with its workers: an H200
             # machine ran past 240 s

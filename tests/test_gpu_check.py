@@ -226,3 +226,19 @@ def test_a_part_whose_program_is_missing_is_skipped_with_the_reason(tmp_path: Pa
     assert (tmp_path / "spy.txt").read_text() == "ran\n"
     names = [p.name for p in gpu_check.parts(sys.executable)]
     assert "worker threads gil" in names
+
+
+def test_the_scaling_parts_name_core_counts_the_machine_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    for machine, counts in ((2, ["2"]), (4, ["4"]), (12, ["4", "8"]), (16, ["4", "8", "16"])):
+        monkeypatch.setattr(gpu_check, "cores", lambda machine=machine: machine)
+        by_name = {p.name: p.command for p in gpu_check.parts(sys.executable)}
+        for name in ("worker threads", "train ceiling"):
+            command = by_name[name]
+            assert command[command.index("--cores") + 1 :] == counts, (name, machine)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import torch
 
-from fastload.sampling import seeded, streams_kept
+from fastload.sampling import sample_seed, sample_seeds, seeded, streams_kept
 
 
 def _draw() -> tuple[float, float, float]:
@@ -63,3 +63,16 @@ def test_a_sample_with_no_seed_in_a_kept_batch_draws_from_the_processs_streams()
     torch.manual_seed(5), random.seed(5), np.random.seed(5)
     _draw()
     assert _same_streams(after, _streams())
+
+
+def test_a_batchs_seeds_are_each_samples_seed() -> None:
+    rng = random.Random(3)
+    for epoch, first in [
+        (0, 0),
+        ((1 << 63) - 1, (1 << 64) - 70),
+        *[(rng.getrandbits(63), rng.getrandbits(rng.choice([8, 40, 63]))) for _ in range(50)],
+    ]:
+        seeds = sample_seeds(epoch, first, 64)
+        assert seeds == [sample_seed(epoch, first + k) for k in range(64)]
+        assert all(type(seed) is int and 0 <= seed < 1 << 63 for seed in seeds)
+    assert sample_seeds(5, 7, 0) == []
