@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastload import backends, errors, stacked
+from fastload import backends, buffers, errors, stacked
 from fastload.backends.base import (
     JpegPlan,
     decodes_resized_many,
@@ -242,7 +242,7 @@ class ImageDataset(Dataset):
                 if first is None:  # no JPEG to stack: each loaded alone, from the bytes read
                     return self._stacked(keys, reads, targets, None, set())
                 width, height = _shown_size(first[1])
-                out = torch.empty((len(keys), 3, height, width), dtype=torch.uint8)
+                out = _batch_tensor(len(keys), height, width)
             written = drawn | self._decode_into(out.numpy(), reads, plans)
             return self._stacked(keys, reads, targets, out, written)
 
@@ -259,7 +259,7 @@ class ImageDataset(Dataset):
             return None, set()
         if torch.get_default_dtype() != torch.float32:  # torch's draws then differ
             return None, set()
-        out = torch.empty((len(keys), 3, recipe.height, recipe.width), dtype=torch.uint8)
+        out = _batch_tensor(len(keys), recipe.height, recipe.width)
         jobs = [
             (slot, read[0], key.seed)
             for slot, (key, read) in enumerate(zip(keys, reads, strict=True))
@@ -490,6 +490,15 @@ class ImageDataset(Dataset):
             f"{type(self).__name__}({len(self)} images, root={self.root!r}, "
             f"backend={self.backend!r}, on_error={self.on_error!r}, transform={self.transform!r})"
         )
+
+
+def _batch_tensor(count: int, height: int, width: int) -> torch.Tensor:
+    """An uninitialised uint8 batch, from the calling thread's ring (a worker thread's, or the
+    loader's own with no workers) where it has one."""
+    ring = buffers.current()
+    if ring is None:
+        return torch.empty((count, 3, height, width), dtype=torch.uint8)
+    return ring.take((count, 3, height, width), torch.uint8)
 
 
 def _shown_size(plan: JpegPlan) -> tuple[int, int]:

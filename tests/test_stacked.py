@@ -12,6 +12,7 @@ from PIL import Image
 from torch.utils.data import default_collate
 
 import fastload
+from fastload import buffers
 from fastload import transforms as T
 from fastload.backends.region import RegionBackend
 from fastload.sampling import KeyedBatch, SampleKey
@@ -285,3 +286,27 @@ def test_a_subclass_making_its_own_samples_or_batches_is_asked_for_them(
         assert _equal(batches, epoch(0))
         if cls is _WithIndex:
             assert all(len(batch) == 3 for batch in batches)  # its index came along
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_a_batch_is_made_in_the_threads_ring_where_it_has_one(
+    tmp_path: Path, geometry: str
+) -> None:
+    taken: list[tuple[tuple[int, ...], torch.dtype]] = []
+
+    class Ring(buffers.BatchRing):
+        def take(self, shape: Any, dtype: torch.dtype) -> torch.Tensor:
+            taken.append((tuple(shape), dtype))
+            return super().take(shape, dtype)
+
+    dataset = _dataset(_folder(tmp_path, count=6), geometry)
+    keys = _keys(list(range(6)))
+    buffers.use(Ring(2))
+    try:
+        held = dataset.load_stacked(keys)
+        again = dataset.load_stacked(keys)
+    finally:
+        buffers.use(None)
+    assert taken == [((6, 3, 64, 64), torch.uint8)] * 2
+    assert held.images.data_ptr() != again.images.data_ptr()  # held: not written again
+    assert _equal(held.collated(), again.collated())

@@ -176,8 +176,9 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
 
     def __init__(self, loader: Any) -> None:
         super().__init__(loader)
-        # the batch being made and those the consumer holds (a previous one, one it keeps)
-        self._ring = buffers.BatchRing(3)
+        # the batch being made (and the uint8 batch batch ops make it from) and those the
+        # consumer holds (a previous one, one it keeps)
+        self._ring = buffers.BatchRing(4)
         self._stacked = takes_stacked(loader.collate_fn)
 
     def _next_data(self) -> Any:

@@ -274,14 +274,16 @@ def _same_nested(a: list, b: list) -> bool:
     return same(a, b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
 @pytest.mark.parametrize(("kind", "workers"), [("thread", 2), ("process", 0)])
-def test_float_batches_reuse_memory_the_consumer_let_go_of_and_keep_what_it_holds(
-    folder: Path, kind: str, workers: int
+def test_batches_reuse_memory_the_consumer_let_go_of_and_keep_what_it_holds(
+    folder: Path, kind: str, workers: int, dtype: str
 ) -> None:
-    """Where batches are made in the loader's own process: worker threads, or no workers."""
+    """Where batches are made in the loader's own process: worker threads, or no workers; the
+    float32 batches of batch ops, and the uint8 batches decoded straight into one tensor."""
     dataset = _dataset(folder)
-    normalize = gpu.Normalize(MEAN, STD)
-    loader = _loader(dataset, kind=kind, workers=workers, batch_transforms=normalize)
+    ops = {"batch_transforms": gpu.Normalize(MEAN, STD)} if dtype == "float32" else {}
+    loader = _loader(dataset, kind=kind, workers=workers, **ops)
     kept, copy, addresses = None, None, set()
     for _ in range(3):
         for k, (images, _) in enumerate(loader):
