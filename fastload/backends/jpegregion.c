@@ -609,14 +609,47 @@ decode_resized(PyObject *module, PyObject *args)
     return Py_BuildValue("(NIIi)", planes, r.scaled_width, r.scaled_height, r.mode);
 }
 
-/* One job of decode_resized_many, parsed while the GIL is held. */
+/* What every job of a batch call has, first in its struct: its bytes, where its planes go,
+ * how it went. */
 typedef struct {
     Py_buffer data;
+    Py_ssize_t at; /* where its planes start in the output */
+    int status;    /* the mode, or FAILED (or, for decode_drawn_many, LEFT) */
+} Job;
+
+/* Whether `size` bytes fit at `slot` of an output of `out_len` bytes. */
+static int
+slot_fits(Py_ssize_t slot, Py_ssize_t size, Py_ssize_t out_len)
+{
+    return slot >= 0 && size <= out_len && slot <= (out_len - size) / size;
+}
+
+/* The list of the jobs' statuses (`n` jobs of `stride` bytes each, a Job first in each), every
+ * job's bytes and the output released, the jobs freed; NULL with an exception set. */
+static PyObject *
+finish_jobs(void *jobs, size_t stride, Py_ssize_t n, Py_buffer *out)
+{
+    PyObject *statuses = PyList_New(n);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Job *job = (Job *)((char *)jobs + (size_t)k * stride);
+        PyBuffer_Release(&job->data);
+        PyObject *status = statuses != NULL ? PyLong_FromLong(job->status) : NULL;
+        if (status == NULL)
+            Py_CLEAR(statuses);
+        else
+            PyList_SET_ITEM(statuses, k, status);
+    }
+    PyMem_Free(jobs);
+    PyBuffer_Release(out);
+    return statuses;
+}
+
+/* One job of decode_resized_many, parsed while the GIL is held. */
+typedef struct {
+    Job job;
     int reduce, width, height, cubic, mirror;
     long long max_pixels;
     double box[4];
-    Py_ssize_t at; /* where its planes start in the output */
-    int status;    /* the mode, or -1: it failed */
 } ManyJob;
 
 /* Parse `jobs` into `parsed` (n of them); -1 with an exception set, every buffer taken so far
@@ -632,11 +665,11 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
             PyErr_Format(PyExc_TypeError, "job %zd is a %.100s, not a tuple", k,
                          Py_TYPE(item)->tp_name);
             for (Py_ssize_t i = 0; i < k; i++)
-                PyBuffer_Release(&parsed[i].data);
+                PyBuffer_Release(&parsed[i].job.data);
             return -1;
         }
         int ok = PyArg_ParseTuple(item,
-                                  "y*iddddLiippn:decode_resized_many job", &j->data,
+                                  "y*iddddLiippn:decode_resized_many job", &j->job.data,
                                   &j->reduce, &j->box[0], &j->box[1], &j->box[2], &j->box[3],
                                   &j->max_pixels, &j->width, &j->height, &j->cubic, &j->mirror,
                                   &slot);
@@ -644,8 +677,7 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
             Py_ssize_t size = (Py_ssize_t)3 * j->width * j->height;
             if (check_reduce(j->reduce) < 0)
                 ok = 0;
-            else if (bad_box(j->box, j->width, j->height) || slot < 0 || size > out_len ||
-                     slot > (out_len - size) / size) {
+            else if (bad_box(j->box, j->width, j->height) || !slot_fits(slot, size, out_len)) {
                 PyObject *shown = Py_BuildValue("(dddd)", j->box[0], j->box[1], j->box[2],
                                                 j->box[3]);
                 if (shown != NULL)
@@ -656,12 +688,12 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
                 ok = 0;
             }
             if (!ok)
-                PyBuffer_Release(&j->data);
-            j->at = slot * size;
+                PyBuffer_Release(&j->job.data);
+            j->job.at = slot * size;
         }
         if (!ok) {
             for (Py_ssize_t i = 0; i < k; i++)
-                PyBuffer_Release(&parsed[i].data);
+                PyBuffer_Release(&parsed[i].job.data);
             return -1;
         }
     }
@@ -701,24 +733,13 @@ decode_resized_many(PyObject *module, PyObject *args)
         Region r;
         char message[JMSG_LENGTH_MAX];
         int status = decode_box_resized(
-            (const unsigned char *)j->data.buf, (size_t)j->data.len, j->reduce, j->box,
+            (const unsigned char *)j->job.data.buf, (size_t)j->job.data.len, j->reduce, j->box,
             j->max_pixels, j->width, j->height, j->cubic, j->mirror,
-            (unsigned char *)out.buf + j->at, &r, message);
-        j->status = status == 0 ? r.mode : -1;
+            (unsigned char *)out.buf + j->job.at, &r, message);
+        j->job.status = status == 0 ? r.mode : FAILED;
     }
     Py_END_ALLOW_THREADS
-    PyObject *modes = PyList_New(n);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyBuffer_Release(&parsed[k].data);
-        PyObject *mode = modes != NULL ? PyLong_FromLong(parsed[k].status) : NULL;
-        if (mode == NULL)
-            Py_CLEAR(modes);
-        else
-            PyList_SET_ITEM(modes, k, mode);
-    }
-    PyMem_Free(parsed);
-    PyBuffer_Release(&out);
-    return modes;
+    return finish_jobs(parsed, sizeof(ManyJob), n, &out);
 }
 
 /* A recipe tuple (see decode_drawn_many's doc) read into `r`; -1 with an exception set. */
@@ -772,10 +793,8 @@ plan_crop_one(PyObject *module, PyObject *args)
 
 /* One sample of decode_drawn_many, parsed while the GIL is held. */
 typedef struct {
-    Py_buffer data;
+    Job job; /* its status: the mode; FAILED; or LEFT, not planned here */
     unsigned long long seed;
-    Py_ssize_t at; /* where its planes start in the output */
-    int status;    /* the mode; FAILED; or LEFT: not planned here */
 } DrawnJob;
 
 enum { LEFT = -2 };
@@ -788,12 +807,12 @@ parse_drawn(PyObject *jobs, DrawnJob *parsed, Py_ssize_t n, Py_ssize_t size, Py_
         DrawnJob *j = &parsed[k];
         Py_ssize_t slot;
         PyObject *item = PyList_GET_ITEM(jobs, k);
-        int ok = PyTuple_Check(item) &&
-                 PyArg_ParseTuple(item, "y*Kn:decode_drawn_many job", &j->data, &j->seed, &slot);
-        if (ok && (slot < 0 || size > out_len || slot > (out_len - size) / size)) {
+        int ok = PyTuple_Check(item) && PyArg_ParseTuple(item, "y*Kn:decode_drawn_many job",
+                                                         &j->job.data, &j->seed, &slot);
+        if (ok && !slot_fits(slot, size, out_len)) {
             PyErr_Format(PyExc_ValueError, "bad job %zd: slot %zd of %zd output bytes", k, slot,
                          out_len);
-            PyBuffer_Release(&j->data);
+            PyBuffer_Release(&j->job.data);
             ok = 0;
         } else if (!ok && !PyErr_Occurred()) {
             PyErr_Format(PyExc_TypeError, "job %zd is a %.100s, not a tuple", k,
@@ -801,10 +820,10 @@ parse_drawn(PyObject *jobs, DrawnJob *parsed, Py_ssize_t n, Py_ssize_t size, Py_
         }
         if (!ok) {
             for (Py_ssize_t i = 0; i < k; i++)
-                PyBuffer_Release(&parsed[i].data);
+                PyBuffer_Release(&parsed[i].job.data);
             return -1;
         }
-        j->at = slot * size;
+        j->job.at = slot * size;
     }
     return 0;
 }
@@ -849,29 +868,19 @@ decode_drawn_many(PyObject *module, PyObject *args)
         CropPlan plan;
         Region region;
         char message[JMSG_LENGTH_MAX];
-        const unsigned char *data = (const unsigned char *)j->data.buf;
-        if (plan_crop(data, (size_t)j->data.len, j->seed, &r, &plan) < 0) {
-            j->status = LEFT;
+        const unsigned char *data = (const unsigned char *)j->job.data.buf;
+        const size_t len = (size_t)j->job.data.len;
+        if (plan_crop(data, len, j->seed, &r, &plan) < 0) {
+            j->job.status = LEFT;
             continue;
         }
-        int status = decode_box_resized(data, (size_t)j->data.len, plan.reduce, plan.box,
-                                        r.max_pixels, r.width, r.height, r.cubic, plan.mirror,
-                                        (unsigned char *)out.buf + j->at, &region, message);
-        j->status = status == 0 ? region.mode : FAILED;
+        int status = decode_box_resized(data, len, plan.reduce, plan.box, r.max_pixels, r.width,
+                                        r.height, r.cubic, plan.mirror,
+                                        (unsigned char *)out.buf + j->job.at, &region, message);
+        j->job.status = status == 0 ? region.mode : FAILED;
     }
     Py_END_ALLOW_THREADS
-    PyObject *modes = PyList_New(n);
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyBuffer_Release(&parsed[k].data);
-        PyObject *mode = modes != NULL ? PyLong_FromLong(parsed[k].status) : NULL;
-        if (mode == NULL)
-            Py_CLEAR(modes);
-        else
-            PyList_SET_ITEM(modes, k, mode);
-    }
-    PyMem_Free(parsed);
-    PyBuffer_Release(&out);
-    return modes;
+    return finish_jobs(parsed, sizeof(DrawnJob), n, &out);
 }
 
 static PyMethodDef methods[] = {
