@@ -91,7 +91,8 @@ typedef struct {
     int mirror;
 } CropPlan;
 
-/* A range of integers torch draws with one word (fastload.torch_draws.INTEGER_SPAN). */
+/* A range of integers torch draws with one word (fastload.torch_draws.INTEGER_SPAN); a JPEG's
+ * sides (at most 65,535) never reach it. */
 #define ONE_WORD_SPAN (1LL << 24)
 
 /* RandomResizedCrop.params: (top, left, h, w) of a width x height image. 0, or -1 where a
