@@ -12,6 +12,7 @@ otherwise), is planned in Python as before: the same pixels and draws either way
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -76,8 +77,9 @@ def crop_recipe(split: TransformSplit) -> CropRecipe | None:
         return None
     if not crop.antialias or crop.interpolation not in ("bilinear", "bicubic"):
         return None
-    if crop.ratio[0] <= 0.0:  # Python's log refuses it: the sample's error is Python's to raise
-        return None
+    ranges = (*crop.scale, *crop.ratio)
+    if not all(map(math.isfinite, ranges)) or crop.scale[0] < 0.0 or crop.ratio[0] <= 0.0:
+        return None  # Python's sqrt or log refuses them: the sample's error is Python's to raise
     if torch.get_default_dtype() != torch.float32:
         return None
     fused = fused_uniform()

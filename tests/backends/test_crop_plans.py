@@ -5,6 +5,7 @@ every file that planner does not read left to Python."""
 from __future__ import annotations
 
 import importlib
+import math
 import random
 import struct
 from dataclasses import replace
@@ -161,6 +162,9 @@ def test_only_the_recipe_it_draws_is_a_recipe() -> None:
         T.Compose([T.RandomResizedCrop(8, interpolation="nearest")]),
         T.Compose([T.RandomResizedCrop(8, antialias=False)]),
         T.Compose([Mine(8)]),  # a subclass may draw otherwise
+        T.RandomResizedCrop(8, scale=(-0.5, 1.0)),  # Python's sqrt refuses the area
+        T.RandomResizedCrop(8, ratio=(0.0, 1.0)),  # ... and its log the ratio
+        T.RandomResizedCrop(8, ratio=(1.0, math.inf)),
         T.Compose([T.RandomResizedCrop(8), lambda image: image]),
         T.Resize(8),
         None,
