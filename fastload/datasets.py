@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastload import backends, buffers, errors, stacked
+from fastload import backends, buffers, errors, shared_buffers, stacked
 from fastload.backends.base import (
     JpegPlan,
     decodes_resized_many,
@@ -493,12 +493,15 @@ class ImageDataset(Dataset):
 
 
 def _batch_tensor(count: int, height: int, width: int) -> torch.Tensor:
-    """An uninitialised uint8 batch, from the calling thread's ring (a worker thread's, or the
-    loader's own with no workers) where it has one."""
+    """An uninitialised uint8 batch in the memory it is handed on in: the calling thread's
+    ring (a worker thread's, or the loader's own with no workers), or a worker process's
+    shared memory (sent to the loader's process as it is), where there is one."""
+    shape = (count, 3, height, width)
     ring = buffers.current()
-    if ring is None:
-        return torch.empty((count, 3, height, width), dtype=torch.uint8)
-    return ring.take((count, 3, height, width), torch.uint8)
+    if ring is not None:
+        return ring.take(shape, torch.uint8)
+    kept = shared_buffers.take(torch.Size(shape), torch.uint8)
+    return kept if kept is not None else torch.empty(shape, dtype=torch.uint8)
 
 
 def _shown_size(plan: JpegPlan) -> tuple[int, int]:

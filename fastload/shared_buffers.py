@@ -98,7 +98,8 @@ class WorkerRing:
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
         self._taken = 0
         self._last = [0] * len(self._states)  # when (in takes handed out) each was last taken
-        self._this_batch: set[int] = set()  # the slots taken since the last settle
+        # the slots taken since the last settle, and those it found still referred to here
+        self._this_batch: set[int] = set()
 
     def take(self, nbytes: int) -> torch.UntypedStorage | None:
         """A shared storage of at least ``nbytes`` (and the tag after them), marked out; ``None``
@@ -118,16 +119,22 @@ class WorkerRing:
     def settle(self, sent: Any) -> None:
         """Free again the slots taken for the batch just made that ``sent`` (what goes to the
         main process) does not hold and nothing in this process still refers to: an op's
-        intermediate result (a normalized batch that a later op such as ``MixUp`` replaced).
-        The main process never sees those, so they would stay out for the ring's life."""
+        intermediate result (a normalized batch that a later op such as ``MixUp`` replaced, a
+        batch decoded into one tensor whose samples were then collated anew). The main
+        process never sees those, so they would stay out for the ring's life. One that this
+        process still refers to (the samples the collate function was handed, until it
+        returns) is looked at again at the next settle."""
         held = {storage.data_ptr() for storage in _shared_storages(sent)}
+        pending: set[int] = set()
         for slot in self._this_batch:
             storage = self._kept[slot]
             if storage is None or self._states[slot] != _OUT or storage.data_ptr() in held:
                 continue
             if _local_only(storage):
                 self._states[slot] = _FREE
-        self._this_batch.clear()
+            else:
+                pending.add(slot)
+        self._this_batch = pending
 
     def _choose(self, nbytes: int) -> tuple[int | None, bool]:
         """The free slot to write ``nbytes`` in, and whether its storage fits them: one whose

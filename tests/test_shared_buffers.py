@@ -232,7 +232,9 @@ def test_a_slot_the_sent_batch_does_not_hold_is_freed_once_nothing_refers_to_it(
     assert table.states[0].tolist() == [0, 1, 1]  # only the replaced one is free again
     again = ring.take(1000)
     assert again is not None and again.data_ptr() == replaced.data_ptr()
-    del aside
+    del aside  # let go of after its batch was settled: freed at the next settle
+    ring.settle([torch.empty(0, dtype=torch.uint8).set_(again, 0, (1000,))])
+    assert table.states[0].tolist() == [1, 1, 0]
 
 
 def test_the_stage_in_a_worker_frees_what_a_later_op_replaced(

@@ -310,3 +310,57 @@ def test_a_batch_is_made_in_the_threads_ring_where_it_has_one(
     assert taken == [((6, 3, 64, 64), torch.uint8)] * 2
     assert held.images.data_ptr() != again.images.data_ptr()  # held: not written again
     assert _equal(held.collated(), again.collated())
+
+
+@pytest.fixture
+def worker_ring() -> Any:
+    """This process made a worker process of a fastload loader, with a ring of 4 slots."""
+    from fastload import shared_buffers
+
+    init = shared_buffers.RingInit(None)
+    init.table = shared_buffers.SlotTable(1, slots=4)
+    init(0)
+    try:
+        yield init.table
+    finally:
+        init.table = None
+        init(0)  # no ring again in this process
+
+
+def test_a_worker_process_decodes_its_batch_into_the_shared_memory_it_sends(
+    tmp_path: Path, worker_ring: Any
+) -> None:
+    from fastload import shared_buffers
+    from fastload.loader.collate import collate_chain
+
+    root = _folder(tmp_path, count=8)
+    victim = sorted(root.rglob("*.jpg"))[5]
+    chain = collate_chain(
+        default_collate, stage=None, on_device=False, skipping=True, batched=True, keyed=True
+    )
+    main = shared_buffers.Returns(worker_ring)  # the loader's side, freeing what it let go of
+    dataset = _dataset(root, on_error="skip")
+    keys = _keys(list(range(8)))
+    want = default_collate(dataset.__getitems__(keys))
+    for _ in range(6):  # more batches than slots: each comes back once dropped
+        stacked = dataset.load_stacked(keys)
+        images = stacked.images
+        collated = chain(stacked)
+        main.received(collated)
+        batch = collated.batch
+        assert _equal(batch, want) and batch[0].is_shared()
+        assert batch[0].data_ptr() == images.data_ptr()  # sent as it was decoded: no copy
+        del stacked, images, collated, batch
+    victim.write_bytes(b"\xff\xd8\xff" + bytes(64) + b"\xff\xd9")  # a file skipped
+    for _ in range(6):
+        # the samples come as a list, stacked anew in another slot; the one decoded into is
+        # freed once they are dropped (it stayed out for good, and the ring ran dry)
+        samples = dataset.load_stacked(keys)
+        assert not isinstance(samples, StackedSamples)
+        collated = chain(samples)
+        main.received(collated)
+        batch = collated.batch
+        assert [s.path for s in collated.skipped] == [str(victim)]
+        assert batch[0].is_shared() and len(batch[0]) == 7
+        del samples, collated, batch
+    assert worker_ring.states[0].tolist().count(0) >= 2

@@ -106,12 +106,20 @@ class RingCollate:
     page for every batch; a uint8 batch then costs that as the float32 batches did before the
     ring. Anything else, and every batch where there is no ring (the main process, threads,
     torch's pinning) or no free slot, is ``default_collate``'s. Samples stacked as they were
-    decoded (:class:`~fastload.stacked.StackedSamples`) are that batch already.
+    decoded (:class:`~fastload.stacked.StackedSamples`) are that batch already: sent as they
+    are where the dataset decoded them into the worker's shared memory, else copied into it.
     """
 
     takes_stacked = True
 
     def __call__(self, samples: Any) -> Any:
+        batch = self._collate(samples)
+        # the shared memory the dataset decoded a batch into, when its samples came as a list
+        # and were stacked anew (a skipped file among them): free again once they are dropped
+        shared_buffers.settle(batch)
+        return batch
+
+    def _collate(self, samples: Any) -> Any:
         if isinstance(samples, StackedSamples):
             return self._stacked(samples)
         images = stackable_firsts(samples)
@@ -128,6 +136,8 @@ class RingCollate:
     @staticmethod
     def _stacked(samples: StackedSamples) -> Any:
         images = samples.images
+        if images.is_shared():  # decoded straight into this worker's shared memory
+            return samples.collated()
         out = shared_buffers.take(images.shape, images.dtype)
         if out is None:
             return samples.collated()
