@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from fastload.torch_draws import fused_uniform
 from fastload.transforms import RandomHorizontalFlip, RandomResizedCrop, TransformSplit
 
@@ -67,7 +65,8 @@ def crop_recipe(split: TransformSplit) -> CropRecipe | None:
     """The recipe a dataset's transform is, when all of it is fused with decoding and is
     exactly fastload's ``RandomResizedCrop`` (antialiased, bilinear or bicubic), then
     optionally its ``RandomHorizontalFlip``, and this torch's draws are reproduced
-    (:func:`fastload.torch_draws.fused_uniform`); ``None`` otherwise."""
+    (:func:`fastload.torch_draws.fused_uniform`); ``None`` otherwise. Its draws are torch's
+    only while torch's default dtype is float32: the caller asks that at each batch."""
     ops = split.fused
     if split.after or split.pil is not None or not 1 <= len(ops) <= 2:
         return None
@@ -81,8 +80,6 @@ def crop_recipe(split: TransformSplit) -> CropRecipe | None:
     ranges = (*crop.scale, *crop.ratio)
     if not all(map(math.isfinite, ranges)) or crop.scale[0] < 0.0 or crop.ratio[0] <= 0.0:
         return None  # Python's sqrt or log refuses them: the sample's error is Python's to raise
-    if torch.get_default_dtype() != torch.float32:
-        return None
     fused = fused_uniform()
     if fused is None:
         return None

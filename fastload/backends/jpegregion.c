@@ -807,8 +807,8 @@ parse_drawn(PyObject *jobs, DrawnJob *parsed, Py_ssize_t n, Py_ssize_t size, Py_
         DrawnJob *j = &parsed[k];
         Py_ssize_t slot;
         PyObject *item = PyList_GET_ITEM(jobs, k);
-        int ok = PyTuple_Check(item) && PyArg_ParseTuple(item, "y*Kn:decode_drawn_many job",
-                                                         &j->job.data, &j->seed, &slot);
+        int ok = PyTuple_Check(item) && PyArg_ParseTuple(item, "ny*K:decode_drawn_many job",
+                                                         &slot, &j->job.data, &j->seed);
         if (ok && !slot_fits(slot, size, out_len)) {
             PyErr_Format(PyExc_ValueError, "bad job %zd: slot %zd of %zd output bytes", k, slot,
                          out_len);
@@ -832,7 +832,7 @@ PyDoc_STRVAR(decode_drawn_many_doc,
 "decode_drawn_many(jobs, recipe, out, /)\n"
 "--\n\n"
 "A random crop of each JPEG drawn, planned, decoded and resized into the batch, the GIL let\n"
-"go once for all of them. A job is (data, seed, slot). The recipe is (width, height,\n"
+"go once for all of them. A job is (slot, data, seed). The recipe is (width, height,\n"
 "scale_lo, scale_hi, ratio_lo, ratio_hi, cubic, flip, fused, exif, max_pixels):\n"
 "RandomResizedCrop(size=(height, width), scale, ratio), bicubic or bilinear, antialiased,\n"
 "then a RandomHorizontalFlip(p=flip) where flip >= 0, drawn from torch's CPU generator\n"

@@ -221,11 +221,7 @@ class RegionBackend(Backend):
             calls.append(
                 (data, plan.reduce, *plan.region, max_pixels, width, height, cubic, mirror, slot)
             )
-        modes = self._decode_resized_many(calls, out)
-        for mode in modes:
-            if mode >= 0:
-                self.counts[MODES[mode]] += 1
-        return [mode >= 0 for mode in modes]
+        return self._counted(self._decode_resized_many(calls, out))
 
     def decode_drawn_many(
         self,
@@ -239,8 +235,10 @@ class RegionBackend(Backend):
         # each file's header read, its crop drawn and planned (cropplans.h), decoded and
         # resized, with the GIL let go once for the batch: no Python a sample
         made = recipe.as_tuple(exif_orientation=exif_orientation, max_pixels=max_pixels)
-        calls = [(data, seed, slot) for slot, data, seed in jobs]
-        modes = self._decode_drawn_many(calls, made, out)
+        return self._counted(self._decode_drawn_many(jobs, made, out))
+
+    def _counted(self, modes: list[int]) -> list[bool]:
+        """A batch call's modes counted in :attr:`counts`; per job, whether it was written."""
         for mode in modes:
             if mode >= 0:
                 self.counts[MODES[mode]] += 1

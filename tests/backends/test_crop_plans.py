@@ -179,9 +179,9 @@ def test_bad_recipes_and_jobs_are_refused_by_value() -> None:
     with pytest.raises(ValueError, match=r"bad recipe \(8, 0, "):
         kernel.decode_drawn_many([], (8, 0, *good[2:]), out)
     with pytest.raises(ValueError, match="bad job 1: slot 2 of 384 output bytes"):
-        kernel.decode_drawn_many([(b"", 1, 0), (b"", 1, 2)], good, out)
+        kernel.decode_drawn_many([(0, b"", 1), (2, b"", 1)], good, out)
     with pytest.raises(TypeError, match="job 0 is a list"):
-        kernel.decode_drawn_many([[b"", 1, 0]], good, out)
+        kernel.decode_drawn_many([[0, b"", 1]], good, out)
 
 
 def _folder(root: Path) -> Path:
@@ -224,3 +224,20 @@ def test_a_batch_drawn_by_the_decoder_is_the_samples_loaded_alone(
         assert batch.targets == [target for _, target in alone]
     # the 20 JPEGs drawn by the decoder; the rotated one and the PNG by Python
     assert written == [20] * 4
+
+
+def test_with_float64_as_torchs_default_the_batch_is_drawn_as_torch_draws_it(
+    tmp_path: Path,
+) -> None:
+    # torch's uniform_ then draws float64 numbers, which the C planner does not reproduce
+    geometry = T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip()])
+    dataset = fastload.ImageFolder(_folder(tmp_path), geometry, backend="region")
+    keys = [SampleKey(i, 900 + i) for i in range(len(dataset))]
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        batch = dataset.load_stacked(keys)
+        alone = [dataset[k] for k in keys]
+    finally:
+        torch.set_default_dtype(before)
+    assert torch.equal(batch.images, torch.stack([image for image, _ in alone]))
