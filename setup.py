@@ -51,13 +51,18 @@ setup(
                 "fastload/backends/restarts.h",
                 "fastload/backends/cropplans.h",
                 "fastload/resizing.h",
+                "fastload/floats.h",
             ],
             libraries=["jpeg"],
             # the crop plans round as Python does: no multiply-add fused (cropplans.h)
             extra_compile_args=[*RESIZING, "-ffp-contract=off"],
         ),
         Extension(
-            "fastload.gpu._normalizing", ["fastload/gpu/normalizing.c"], extra_compile_args=FLAGS
+            "fastload.gpu._normalizing",
+            ["fastload/gpu/normalizing.c"],
+            depends=["fastload/floats.h"],
+            # the same floats as the resize writes (floats.h): no multiply-add fused
+            extra_compile_args=[*FLAGS, "-ffp-contract=off"],
         ),
         Extension(
             "fastload.backends._files", ["fastload/backends/files.c"], extra_compile_args=FLAGS
@@ -65,7 +70,7 @@ setup(
         Extension(
             "fastload._resizing",
             ["fastload/resizing.c"],
-            depends=["fastload/resizing.h"],
+            depends=["fastload/resizing.h", "fastload/floats.h"],
             extra_compile_args=RESIZING,
         ),
     ],

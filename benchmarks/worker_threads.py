@@ -16,7 +16,8 @@ cost of uint8).
 
 Two more rows bound what any kind of worker could give: "one core" runs the samples' own work
 a batch at a time, as the workers make them (read, decode fused with the crop into the batch's
-slots: ``ImageDataset.load_stacked``; for float32 the loaders' normalize of each batch) in a
+slots: ``ImageDataset.load_stacked``; for float32 normalized as it is written, as the
+loaders' batches are) in a
 loop on one core with no loader at all; ``N`` times it is
 the ceiling for ``N`` workers on ``N`` free cores, and the report says which share of it each
 kind reaches.
@@ -120,16 +121,19 @@ def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, A
     dataset = fastload.ImageFolder(root, geometry)
     order = torch.randint(0, len(dataset), (1 << 20,), generator=torch.Generator().manual_seed(0))
 
+    # float32: normalized as the decoder writes the batch, as the loaders' is
+    normalizing = gpu.functional.normalizing_of(MEAN, STD) if dtype == "float32" else None
+
     def one(n: int) -> None:
         first = n * batch  # each sample drawn from a seed of its own
         keys = [SampleKey(int(order[k % len(order)]), seed=k) for k in range(first, first + batch)]
-        samples = dataset.load_stacked(KeyedBatch(keys, n))
+        samples = dataset.load_stacked(KeyedBatch(keys, n), normalizing=normalizing)
         if isinstance(samples, StackedSamples):
             images = samples.images
         else:
             images = torch.stack([image for image, _ in samples])
-        if dtype == "float32":  # the loaders' kernel, a batch at once
-            gpu.functional.normalize(images, MEAN, STD)
+        if normalizing is not None and not isinstance(samples, StackedSamples):
+            gpu.functional.normalize(images, MEAN, STD)  # the loaders' kernel, a batch at once
 
     for n in range(3):  # warm-up, as the loaders' rows: files cached, code run once
         one(len(order) // batch - 1 - n)

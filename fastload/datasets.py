@@ -12,6 +12,7 @@ not in a Python list of tuples (see :mod:`fastload.compact`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Callable, Sequence
@@ -35,11 +36,12 @@ from fastload.compact import Strings
 from fastload.crop_recipes import crop_recipe
 from fastload.drawing import drawing, drawn, own_draws
 from fastload.errors import UnreadableImageWarning
+from fastload.gpu import functional as batch_ops
 from fastload.image import ImageInfo
 from fastload.options import ON_ERROR
 from fastload.sampling import SeededSamples, seeded, streams_kept
 from fastload.skipping import Skipped
-from fastload.stacked import StackedSamples
+from fastload.stacked import Normalizing, StackedSamples
 from fastload.transforms import TransformSplit, split_transform
 
 __all__ = [
@@ -190,7 +192,7 @@ class ImageDataset(Dataset):
         # samples, to the collate function, for the batch ops; in a worker process of a
         # loader whose collate chain takes them, the batch is decoded stacked
         if stacked.welcomed() and self._stackable(indices):
-            return self._load_stacked(indices)
+            return self._load_stacked(indices, stacked.welcomed_normalizing())
         return self._each(indices)
 
     def _each(self, indices: list[int]) -> list[Any]:
@@ -213,13 +215,18 @@ class ImageDataset(Dataset):
                 out.append(None)
         return out
 
-    def load_stacked(self, keys: list[Any]) -> Any:
+    def load_stacked(self, keys: list[Any], *, normalizing: Normalizing | None = None) -> Any:
         """``__getitems__(keys)``, with the images decoded straight into one batch tensor
         where they can be: a :class:`~fastload.stacked.StackedSamples`, which fastload's
         collate links take as the batch (thread workers ask for it, see
         ``fastload.loader.threads``, and worker processes through ``__getitems__``, see
         :func:`fastload.stacked.welcome`). The same samples, pixels and draws as each loaded
         alone.
+
+        With ``normalizing`` (the normalize the collate chain runs first), the batch is
+        float32, each value written normalized by the decoder's resize as it makes it (no
+        uint8 batch, no second pass), and says so (``StackedSamples.normalized``); the
+        samples it falls back to a list for are the uint8 images as ever.
 
         It can be done where every key carries its seed (:class:`~fastload.sampling.SampleKey`),
         the transform is all fused with decoding, and the backend decodes many JPEGs at once
@@ -230,24 +237,27 @@ class ImageDataset(Dataset):
         """
         if not self._stackable(keys):
             return self.__getitems__(keys)  # a subclass's own, or each sample alone
-        return self._load_stacked(keys)
+        return self._load_stacked(keys, normalizing)
 
-    def _load_stacked(self, keys: list[Any]) -> Any:
+    def _load_stacked(self, keys: list[Any], normalizing: Normalizing | None) -> Any:
         with streams_kept():
             reads = self.read_samples([int(k) for k in keys])
-            out, drawn = self._decode_drawn(keys, reads)
+            out, drawn = self._decode_drawn(keys, reads, normalizing)
             plans, targets = self._plan_stacked(keys, reads, drawn)
             if out is None:
                 first = next((p for p in plans if p is not None), None)
                 if first is None:  # no JPEG to stack: each loaded alone, from the bytes read
-                    return self._stacked(keys, reads, targets, None, set())
+                    return self._stacked(keys, reads, targets, None, set(), None)
                 width, height = _shown_size(first[1])
-                out = _batch_tensor(len(keys), height, width)
-            written = drawn | self._decode_into(out.numpy(), reads, plans)
-            return self._stacked(keys, reads, targets, out, written)
+                out = _batch_tensor(len(keys), height, width, normalizing)
+            written = drawn | self._decode_into(out, reads, plans, normalizing)
+            return self._stacked(keys, reads, targets, out, written, normalizing)
 
     def _decode_drawn(
-        self, keys: list[Any], reads: list[tuple[bytes, Any] | None]
+        self,
+        keys: list[Any],
+        reads: list[tuple[bytes, Any] | None],
+        normalizing: Normalizing | None,
     ) -> tuple[torch.Tensor | None, set[int]]:
         """The batch tensor and the slots the backend wrote, drawing and planning the crops
         itself (:mod:`fastload.crop_recipes`), where the transform is such a crop and the
@@ -259,7 +269,7 @@ class ImageDataset(Dataset):
             return None, set()
         if torch.get_default_dtype() != torch.float32:  # torch's draws then differ
             return None, set()
-        out = _batch_tensor(len(keys), recipe.height, recipe.width)
+        out = _batch_tensor(len(keys), recipe.height, recipe.width, normalizing)
         jobs = [
             (slot, read[0], key.seed)
             for slot, (key, read) in enumerate(zip(keys, reads, strict=True))
@@ -268,9 +278,10 @@ class ImageDataset(Dataset):
         done = self._backend().decode_drawn_many(
             jobs,
             recipe,
-            out.numpy(),
+            _written(out),
             max_pixels=self.max_pixels,
             exif_orientation=self.exif_orientation,
+            normalizing=normalizing,
         )
         if done is None:  # the backend cannot: Python plans them all
             return None, set()
@@ -315,13 +326,15 @@ class ImageDataset(Dataset):
 
     def _decode_into(
         self,
-        out: np.ndarray,
+        out: torch.Tensor,
         reads: list[tuple[bytes, Any] | None],
         plans: list[tuple[ImageInfo, JpegPlan] | None],
+        normalizing: Normalizing | None,
     ) -> set[int]:
-        """Decode the planned JPEGs into their slots of ``out`` (N x 3 x H x W): those the
-        backend takes many at a time in one call, the others one by one. The slots written;
-        the rest are for ``_load`` (another size, or a file that fails, which it reports)."""
+        """Decode the planned JPEGs into their slots of ``out`` (N x 3 x H x W, normalized
+        as ``normalizing`` says where it is given): those the backend takes many at a time
+        in one call, the others one by one. The slots written; the rest are for ``_load``
+        (another size, or a file that fails, which it reports)."""
         backend, render = self._backend(), self._split.render or {}
         size = (out.shape[3], out.shape[2])
         jobs, alone = [], []
@@ -335,7 +348,9 @@ class ImageDataset(Dataset):
                 alone.append(slot)
         written: set[int] = set()
         if jobs:  # (each call lets go of the GIL: none when the backend drew them all)
-            done = backend.decode_jpeg_resized_many(jobs, out, max_pixels=self.max_pixels)
+            done = backend.decode_jpeg_resized_many(
+                jobs, _written(out), max_pixels=self.max_pixels, normalizing=normalizing
+            )
             assert done is not None  # the backend decodes many: _stackable asked
             written = {slot for (slot, _, _), ok in zip(jobs, done, strict=True) if ok}
         for slot in alone:
@@ -347,7 +362,7 @@ class ImageDataset(Dataset):
             except Exception:
                 continue  # loaded alone, which reports it
             if pixels.shape == (size[1], size[0], 3):
-                out[slot] = pixels.transpose(2, 0, 1)
+                _put(out, slot, pixels.transpose(2, 0, 1), normalizing)
                 written.add(slot)
         return written
 
@@ -371,9 +386,11 @@ class ImageDataset(Dataset):
         targets: list[Any],
         out: torch.Tensor | None,
         written: set[int],
+        normalizing: Normalizing | None,
     ) -> Any:
         """The batch: the samples not written into ``out`` loaded alone and copied into their
-        slots; a list of samples where one of them cannot be (or there is no ``out``)."""
+        slots (normalized as the rest); a list of samples where one of them cannot be (or
+        there is no ``out``), whose images are the samples' own (uint8)."""
         samples: list[Any] = [None] * len(keys)
         stackable = out is not None
         for slot, (key, read) in enumerate(zip(keys, reads, strict=True)):
@@ -389,17 +406,24 @@ class ImageDataset(Dataset):
                     sample = self._with_target(self._load_image(index, read[0]), target)
             samples[slot] = sample
             image = sample[0] if self.has_targets and isinstance(sample, tuple) else sample
-            if out is None or not isinstance(image, torch.Tensor) or image.shape != out.shape[1:]:
+            if (
+                out is None
+                or not isinstance(image, torch.Tensor)
+                or image.shape != out.shape[1:]
+                or image.dtype != torch.uint8
+            ):
                 stackable = False
                 continue
-            out[slot] = image
+            _put(out, slot, image.numpy(), normalizing)
             targets[slot] = sample[1] if self.has_targets else None
         seed = getattr(keys, "seed", None)
         if stackable and out is not None:
-            return StackedSamples(out, targets if self.has_targets else None, seed)
+            kept = targets if self.has_targets else None
+            return StackedSamples(out, kept, seed, normalized=normalizing)
         for slot in written:
             assert out is not None
-            samples[slot] = (out[slot], targets[slot]) if self.has_targets else out[slot]
+            image = out[slot] if normalizing is None else _decoded(out[slot], normalizing)
+            samples[slot] = (image, targets[slot]) if self.has_targets else image
         return samples if seed is None else SeededSamples(samples, seed)
 
     def _load(self, index: int) -> Any:
@@ -492,16 +516,50 @@ class ImageDataset(Dataset):
         )
 
 
-def _batch_tensor(count: int, height: int, width: int) -> torch.Tensor:
-    """An uninitialised uint8 batch in the memory it is handed on in: the calling thread's
-    ring (a worker thread's, or the loader's own with no workers), or a worker process's
-    shared memory (sent to the loader's process as it is), where there is one."""
+def _batch_tensor(
+    count: int, height: int, width: int, normalizing: Normalizing | None
+) -> torch.Tensor:
+    """An uninitialised uint8 batch (float32 where it is to be ``normalizing``'s, laid out as
+    it says) in the memory it is handed on in: the calling thread's ring (a worker thread's,
+    or the loader's own with no workers), or a worker process's shared memory (sent to the
+    loader's process as it is), where there is one."""
     shape = (count, 3, height, width)
+    if normalizing is not None:
+        layout = buffers.channels_last() if normalizing.channels_last else contextlib.nullcontext()
+        with layout:
+            return batch_ops.float_batch(torch.Size(shape))
     ring = buffers.current()
     if ring is not None:
         return ring.take(shape, torch.uint8)
     kept = shared_buffers.take(torch.Size(shape), torch.uint8)
     return kept if kept is not None else torch.empty(shape, dtype=torch.uint8)
+
+
+def _written(out: torch.Tensor) -> np.ndarray:
+    """The memory a decoder writes the batch ``out`` through: N x 3 x H x W, or N x H x W x 3
+    for a batch in channels-last memory."""
+    return out.numpy() if out.is_contiguous() else out.permute(0, 2, 3, 1).numpy()
+
+
+def _put(out: torch.Tensor, slot: int, image: np.ndarray, normalizing: Normalizing | None) -> None:
+    """A sample's uint8 image (3 x H x W) into its slot of the batch, normalized as the
+    decoder wrote the others where ``normalizing`` is given."""
+    if normalizing is None:
+        out.numpy()[slot] = image
+        return
+    planes = torch.from_numpy(np.require(image, requirements=["C", "W"]))[None]
+    factors, shifts = normalizing.factors, normalizing.shifts
+    batch_ops.normalize_planes(planes, factors, shifts, out=out[slot : slot + 1])
+
+
+def _decoded(image: torch.Tensor, normalizing: Normalizing) -> torch.Tensor:
+    """The uint8 image a slot was normalized from: ``v * factor + shift`` is one to one on
+    0-255 (the factors are not zero), and undone in float64 its rounding errors are far under
+    half a level, so the bytes come back exactly."""
+    factors = torch.tensor(normalizing.factors, dtype=torch.float64).reshape(3, 1, 1)
+    shifts = torch.tensor(normalizing.shifts, dtype=torch.float64).reshape(3, 1, 1)
+    levels = ((image.double() - shifts) / factors).round_().clamp_(0, 255)
+    return levels.to(torch.uint8).contiguous()
 
 
 def _shown_size(plan: JpegPlan) -> tuple[int, int]:

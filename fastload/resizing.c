@@ -67,7 +67,7 @@ resize(PyObject *self, PyObject *args)
     ResizeJob job = {(const uint8_t *)src.buf + (size_t)y0 * stride + (size_t)x0 * channels,
                (size_t)stride,
                (size_t)(src.len - ((Py_ssize_t)y0 * stride + (Py_ssize_t)x0 * channels)), x1 - x0, y1 - y0, channels, width, height, cubic, mirror,
-               (uint8_t *)PyByteArray_AS_STRING(out), 0.0, 0.0, x1 - x0, y1 - y0};
+               (uint8_t *)PyByteArray_AS_STRING(out), 0.0, 0.0, x1 - x0, y1 - y0, NULL, NULL};
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = resize_planes(&job);

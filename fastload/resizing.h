@@ -22,6 +22,8 @@
 #define RESIZING_SSSE3 1
 #endif
 
+#include "floats.h"
+
 #define MAX_CHANNELS 4
 
 typedef struct {
@@ -345,14 +347,42 @@ column_pass(const uint8_t *rows, size_t stride, const Axis *y, int i, int width,
     }
 }
 
+/* A float32 output: channel c's byte v written as v * factor[c] + shift[c] (a normalize, in
+ * the order and float rounding of fastload's batch normalize: a multiply, then an add), as
+ * planes or, `interleaved`, pixel by pixel (channels last: out_h x out_w x channels). */
+typedef struct {
+    float factor[MAX_CHANNELS], shift[MAX_CHANNELS];
+    int interleaved;
+} FloatOut;
+
+/* One output row's bytes (channel c's at src + c * plane) written as floats: row `i` of each
+ * plane of dst (out_h x width apart), or row `i` of interleaved pixels. */
+static void
+floats_row(const uint8_t *src, size_t plane, int channels, int width, int i, int out_h,
+           const FloatOut *f, float *dst)
+{
+    const size_t out_plane = (size_t)width * out_h;
+    if (!f->interleaved) {
+        for (int c = 0; c < channels; c++)
+            floats_streamed(src + c * plane, dst + c * out_plane + (size_t)i * width,
+                            (size_t)width, f->factor[c], f->shift[c]);
+        return;
+    }
+    floats_interleaved(src, plane, (size_t)width, channels, f->factor, f->shift,
+                       dst + (size_t)i * width * channels);
+}
+
 typedef struct {
     const uint8_t *src; /* the region's top-left pixel */
     size_t stride;      /* bytes from one source row to the next */
     size_t length;      /* bytes readable from src */
     int in_w, in_h, channels, out_w, out_h, cubic, mirror;
-    uint8_t *dst;       /* channels x out_h x out_w */
+    uint8_t *dst;       /* channels x out_h x out_w; NULL when `floats` says otherwise */
     /* the span resized, in the region's pixels: (0, 0, in_w, in_h) for the whole region */
     double start_x, start_y, span_w, span_h;
+    /* a float32 output instead (see FloatOut), written to fdst as each row is resampled */
+    const FloatOut *floats;
+    float *fdst;
 } ResizeJob;
 
 /* Whether an axis needs resampling: anything but the region's pixels one for one. */
@@ -385,13 +415,21 @@ resize_planes(const ResizeJob *job)
     const int channels = job->channels, width = job->out_w;
     const size_t out_plane = (size_t)job->out_w * job->out_h;
     const size_t mid_plane = (size_t)width * job->in_h;
-    uint8_t *mid = resize_y ? malloc(mid_plane * channels) : NULL;
-    if (resize_y && !mid) {
+    /* the row pass's output: the final planes, unless the columns still move, or the bytes
+     * are to become floats (then a row's bytes at a time, in `line`) */
+    const int floats = job->floats != NULL;
+    const int staged = resize_y || floats;
+    uint8_t *mid = staged ? malloc(resize_y ? mid_plane * channels : out_plane * channels)
+                          : NULL;
+    uint8_t *line = floats && resize_y ? malloc((size_t)width * channels) : NULL;
+    if ((staged && !mid) || (floats && resize_y && !line)) {
+        free(line);
+        free(mid);
         axis_free(&x);
         axis_free(&y);
         return -1;
     }
-    uint8_t *rows = resize_y ? mid : job->dst;
+    uint8_t *rows = staged ? mid : job->dst;
     const size_t plane = resize_y ? mid_plane : out_plane;
     if (resize_x)
         row_pass(job->src + (size_t)top * job->stride, job->stride, bottom - top,
@@ -406,11 +444,24 @@ resize_planes(const ResizeJob *job)
                 dst[c * plane + at] = src[(size_t)i * channels + c];
         }
     }
-    if (resize_y)
+    if (resize_y && !floats)
         for (int c = 0; c < channels; c++)
             for (int i = 0; i < job->out_h; i++)
                 column_pass(mid + c * mid_plane, width, &y, i, width,
                             job->dst + c * out_plane + (size_t)i * width);
+    for (int i = 0; floats && i < job->out_h; i++) {
+        if (resize_y)
+            for (int c = 0; c < channels; c++)
+                column_pass(mid + c * mid_plane, width, &y, i, width, line + (size_t)c * width);
+        const uint8_t *bytes = resize_y ? line : mid + (size_t)i * width;
+        floats_row(bytes, resize_y ? (size_t)width : out_plane, channels, width, i, job->out_h,
+                   job->floats, job->fdst);
+    }
+#if defined(__SSE2__)
+    if (floats)
+        _mm_sfence(); /* the streamed floats are seen before the batch is handed on */
+#endif
+    free(line);
     free(mid);
     axis_free(&x);
     axis_free(&y);

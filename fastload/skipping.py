@@ -9,7 +9,7 @@ from typing import Any
 
 from fastload import errors
 from fastload.sampling import SeededSamples
-from fastload.stacked import StackedSamples, takes_stacked
+from fastload.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
 from fastload.tensors import pin_batch
 
 __all__ = ["Collated", "SkipCollate", "SkipReport", "Skipped"]
@@ -49,6 +49,10 @@ class SkipCollate:
     @property
     def takes_stacked(self) -> bool:
         return takes_stacked(self.collate_fn)
+
+    @property
+    def normalizes_stacked(self) -> Normalizing | None:
+        return normalizes_stacked(self.collate_fn)
 
     def __call__(self, samples: Any) -> Collated:
         if isinstance(samples, StackedSamples):  # made only of samples that were read

@@ -13,14 +13,43 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, overload
 
 import torch
 from torch.utils.data import default_collate
 
-__all__ = ["StackedSamples", "takes_stacked", "welcome", "welcomed"]
+__all__ = [
+    "Normalizing",
+    "StackedSamples",
+    "normalizes_stacked",
+    "takes_stacked",
+    "welcome",
+    "welcomed",
+    "welcomed_normalizing",
+]
 
 _LOCAL = threading.local()  # whether stacked samples are welcome, per thread
+
+
+@dataclass(frozen=True)
+class Normalizing:
+    """The normalize a collate chain runs first on a stacked batch's images, for the dataset
+    to write as it decodes them (``float32 at the cost of uint8``): each uint8 value ``v`` of
+    channel ``c`` becomes the float32 ``v * factors[c] + shifts[c]``, a multiply then an add
+    in float32, as fastload's batch normalize computes it (:func:`fastload.gpu.functional.
+    normalize_terms`).
+
+    Args:
+        factors: One per channel (three).
+        shifts: One per channel (three).
+        channels_last: The batch is made in channels-last memory (N x H x W x C), as the
+            chain's ``channels_last`` makes its batches.
+    """
+
+    factors: tuple[float, float, float]
+    shifts: tuple[float, float, float]
+    channels_last: bool
 
 
 class StackedSamples(Sequence[Any]):
@@ -30,12 +59,23 @@ class StackedSamples(Sequence[Any]):
         images: N x C x H x W: sample ``k``'s image is ``images[k]``.
         targets: The samples' targets, or ``None`` when a sample is its image alone.
         seed: The batch's seed (as ``fastload.sampling.SeededSamples`` carries it), if any.
+        normalized: The normalize the images were written with (float32), which the collate
+            chain asked for (:func:`normalizes_stacked`) and so does not run again; ``None``:
+            they are the samples' own.
     """
 
-    def __init__(self, images: torch.Tensor, targets: list[Any] | None, seed: int | None) -> None:
+    def __init__(
+        self,
+        images: torch.Tensor,
+        targets: list[Any] | None,
+        seed: int | None,
+        *,
+        normalized: Normalizing | None = None,
+    ) -> None:
         if targets is not None and len(targets) != len(images):
             raise ValueError(f"{len(images)} images but {len(targets)} targets")
         self.images, self.targets, self.seed = images, targets, seed
+        self.normalized = normalized
 
     def __len__(self) -> int:
         return len(self.images)
@@ -67,14 +107,27 @@ def takes_stacked(collate_fn: Callable[[Any], Any]) -> bool:
     return bool(getattr(collate_fn, "takes_stacked", False))
 
 
-def welcome(flag: bool) -> None:
+def normalizes_stacked(collate_fn: Callable[[Any], Any]) -> Normalizing | None:
+    """The normalize ``collate_fn`` (a link of fastload's collate chain that
+    :func:`takes_stacked`) runs first on a stacked batch's images, and leaves undone for
+    :class:`StackedSamples` made ``normalized`` by it; ``None`` where it runs none first."""
+    return getattr(collate_fn, "normalizes_stacked", None)
+
+
+def welcome(flag: bool, normalizing: Normalizing | None = None) -> None:
     """Say, in the thread that fetches a loader's batches through torch's fetcher (a worker
     process's, or the loader's own with no workers), whether the loader's collate chain takes
-    :class:`StackedSamples` (:func:`takes_stacked`): a fastload dataset's ``__getitems__``
-    then hands its batches stacked. Thread workers ask for them in their own fetcher."""
-    _LOCAL.welcome = flag
+    :class:`StackedSamples` (:func:`takes_stacked`), and the normalize it runs first on them
+    (:func:`normalizes_stacked`): a fastload dataset's ``__getitems__`` then hands its batches
+    stacked, and normalized where it can. Thread workers ask in their own fetcher."""
+    _LOCAL.welcome, _LOCAL.normalizing = flag, normalizing
 
 
 def welcomed() -> bool:
     """Whether :func:`welcome` said so in the calling thread."""
     return bool(getattr(_LOCAL, "welcome", False))
+
+
+def welcomed_normalizing() -> Normalizing | None:
+    """The normalize :func:`welcome` said the calling thread's chain runs first."""
+    return getattr(_LOCAL, "normalizing", None) if welcomed() else None

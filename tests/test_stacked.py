@@ -15,9 +15,17 @@ import fastload
 from fastload import buffers
 from fastload import transforms as T
 from fastload.backends.region import RegionBackend
+from fastload.gpu import functional as batch_ops
 from fastload.sampling import KeyedBatch, SampleKey
 from fastload.skipping import Skipped
-from fastload.stacked import StackedSamples, welcomed
+from fastload.stacked import (
+    Normalizing,
+    StackedSamples,
+    normalizes_stacked,
+    welcome,
+    welcomed,
+    welcomed_normalizing,
+)
 from tests.images import jpeg_bytes, photo, png_bytes, with_orientation
 
 
@@ -208,14 +216,31 @@ def test_samples_loaded_alone_are_read_and_their_targets_transformed_once(
 
 
 class _Noted(fastload.ImageFolder):
-    """Notes, in a file, each batch read together (by the stacked path only)."""
+    """Notes, in a file, each batch read together (by the stacked path only), and the
+    normalize its fetch asked for where it asked for one."""
 
     notes: Path
 
     def read_samples(self, indices: list[int]) -> Any:
+        asked = welcomed_normalizing()
         with open(self.notes, "a") as notes:
-            notes.write(f"{len(indices)}\n")
+            notes.write(
+                f"{len(indices)}\n" + (f"normalized:{asked.channels_last}\n" if asked else "")
+            )
         return super().read_samples(indices)
+
+
+def _epoch(dataset: Any, workers: int, **options: Any) -> list[Any]:
+    """One shuffled epoch of a loader of batches of 4, its order seeded."""
+    loader = fastload.DataLoader(
+        dataset,
+        batch_size=4,
+        shuffle=True,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(3),
+        **options,
+    )
+    return [batch for batch in loader]
 
 
 def test_loaders_stack_batches_where_the_collate_chain_takes_them(
@@ -225,15 +250,7 @@ def test_loaders_stack_batches_where_the_collate_chain_takes_them(
     dataset.notes = tmp_path / "notes"
 
     def epoch(workers: int, **options: Any) -> list[Any]:
-        loader = fastload.DataLoader(
-            dataset,
-            batch_size=4,
-            shuffle=True,
-            num_workers=workers,
-            generator=torch.Generator().manual_seed(3),
-            **options,
-        )
-        return [batch for batch in loader]
+        return _epoch(dataset, workers, **options)
 
     alone = epoch(0, collate_fn=lambda b: default_collate(b))  # the user's: each alone
     assert not dataset.notes.exists()
@@ -271,19 +288,8 @@ def test_a_subclass_making_its_own_samples_or_batches_is_asked_for_them(
         keys = _keys(list(range(8)))
         assert _equal(dataset.load_stacked(keys), dataset.__getitems__(keys))
 
-        def epoch(workers: int, dataset: Any = dataset) -> list[Any]:
-            loader = fastload.DataLoader(
-                dataset,
-                batch_size=4,
-                shuffle=True,
-                num_workers=workers,
-                worker_type=kind,
-                generator=torch.Generator().manual_seed(3),
-            )
-            return [batch for batch in loader]
-
-        batches = epoch(2)
-        assert _equal(batches, epoch(0))
+        batches = _epoch(dataset, 2, worker_type=kind)
+        assert _equal(batches, _epoch(dataset, 0, worker_type=kind))
         if cls is _WithIndex:
             assert all(len(batch) == 3 for batch in batches)  # its index came along
 
@@ -364,3 +370,115 @@ def test_a_worker_process_decodes_its_batch_into_the_shared_memory_it_sends(
         assert batch[0].is_shared() and len(batch[0]) == 7
         del samples, collated, batch
     assert worker_ring.states[0].tolist().count(0) >= 2
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _normalizing(channels_last: bool = False) -> Normalizing:
+    return batch_ops.normalizing_of(MEAN, STD, channels_last=channels_last)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_a_batch_normalized_as_decoded_is_its_samples_normalized(
+    tmp_path: Path, geometry: str, channels_last: bool
+) -> None:
+    root = _folder(tmp_path, count=10)
+    rotated = with_orientation(photo(260, 180, seed=40), 6)  # decoded alone, then normalized
+    (root / "c0" / "rotated.jpg").write_bytes(rotated)
+    (root / "c1" / "flat.png").write_bytes(png_bytes(Image.fromarray(photo(240, 200, seed=41))))
+    dataset = _dataset(root, geometry)
+    normalizing = _normalizing(channels_last)
+    for seed in range(3):
+        keys = _keys(list(range(len(dataset))), seed)
+        want = dataset.load_stacked(keys)
+        got = dataset.load_stacked(keys, normalizing=normalizing)
+        assert isinstance(got, StackedSamples) and got.normalized == normalizing
+        factors, shifts = normalizing.factors, normalizing.shifts
+        assert torch.equal(got.images, batch_ops.normalize_planes(want.images, factors, shifts))
+        assert got.images.is_contiguous(memory_format=torch.channels_last) == channels_last
+        assert _equal(got.targets, want.targets) and got.seed == want.seed
+
+
+def test_a_batch_normalized_as_decoded_falls_back_to_its_samples_own_bytes(
+    tmp_path: Path,
+) -> None:
+    """A batch that cannot be stacked (a skipped file) comes as the samples as ever: the
+    images the decoder normalized are the uint8 images again, exactly."""
+    root = _folder(tmp_path, count=8)
+    sorted(root.rglob("*.jpg"))[3].write_bytes(b"\xff\xd8\xff" + bytes(64) + b"\xff\xd9")
+    dataset = _dataset(root, on_error="skip")
+    keys = _keys(list(range(8)))
+    want = dataset.load_stacked(keys)
+    got = dataset.load_stacked(keys, normalizing=_normalizing())
+    assert not isinstance(got, StackedSamples) and sum(isinstance(s, Skipped) for s in got) == 1
+    assert _equal(
+        [s for s in got if not isinstance(s, Skipped)],
+        [s for s in want if not isinstance(s, Skipped)],
+    )
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize(
+    "workers", [("thread", 2), ("process", 2), (None, 0)], ids=["threads", "processes", "none"]
+)
+def test_loaders_normalize_as_they_decode_where_the_stage_normalizes_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: Any, channels_last: bool
+) -> None:
+    """``batch_transforms`` that start with ``gpu.Normalize``: the batches are those of the
+    uint8 loader normalized, made by the decoder in float32 (seen in this process)."""
+    from fastload import gpu
+
+    kind, count = workers
+    dataset = _Noted(_folder(tmp_path / "set", count=20), T.RandomResizedCrop(48))
+    dataset.notes = tmp_path / "notes"
+    asked: list[Any] = []
+    many = RegionBackend.decode_drawn_many
+
+    def noted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("normalizing"))
+        return many(self, *args, **kwargs)
+
+    monkeypatch.setattr(RegionBackend, "decode_drawn_many", noted)
+
+    typed = {"worker_type": kind} if count else {}
+    plain = _epoch(dataset, count, **typed)
+    asked.clear()
+    ops = gpu.Normalize(MEAN, STD)
+    normalized = _epoch(dataset, count, batch_transforms=ops, channels_last=channels_last, **typed)
+    assert len(plain) == len(normalized) == 5
+    for (images, labels), (floats, same) in zip(plain, normalized, strict=True):
+        assert torch.equal(floats, batch_ops.normalize(images, MEAN, STD)) and torch.equal(
+            labels, same
+        )
+        assert floats.is_contiguous(memory_format=torch.channels_last) == channels_last
+    if kind != "process":
+        assert asked == [_normalizing(channels_last)] * 5
+    else:  # what each worker's fetch asked of the dataset
+        assert dataset.notes.read_text().split().count(f"normalized:{channels_last}") == 5
+
+
+def test_getitems_normalizes_as_it_decodes_when_welcomed(tmp_path: Path) -> None:
+    """``__getitems__`` (a worker process's fetch, or the loader's own) hands the batch
+    normalized where the fetch says its chain normalizes first."""
+    from fastload import gpu
+    from fastload.gpu.stage import BatchStage
+    from fastload.loader.collate import collate_chain
+
+    stage = BatchStage(gpu.Normalize(MEAN, STD), channels_last=False)
+    chain = collate_chain(
+        default_collate, stage=stage, on_device=False, skipping=False, batched=True, keyed=True
+    )
+    normalizing = normalizes_stacked(chain)
+    assert normalizing == _normalizing()
+    dataset = _dataset(_folder(tmp_path, count=8))
+    keys = _keys(list(range(8)))
+    want = chain(dataset.__getitems__(keys))  # not welcomed: each sample alone
+    welcome(True, normalizing)
+    try:
+        samples = dataset.__getitems__(keys)
+    finally:
+        welcome(False)
+    assert isinstance(samples, StackedSamples) and samples.normalized == normalizing
+    assert _equal(chain(samples), want)

@@ -34,6 +34,7 @@ from fastload.errors import ImageDecodeError
 from fastload.image import ImageInfo, is_truncated_jpeg, orient, orientation_ops, probe
 from fastload.raw_pixels import ppm_pixels
 from fastload.resampling import View, kernel_region, resample, source_window
+from fastload.stacked import Normalizing
 
 if TYPE_CHECKING:
     from fastload.crop_recipes import CropRecipe
@@ -264,7 +265,12 @@ class Backend(ABC):
         return out if out.flags.writeable else out.copy()
 
     def decode_jpeg_resized_many(
-        self, jobs: list[tuple[int, bytes, JpegPlan]], out: np.ndarray, *, max_pixels: int
+        self,
+        jobs: list[tuple[int, bytes, JpegPlan]],
+        out: np.ndarray,
+        *,
+        max_pixels: int,
+        normalizing: Normalizing | None = None,
     ) -> list[bool] | None:
         """:meth:`decode_jpeg_resized` for several JPEGs at once, each written into its slot of
         a batch; ``None`` (the default) where the backend cannot, and the caller decodes them
@@ -277,8 +283,10 @@ class Backend(ABC):
         Args:
             jobs: ``(slot, data, plan)``: the JPEG bytes (their header already checked) and
                 their plan; the output goes to ``out[slot]``.
-            out: A writable N x 3 x H x W uint8 array, H x W the plans' output size.
+            out: A writable N x 3 x H x W uint8 array, H x W the plans' output size; with
+                ``normalizing``, float32, N x H x W x 3 where it says channels last.
             max_pixels: The caller's pixel limit, for a decoder that re-reads the header.
+            normalizing: Each value written normalized as it says, as the resize makes it.
 
         Returns:
             Per job, whether it was written; a file that failed is the caller's to decode
@@ -294,6 +302,7 @@ class Backend(ABC):
         *,
         max_pixels: int,
         exif_orientation: bool,
+        normalizing: Normalizing | None = None,
     ) -> list[bool] | None:
         """Each JPEG's random crop drawn from its seed as ``recipe`` draws it, planned as
         :func:`plan_jpeg` plans it, decoded and resized into its slot of a batch, planning
@@ -304,10 +313,12 @@ class Backend(ABC):
             jobs: ``(slot, data, seed)``: the file's bytes (not yet checked) and the sample's
                 seed; the output goes to ``out[slot]``.
             recipe: The transform (:func:`fastload.crop_recipes.crop_recipe`).
-            out: A writable N x 3 x H x W uint8 array, H x W the recipe's output size.
+            out: A writable N x 3 x H x W uint8 array, H x W the recipe's output size (with
+                ``normalizing``, as :meth:`decode_jpeg_resized_many` takes it).
             max_pixels: The caller's pixel limit: a larger header is left to the caller.
             exif_orientation: Whether orientations are applied: a file with one to apply is
                 left to the caller.
+            normalizing: Each value written normalized as it says, as the resize makes it.
 
         Returns:
             Per job, whether it was written: not where the file is not a JPEG this planner

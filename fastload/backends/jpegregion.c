@@ -511,12 +511,13 @@ decode(PyObject *module, PyObject *args)
 }
 
 /* The no-GIL part of decode_resized: decode the region holding the box, resize the box
- * into `out` (3 x height x width). 0 and the region's facts in `r` (its pixels freed), or
- * FAILED with the reason in `message`, or NO_MEMORY. */
+ * into `out` (3 x height x width bytes; with `floats`, the floats it says). 0 and the
+ * region's facts in `r` (its pixels freed), or FAILED with the reason in `message`, or
+ * NO_MEMORY. */
 static int
 decode_box_resized(const unsigned char *data, size_t len, int reduce, const double box[4],
                    long long max_pixels, int width, int height, int cubic, int mirror,
-                   unsigned char *out, Region *r, char *message)
+                   void *out, const FloatOut *floats, Region *r, char *message)
 {
     /* the whole pixels that cover the box (the box itself where it lies on whole pixels) */
     long long x0 = (long long)floor(box[0]), y0 = (long long)floor(box[1]);
@@ -534,9 +535,10 @@ decode_box_resized(const unsigned char *data, size_t len, int reduce, const doub
     } else {
         size_t at = (size_t)(y0 - r->top) * stride + (size_t)(x0 - r->left) * 3;
         ResizeJob job = {r->pixels + at, stride, (size_t)r->rows * stride - at, (int)(x1 - x0),
-                         (int)(y1 - y0), 3, width, height, cubic, mirror, out,
-                         box[0] - (double)x0, box[1] - (double)y0, box[2] - box[0],
-                         box[3] - box[1]};
+                         (int)(y1 - y0), 3, width, height, cubic, mirror,
+                         floats == NULL ? (uint8_t *)out : NULL, box[0] - (double)x0,
+                         box[1] - (double)y0, box[2] - box[0], box[3] - box[1], floats,
+                         floats == NULL ? NULL : (float *)out};
         if (resize_planes(&job) < 0)
             status = NO_MEMORY;
     }
@@ -599,7 +601,8 @@ decode_resized(PyObject *module, PyObject *args)
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = decode_box_resized((const unsigned char *)data.buf, (size_t)data.len, reduce, box,
-                                max_pixels, width, height, cubic, mirror, out, &r, message);
+                                max_pixels, width, height, cubic, mirror, out, NULL, &r,
+                                message);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     if (status != 0) {
@@ -644,6 +647,40 @@ finish_jobs(void *jobs, size_t stride, Py_ssize_t n, Py_buffer *out)
     return statuses;
 }
 
+/* A batch call's output taken writable into `out`: bytes where `spec` is None, else float32
+ * values made as `spec`, (factors, shifts, interleaved), says (read into `f`, see FloatOut).
+ * The bytes each value takes; -1 with an exception set, `out` not taken. */
+static int
+take_output(PyObject *obj, PyObject *spec, Py_buffer *out, FloatOut *f)
+{
+    const int floats = spec != Py_None;
+    if (floats) {
+        double factor[3], shift[3];
+        if (!PyTuple_Check(spec)) {
+            PyErr_Format(PyExc_TypeError, "floats is a %.100s, not a tuple",
+                         Py_TYPE(spec)->tp_name);
+            return -1;
+        }
+        if (!PyArg_ParseTuple(spec, "(ddd)(ddd)p:floats", &factor[0], &factor[1], &factor[2],
+                              &shift[0], &shift[1], &shift[2], &f->interleaved))
+            return -1;
+        for (int c = 0; c < 3; c++) {
+            f->factor[c] = (float)factor[c];
+            f->shift[c] = (float)shift[c];
+        }
+    }
+    if (PyObject_GetBuffer(obj, out, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *format = out->format == NULL ? "B" : out->format;
+    if (strcmp(format, floats ? "f" : "B") != 0) {
+        PyErr_Format(PyExc_ValueError, "out holds values of format '%s'; it must be '%s' (%s)",
+                     format, floats ? "f" : "B", floats ? "float32, as floats asks" : "uint8");
+        PyBuffer_Release(out);
+        return -1;
+    }
+    return floats ? 4 : 1;
+}
+
 /* One job of decode_resized_many, parsed while the GIL is held. */
 typedef struct {
     Job job;
@@ -655,7 +692,7 @@ typedef struct {
 /* Parse `jobs` into `parsed` (n of them); -1 with an exception set, every buffer taken so far
  * released. */
 static int
-parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
+parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len, int itemsize)
 {
     for (Py_ssize_t k = 0; k < n; k++) {
         ManyJob *j = &parsed[k];
@@ -674,7 +711,7 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
                                   &j->max_pixels, &j->width, &j->height, &j->cubic, &j->mirror,
                                   &slot);
         if (ok) {
-            Py_ssize_t size = (Py_ssize_t)3 * j->width * j->height;
+            Py_ssize_t size = (Py_ssize_t)3 * itemsize * j->width * j->height;
             if (check_reduce(j->reduce) < 0)
                 ok = 0;
             else if (bad_box(j->box, j->width, j->height) || !slot_fits(slot, size, out_len)) {
@@ -701,20 +738,29 @@ parse_jobs(PyObject *jobs, ManyJob *parsed, Py_ssize_t n, Py_ssize_t out_len)
 }
 
 PyDoc_STRVAR(decode_resized_many_doc,
-"decode_resized_many(jobs, out, /)\n"
+"decode_resized_many(jobs, out, floats=None, /)\n"
 "--\n\n"
 "decode_resized() for each job of a list, the GIL let go once for all of them. A job is\n"
 "(data, reduce, x0, y0, x1, y1, max_pixels, width, height, cubic, mirror, slot): its 3 x\n"
-"height x width planes are written into the writable buffer `out` from byte\n"
-"slot * 3 * height * width. Returns a list, per job, of decode()'s mode, or -1 where that\n"
-"file failed (decode_resized() on it alone says why). Raises ValueError for a malformed job.");
+"height x width planes are written into the writable uint8 buffer `out` from value\n"
+"slot * 3 * height * width. With floats = (factors, shifts, interleaved), three of each,\n"
+"`out` holds float32 and each byte v of channel c is written as v * factors[c] + shifts[c]\n"
+"(float32 arithmetic, a multiply then an add) as it is resampled: as planes, or interleaved\n"
+"pixel by pixel (height x width x 3 a slot). Returns a list, per job, of decode()'s mode, or\n"
+"-1 where that file failed (decode_resized() on it alone says why). Raises ValueError for a\n"
+"malformed job or an output of the wrong type.");
 
 static PyObject *
 decode_resized_many(PyObject *module, PyObject *args)
 {
-    PyObject *jobs;
+    PyObject *jobs, *target, *spec = Py_None;
     Py_buffer out;
-    if (!PyArg_ParseTuple(args, "O!w*:decode_resized_many", &PyList_Type, &jobs, &out))
+    FloatOut floats;
+    if (!PyArg_ParseTuple(args, "O!O|O:decode_resized_many", &PyList_Type, &jobs, &target,
+                          &spec))
+        return NULL;
+    const int itemsize = take_output(target, spec, &out, &floats);
+    if (itemsize < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(jobs);
     ManyJob *parsed = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(ManyJob));
@@ -722,7 +768,7 @@ decode_resized_many(PyObject *module, PyObject *args)
         PyBuffer_Release(&out);
         return PyErr_NoMemory();
     }
-    if (parse_jobs(jobs, parsed, n, out.len) < 0) {
+    if (parse_jobs(jobs, parsed, n, out.len, itemsize) < 0) {
         PyMem_Free(parsed);
         PyBuffer_Release(&out);
         return NULL;
@@ -735,7 +781,7 @@ decode_resized_many(PyObject *module, PyObject *args)
         int status = decode_box_resized(
             (const unsigned char *)j->job.data.buf, (size_t)j->job.data.len, j->reduce, j->box,
             j->max_pixels, j->width, j->height, j->cubic, j->mirror,
-            (unsigned char *)out.buf + j->job.at, &r, message);
+            (unsigned char *)out.buf + j->job.at, itemsize == 4 ? &floats : NULL, &r, message);
         j->job.status = status == 0 ? r.mode : FAILED;
     }
     Py_END_ALLOW_THREADS
@@ -829,7 +875,7 @@ parse_drawn(PyObject *jobs, DrawnJob *parsed, Py_ssize_t n, Py_ssize_t size, Py_
 }
 
 PyDoc_STRVAR(decode_drawn_many_doc,
-"decode_drawn_many(jobs, recipe, out, /)\n"
+"decode_drawn_many(jobs, recipe, out, floats=None, /)\n"
 "--\n\n"
 "A random crop of each JPEG drawn, planned, decoded and resized into the batch, the GIL let\n"
 "go once for all of them. A job is (slot, data, seed). The recipe is (width, height,\n"
@@ -839,15 +885,21 @@ PyDoc_STRVAR(decode_drawn_many_doc,
 "seeded with the job's seed (fused: its float32 uniform_ rounds its multiply-add once),\n"
 "EXIF orientations applied (exif) and headers over max_pixels refused as fastload's\n"
 "planner does. Returns a list, per job, of decode()'s mode; -1 where the file failed to\n"
-"decode; -2 where it was not planned here (fastload's Python planner plans it).");
+"decode; -2 where it was not planned here (fastload's Python planner plans it). `floats`:\n"
+"a float32 output, as decode_resized_many() takes it.");
 
 static PyObject *
 decode_drawn_many(PyObject *module, PyObject *args)
 {
-    PyObject *jobs, *recipe;
+    PyObject *jobs, *recipe, *target, *spec = Py_None;
     Py_buffer out;
     CropRecipe r;
-    if (!PyArg_ParseTuple(args, "O!Ow*:decode_drawn_many", &PyList_Type, &jobs, &recipe, &out))
+    FloatOut floats;
+    if (!PyArg_ParseTuple(args, "O!OO|O:decode_drawn_many", &PyList_Type, &jobs, &recipe,
+                          &target, &spec))
+        return NULL;
+    const int itemsize = take_output(target, spec, &out, &floats);
+    if (itemsize < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(jobs);
     DrawnJob *parsed = parse_recipe(recipe, &r) < 0
@@ -857,7 +909,8 @@ decode_drawn_many(PyObject *module, PyObject *args)
         PyBuffer_Release(&out);
         return PyErr_Occurred() ? NULL : PyErr_NoMemory();
     }
-    if (parse_drawn(jobs, parsed, n, (Py_ssize_t)3 * r.width * r.height, out.len) < 0) {
+    if (parse_drawn(jobs, parsed, n, (Py_ssize_t)3 * itemsize * r.width * r.height, out.len) <
+        0) {
         PyMem_Free(parsed);
         PyBuffer_Release(&out);
         return NULL;
@@ -876,7 +929,8 @@ decode_drawn_many(PyObject *module, PyObject *args)
         }
         int status = decode_box_resized(data, len, plan.reduce, plan.box, r.max_pixels, r.width,
                                         r.height, r.cubic, plan.mirror,
-                                        (unsigned char *)out.buf + j->job.at, &region, message);
+                                        (unsigned char *)out.buf + j->job.at,
+                                        itemsize == 4 ? &floats : NULL, &region, message);
         j->job.status = status == 0 ? region.mode : FAILED;
     }
     Py_END_ALLOW_THREADS

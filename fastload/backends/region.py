@@ -28,6 +28,7 @@ from fastload._optional import Availability, MissingDependencyError, version_of
 from fastload.backends.base import Backend, Box, Decoded, JpegPlan, Window
 from fastload.backends.registry import register
 from fastload.crop_recipes import CropRecipe
+from fastload.stacked import Normalizing
 
 __all__ = [
     "EXTENSION",
@@ -208,7 +209,12 @@ class RegionBackend(Backend):
         return np.frombuffer(planes, np.uint8).reshape(3, height, width).transpose(1, 2, 0)
 
     def decode_jpeg_resized_many(
-        self, jobs: list[tuple[int, bytes, JpegPlan]], out: np.ndarray, *, max_pixels: int
+        self,
+        jobs: list[tuple[int, bytes, JpegPlan]],
+        out: np.ndarray,
+        *,
+        max_pixels: int,
+        normalizing: Normalizing | None = None,
     ) -> list[bool]:
         # every file decoded and resized into its slot in one call that lets go of the GIL
         # once for the batch: in a process of worker threads, one wait a batch
@@ -221,7 +227,7 @@ class RegionBackend(Backend):
             calls.append(
                 (data, plan.reduce, *plan.region, max_pixels, width, height, cubic, mirror, slot)
             )
-        return self._counted(self._decode_resized_many(calls, out))
+        return self._counted(self._decode_resized_many(calls, out, _floats(normalizing)))
 
     def decode_drawn_many(
         self,
@@ -231,11 +237,12 @@ class RegionBackend(Backend):
         *,
         max_pixels: int,
         exif_orientation: bool,
+        normalizing: Normalizing | None = None,
     ) -> list[bool]:
         # each file's header read, its crop drawn and planned (cropplans.h), decoded and
         # resized, with the GIL let go once for the batch: no Python a sample
         made = recipe.as_tuple(exif_orientation=exif_orientation, max_pixels=max_pixels)
-        return self._counted(self._decode_drawn_many(jobs, made, out))
+        return self._counted(self._decode_drawn_many(jobs, made, out, _floats(normalizing)))
 
     def _counted(self, modes: list[int]) -> list[bool]:
         """A batch call's modes counted in :attr:`counts`; per job, whether it was written."""
@@ -243,3 +250,11 @@ class RegionBackend(Backend):
             if mode >= 0:
                 self.counts[MODES[mode]] += 1
         return [mode >= 0 for mode in modes]
+
+
+def _floats(normalizing: Normalizing | None) -> tuple[Any, ...] | None:
+    """The batch calls' float32 output, as jpegregion.c takes it: each value normalized by
+    the resize as it writes it (resizing.h), as planes or pixel by pixel."""
+    if normalizing is None:
+        return None
+    return (normalizing.factors, normalizing.shifts, normalizing.channels_last)

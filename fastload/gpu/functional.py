@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch.utils.data import default_collate, get_worker_info
 
 from fastload import buffers, shared_buffers
+from fastload.stacked import Normalizing
 
 NORMALIZE_KERNEL = "fastload.gpu._normalizing"  # compiled from gpu/normalizing.c
 
@@ -35,10 +36,14 @@ __all__ = [
     "check_images",
     "cutmix",
     "erase",
+    "float_batch",
     "gaussian_blur",
     "hflip",
     "mixup",
     "normalize",
+    "normalize_planes",
+    "normalize_terms",
+    "normalizing_of",
     "resized_crop",
     "rgb_to_grayscale",
     "vflip",
@@ -245,7 +250,7 @@ def erase(
     return torch.where(mask, fill, images)
 
 
-def _float_batch(shape: torch.Size) -> torch.Tensor:
+def float_batch(shape: torch.Size) -> torch.Tensor:
     """An uninitialised float32 batch; inside a DataLoader worker, in shared memory (from the
     worker's :class:`fastload.shared_buffers.WorkerRing` when it has a free slot); in a thread
     worker, from its :class:`fastload.buffers.BatchRing`.
@@ -267,7 +272,7 @@ def _float_batch(shape: torch.Size) -> torch.Tensor:
 
 
 def _kept_batch(shape: torch.Size) -> torch.Tensor:
-    """A contiguous uninitialised float32 batch in kept memory (see :func:`_float_batch`)."""
+    """A contiguous uninitialised float32 batch in kept memory (see :func:`float_batch`)."""
     if get_worker_info() is None or len(shape) == 0 or shape[0] == 0:
         ring = buffers.current()  # a thread worker's: memory the consumer has let go of
         if ring is None:
@@ -293,10 +298,16 @@ def _normalize_kernel() -> Any:
         return None
 
 
-def _normalize_planes(
-    images: torch.Tensor, factors: list[float], shifts: list[float]
+def normalize_planes(
+    images: torch.Tensor,
+    factors: Sequence[float],
+    shifts: Sequence[float],
+    *,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``x * factor + shift`` per channel plane of a CPU batch, into a new float32 batch.
+    """``x * factor + shift`` per channel plane of a CPU batch, into a new float32 batch
+    (:func:`float_batch`), or into ``out`` (float32, the batch's shape, contiguous or
+    channels-last memory).
 
     A contiguous uint8 batch goes through fastload's compiled kernel (``gpu/normalizing.c``):
     one call for the batch, each value read once and written once, half the time of OpenCV's
@@ -308,7 +319,8 @@ def _normalize_planes(
     channels-last batch (:func:`fastload.buffers.channels_last`) pixel by pixel, in the same
     pass; without it such a batch takes torch's way.
     """
-    out = _float_batch(images.shape)
+    if out is None:
+        out = float_batch(images.shape)
     interleaved = not out.is_contiguous()  # channels-last memory (buffers.channels_last)
     planes = images.is_contiguous() and images.numel() > 0
     kernel = _normalize_kernel() if planes and images.dtype == torch.uint8 else None
@@ -331,6 +343,33 @@ def _normalize_planes(
         torch.mul(images[:, ch], factor, out=plane)
         plane.add_(shift)
     return out
+
+
+def normalize_terms(
+    mean: Sequence[float], std: Sequence[float], *, channels: int, uint8: bool
+) -> tuple[list[float], list[float]]:
+    """The per-channel ``(factors, shifts)`` that :func:`normalize` writes a CPU batch's
+    float32 values with, ``x * factor + shift``: ``1 / (scale * std)`` and ``-mean / std``
+    computed in float32 (``scale`` 255 for uint8 images), one per channel (a single mean and
+    std repeated)."""
+    scale = 255.0 if uint8 else 1.0
+    mean_t = torch.as_tensor(mean, dtype=torch.float32)
+    std_t = torch.as_tensor(std, dtype=torch.float32)
+    factors = (1.0 / (scale * std_t)).flatten().tolist()
+    shifts = (-mean_t / std_t).flatten().tolist()
+    return factors * (channels // len(factors)), shifts * (channels // len(shifts))
+
+
+def normalizing_of(
+    mean: Sequence[float], std: Sequence[float], *, channels_last: bool = False
+) -> Normalizing:
+    """:func:`normalize` of a uint8 batch of three channels as a decoder writes it into the
+    batch (:class:`fastload.stacked.Normalizing`): the same values, in planes or, with
+    ``channels_last``, channels-last memory."""
+    factors, shifts = normalize_terms(mean, std, channels=3, uint8=True)
+    return Normalizing(
+        (factors[0], factors[1], factors[2]), (shifts[0], shifts[1], shifts[2]), channels_last
+    )
 
 
 def normalize(
@@ -356,9 +395,8 @@ def normalize(
             f"for images with {c} channels"
         )
     if images.device.type == "cpu" and dtype == torch.float32 and images.ndim == 4:
-        factors = (1.0 / (scale * std_t)).flatten().tolist()
-        shifts = (-mean_t / std_t).flatten().tolist()
-        return _normalize_planes(images, factors * (c // len(factors)), shifts * (c // len(shifts)))
+        factors, shifts = normalize_terms(mean, std, channels=c, uint8=scale == 255.0)
+        return normalize_planes(images, factors, shifts)
     # one fused multiply-add: x * (1 / (scale * std)) - mean / std
     return torch.addcmul(-mean_t / std_t, images.float(), 1.0 / (scale * std_t)).to(dtype)
 
@@ -529,7 +567,7 @@ def cutmix(
 
 
 def _kept_like(images: torch.Tensor) -> torch.Tensor | None:
-    """Kept memory (:func:`_float_batch`) laid out as ``images``, for a CPU float32 batch op
+    """Kept memory (:func:`float_batch`) laid out as ``images``, for a CPU float32 batch op
     whose result is a new batch; ``None`` elsewhere, or for images in another layout than the
     kept memory's (the op's own torch expression then).
 
@@ -543,7 +581,7 @@ def _kept_like(images: torch.Tensor) -> torch.Tensor | None:
     layout = torch.channels_last if buffers.in_channels_last() else torch.contiguous_format
     if images.shape[0] == 0 or not images.is_contiguous(memory_format=layout):
         return None  # asked before taking: a slot taken and dropped would wait for settle
-    return _float_batch(images.shape)
+    return float_batch(images.shape)
 
 
 def sample_beta(alpha: float, n: int, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -18,89 +18,11 @@
 
 #include <stdint.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "../floats.h"
 
 #define MAX_CHANNELS 64
 /* From this many output bytes on, the stores bypass the cache (about a core's L2). */
 #define STREAM_FROM (1 << 20)
-
-static void
-plane_scalar(const uint8_t *src, float *dst, Py_ssize_t n, float factor, float shift)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        dst[i] = (float)src[i] * factor + shift;
-}
-
-#if defined(__SSE2__)
-/* Sixteen values a step: widened uint8 -> int32 -> float, multiplied, added, stored 16-byte
- * aligned (the first values up to that alignment, and the last ones, go one by one). */
-static void
-plane_streamed(const uint8_t *src, float *dst, Py_ssize_t n, float factor, float shift)
-{
-    Py_ssize_t i = 0;
-    while (i < n && ((uintptr_t)(dst + i) & 15)) {
-        dst[i] = (float)src[i] * factor + shift;
-        i++;
-    }
-    const __m128 f = _mm_set1_ps(factor), s = _mm_set1_ps(shift);
-    const __m128i zero = _mm_setzero_si128();
-    for (; i + 16 <= n; i += 16) {
-        __m128i bytes = _mm_loadu_si128((const __m128i *)(src + i));
-        __m128i low = _mm_unpacklo_epi8(bytes, zero), high = _mm_unpackhi_epi8(bytes, zero);
-        __m128i words[4] = {_mm_unpacklo_epi16(low, zero), _mm_unpackhi_epi16(low, zero),
-                            _mm_unpacklo_epi16(high, zero), _mm_unpackhi_epi16(high, zero)};
-        for (int k = 0; k < 4; k++) {
-            __m128 v = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(words[k]), f), s);
-            _mm_stream_ps(dst + i + 4 * k, v);
-        }
-    }
-    plane_scalar(src + i, dst + i, n - i, factor, shift);
-}
-#endif
-
-/* One image's planes (channels x n values) written pixel by pixel: dst[p * channels + c]. */
-static void
-image_interleaved(const uint8_t *src, float *dst, Py_ssize_t n, Py_ssize_t channels,
-                  const float *factors, const float *shifts)
-{
-    Py_ssize_t p = 0;
-#if defined(__SSE2__)
-    if (channels == 3 && ((uintptr_t)dst & 15) == 0) {
-        /* four pixels a step: the three planes' four values widened, then interleaved into
-         * r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3 */
-        const __m128i zero = _mm_setzero_si128();
-        __m128 f[3], s[3], v[3];
-        for (int c = 0; c < 3; c++) {
-            f[c] = _mm_set1_ps(factors[c]);
-            s[c] = _mm_set1_ps(shifts[c]);
-        }
-        for (; p + 4 <= n; p += 4) {
-            for (int c = 0; c < 3; c++) {
-                int32_t four;
-                memcpy(&four, src + c * n + p, 4);
-                __m128i words = _mm_unpacklo_epi8(_mm_cvtsi32_si128(four), zero);
-                __m128 x = _mm_cvtepi32_ps(_mm_unpacklo_epi16(words, zero));
-                v[c] = _mm_add_ps(_mm_mul_ps(x, f[c]), s[c]);
-            }
-            __m128 rg_lo = _mm_unpacklo_ps(v[0], v[1]), rg_hi = _mm_unpackhi_ps(v[0], v[1]);
-            __m128 t0 = _mm_shuffle_ps(v[2], rg_lo, _MM_SHUFFLE(2, 2, 0, 0));
-            __m128 t1 = _mm_shuffle_ps(rg_lo, v[2], _MM_SHUFFLE(1, 1, 3, 3));
-            __m128 t2 = _mm_shuffle_ps(v[2], rg_hi, _MM_SHUFFLE(3, 2, 3, 2));
-            __m128 out[3] = {_mm_shuffle_ps(rg_lo, t0, _MM_SHUFFLE(2, 0, 1, 0)),
-                             _mm_shuffle_ps(t1, rg_hi, _MM_SHUFFLE(1, 0, 2, 0)),
-                             _mm_shuffle_ps(t2, t2, _MM_SHUFFLE(1, 3, 2, 0))};
-            /* plain stores: streaming ones measured slower for this interleaved pattern */
-            for (int k = 0; k < 3; k++)
-                _mm_store_ps(dst + 3 * p + 4 * k, out[k]);
-        }
-    }
-#endif
-    for (; p < n; p++)
-        for (Py_ssize_t c = 0; c < channels; c++)
-            dst[p * channels + c] = (float)src[c * n + p] * factors[c] + shifts[c];
-}
 
 /* Reads the channels' floats from a sequence; returns the count, or -1 with an error set. */
 static Py_ssize_t
@@ -198,20 +120,21 @@ planes(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     if (channels_last) {
         for (Py_ssize_t p = 0; p < count; p += channels)
-            image_interleaved(in + p * plane, out + p * plane, plane, channels, factors, shifts);
+            floats_interleaved(in + p * plane, (size_t)plane, (size_t)plane, (int)channels,
+                               factors, shifts, out + p * plane);
     }
 #if defined(__SSE2__)
     else if (dst.len >= STREAM_FROM) {
         for (Py_ssize_t p = 0; p < count; p++)
-            plane_streamed(in + p * plane, out + p * plane, plane, factors[p % channels],
-                           shifts[p % channels]);
+            floats_streamed(in + p * plane, out + p * plane, (size_t)plane, factors[p % channels],
+                            shifts[p % channels]);
         _mm_sfence(); /* the streamed stores are seen before the batch is handed on */
     }
     else
 #endif
     {
         for (Py_ssize_t p = 0; p < count; p++)
-            plane_scalar(in + p * plane, out + p * plane, plane, factors[p % channels],
+            floats_plain(in + p * plane, out + p * plane, (size_t)plane, factors[p % channels],
                          shifts[p % channels]);
     }
     Py_END_ALLOW_THREADS

@@ -21,10 +21,11 @@ from torch.utils.data import default_collate, get_worker_info
 
 from fastload import buffers, drawing, shared_buffers
 from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
+from fastload.gpu.functional import normalizing_of
 from fastload.gpu.lists import apply_to_images, is_image_list
-from fastload.gpu.transforms import BatchTransform, transforms_in
+from fastload.gpu.transforms import BatchTransform, Compose, Normalize, transforms_in
 from fastload.sampling import sample_seed, seeded
-from fastload.stacked import StackedSamples, takes_stacked
+from fastload.stacked import Normalizing, StackedSamples, takes_stacked
 from fastload.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
 
 __all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
@@ -194,6 +195,19 @@ class CollateThenStage:
         self.collate_fn, self.stage = collate_fn, stage
         self._seeded_pid: int | None = None
         self._images = _KeptImages() if collate_fn is default_collate else None
+        # the stage's leading normalize, which a fastload dataset may write as it decodes a
+        # stacked batch, and the stage left to run on such a batch
+        self.normalizes_stacked: Normalizing | None = None
+        self._after_normalize = stage
+        split = _leading_normalize(stage.transforms)
+        if collate_fn is default_collate and split is not None:
+            op, rest = split
+            self.normalizes_stacked = normalizing_of(
+                op.mean, op.std, channels_last=stage.channels_last
+            )
+            self._after_normalize = BatchStage(
+                rest, channels_last=stage.channels_last, then=stage.then
+            )
 
     @property
     def takes_stacked(self) -> bool:
@@ -210,16 +224,42 @@ class CollateThenStage:
                 if isinstance(generator, torch.Generator):
                     generator.manual_seed((info.seed + 7919 * k) % 2**63)
             self._seeded_pid = os.getpid()
+        stage = self.stage
         if isinstance(samples, StackedSamples) and self.collate_fn is default_collate:
             kept, batch = None, samples.collated()  # stacked in a batch of its own already
+            if samples.normalized is not None:  # the leading normalize written as decoded
+                if samples.normalized != self.normalizes_stacked:
+                    raise ValueError(
+                        f"a batch normalized by {samples.normalized} came to a collate whose "
+                        f"stage normalizes by {self.normalizes_stacked}"
+                    )
+                stage = self._after_normalize
         else:
             kept = self._images.collate(samples) if self._images is not None else None
             batch = kept if kept is not None else self.collate_fn(samples)
-        out = self.stage(batch, seed=seed, draws=draws, batch_draw=batch_draw)
+        out = stage(batch, seed=seed, draws=draws, batch_draw=batch_draw)
         if kept is not None:
             self._images.handed_out(out)  # type: ignore[union-attr]
         shared_buffers.settle(out)  # the kept memory of what the ops made and then replaced
         return out
+
+
+def _leading_normalize(transforms: Any) -> tuple[Normalize, Any] | None:
+    """The batch ops' first op, where it is a :class:`Normalize` to float32 of three channels
+    (or one value for all three), and the ops after it (``None`` for none); ``None`` where the
+    first op is anything else. A :class:`Compose` is looked into, and rebuilt without it."""
+    if type(transforms) is Normalize:
+        fits = transforms.dtype == torch.float32 and len(transforms.mean) in (1, 3)
+        return (transforms, None) if fits else None
+    if type(transforms) is not Compose or not transforms.transforms:
+        return None
+    first, *others = transforms.transforms
+    split = _leading_normalize(first)
+    if split is None:
+        return None
+    op, rest = split
+    after = ([rest] if rest is not None else []) + others
+    return op, Compose(after) if after else None
 
 
 class _KeptImages:

@@ -38,7 +38,7 @@ from torch.utils.data import default_collate
 from fastload import shared_buffers
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.skipping import SkipCollate
-from fastload.stacked import StackedSamples, takes_stacked
+from fastload.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
 from fastload.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
 
 __all__ = ["RingCollate", "collate_chain"]
@@ -92,6 +92,10 @@ class KeepSubclasses:
     @property
     def takes_stacked(self) -> bool:
         return takes_stacked(self.collate_fn)
+
+    @property
+    def normalizes_stacked(self) -> Normalizing | None:
+        return normalizes_stacked(self.collate_fn)
 
     def __call__(self, samples: Any) -> Any:
         batch = self.collate_fn(samples)

@@ -26,7 +26,7 @@ import torch.utils.data
 from fastload import buffers, drawing
 from fastload.buffers import BatchRing
 from fastload.compat import BaseDataLoaderIter, DatasetKind, pin_memory
-from fastload.stacked import takes_stacked
+from fastload.stacked import normalizes_stacked, takes_stacked
 from fastload.system import single_threaded_ops
 
 __all__ = ["StackedFetcher", "ThreadWorkersIter"]
@@ -135,9 +135,12 @@ class StackedFetcher:
 
     def __init__(self, dataset: Any, collate_fn: Any) -> None:
         self.dataset, self.collate_fn = dataset, collate_fn
+        self._normalizing = normalizes_stacked(collate_fn)
 
     def fetch(self, index: Any) -> Any:
-        return self.collate_fn(self.dataset.load_stacked(index))
+        if self._normalizing is None:
+            return self.collate_fn(self.dataset.load_stacked(index))
+        return self.collate_fn(self.dataset.load_stacked(index, normalizing=self._normalizing))
 
 
 def _make(fetcher: Any, pin_device: str | None, index: Any) -> Any:

@@ -35,7 +35,14 @@ from fastload.prefetch import CUDAPrefetcher
 from fastload.sampling import EpochSampler
 from fastload.shared_buffers import Returns, RingInit, SlotTable
 from fastload.skipping import SkipReport
-from fastload.stacked import takes_stacked, welcome, welcomed
+from fastload.stacked import (
+    Normalizing,
+    normalizes_stacked,
+    takes_stacked,
+    welcome,
+    welcomed,
+    welcomed_normalizing,
+)
 
 __all__ = ["WorkerPath", "dead_workers"]
 
@@ -106,6 +113,7 @@ class WorkerPath:
         if not plan.threads:
             start = _WorkerStart(loader.worker_init_fn)
             start.stacked = takes_stacked(arguments["collate_fn"])
+            start.normalizing = normalizes_stacked(arguments["collate_fn"])
             arguments["worker_init_fn"] = start
         kind = _ThreadsLoader if plan.threads else _TorchLoader
         self.torch_loader = kind(plan.dataset, **arguments)
@@ -180,16 +188,18 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
         # consumer holds (a previous one, one it keeps)
         self._ring = buffers.BatchRing(4)
         self._stacked = takes_stacked(loader.collate_fn)
+        self._normalizing = normalizes_stacked(loader.collate_fn)
 
     def _next_data(self) -> Any:
-        outer, welcomed_before = buffers.current(), welcomed()
+        outer, before = buffers.current(), (welcomed(), welcomed_normalizing())
         buffers.use(self._ring)
-        welcome(self._stacked)  # a fastload dataset's batches come stacked, for this fetch
+        # a fastload dataset's batches come stacked (and normalized), for this fetch
+        welcome(self._stacked, self._normalizing)
         try:
             return super()._next_data()
         finally:
             buffers.use(outer)
-            welcome(welcomed_before)
+            welcome(*before)
 
 
 class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
@@ -243,6 +253,7 @@ class _WorkerStart(RingInit):
 
     collects = True  # whether collection was on in the main process, as the iterator found it
     stacked = False  # whether the collate chain takes a fastload dataset's stacked batches
+    normalizing: Normalizing | None = None  # and the normalize it runs first on them
 
     def __call__(self, worker_id: int) -> None:
         gc.freeze()
@@ -250,7 +261,7 @@ class _WorkerStart(RingInit):
             gc.enable()
         else:
             gc.disable()
-        welcome(self.stacked)
+        welcome(self.stacked, self.normalizing)
         super().__call__(worker_id)
 
 

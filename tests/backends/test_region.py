@@ -29,9 +29,12 @@ import fastload
 from fastload import backends
 from fastload.backends import region
 from fastload.backends.base import plan_jpeg
+from fastload.crop_recipes import CropRecipe
+from fastload.gpu import functional as batch_ops
 from fastload.image import probe
 from fastload.resampling import RESIZE_KERNEL
 from fastload.synthetic import make_image_folder
+from fastload.torch_draws import fused_uniform
 from fastload.transforms import CenterCrop, Compose, RandomHorizontalFlip, RandomResizedCrop, Resize
 
 
@@ -470,9 +473,75 @@ def test_many_files_decoded_into_a_batch_are_each_decoded_alone(
     compiled = importlib.import_module(region.EXTENSION)
     with pytest.raises(TypeError, match="job 0 is a list, not a tuple"):
         compiled.decode_resized_many([[0]], out)
-    with pytest.raises(TypeError):  # a read-only batch
+    with pytest.raises(ValueError, match="read-only"):  # a read-only batch
         out.flags.writeable = False
         decoder.decode_jpeg_resized_many(jobs[:1], out, max_pixels=LIMIT)
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_float_batch_is_normalized_as_it_is_resized(
+    decoder: region.RegionBackend, channels_last: bool
+) -> None:
+    """With ``normalizing``, each value is the batch normalize's of the uint8 batch the same
+    jobs make, in planes or channels last: the crops that move both axes, one, or neither."""
+    normalizing = batch_ops.normalizing_of(MEAN, STD, channels_last=channels_last)
+    factors, shifts = normalizing.factors, normalizing.shifts
+    jobs = []
+    boxes = [(3, 7, 183, 157), (0, 0, 120, 100), (10, 5, 250, 105), (0, 2, 120, 202)]
+    for k, box in enumerate(boxes):  # both axes; neither; columns only; rows only
+        data = jpeg_bytes(photo(260, 220, seed=k), subsampling=k % 3)
+        crop = lambda view, box=box, k=k: view.__class__(box, 120, 100, bool(k % 2))  # noqa: E731
+        plan = plan_jpeg(probe(data), crop, {"interpolation": "bicubic" if k else "bilinear"})
+        assert plan.region is not None and plan.reduce == 1, plan
+        jobs.append((k, data, plan))
+    bytes_out = np.zeros((4, 3, 100, 120), np.uint8)
+    assert decoder.decode_jpeg_resized_many(jobs, bytes_out, max_pixels=LIMIT) == [True] * 4
+    want = batch_ops.normalize_planes(torch.from_numpy(bytes_out), factors, shifts)
+    layout = (4, 100, 120, 3) if channels_last else (4, 3, 100, 120)
+    floats = np.full(layout, np.nan, np.float32)
+    done = decoder.decode_jpeg_resized_many(jobs, floats, max_pixels=LIMIT, normalizing=normalizing)
+    got = torch.from_numpy(floats)
+    assert done == [True] * 4
+    assert torch.equal(got.permute(0, 3, 1, 2) if channels_last else got, want)
+    # and the crops the decoder draws itself
+    recipe = CropRecipe(64, 48, (0.08, 1.0), (3 / 4, 4 / 3), False, 0.5, fused_uniform())
+    drawn = [(slot, data, 77 + slot) for slot, data, _ in jobs]
+    small = np.zeros((4, 3, 48, 64), np.uint8)
+    options = {"max_pixels": LIMIT, "exif_orientation": True}
+    assert decoder.decode_drawn_many(drawn, recipe, small, **options) == [True] * 4
+    small_floats = np.zeros((4, 48, 64, 3) if channels_last else (4, 3, 48, 64), np.float32)
+    decoder.decode_drawn_many(drawn, recipe, small_floats, normalizing=normalizing, **options)
+    got = torch.from_numpy(small_floats)
+    assert torch.equal(
+        got.permute(0, 3, 1, 2) if channels_last else got,
+        batch_ops.normalize_planes(torch.from_numpy(small), factors, shifts),
+    )
+
+
+def test_a_batch_of_the_wrong_type_or_floats_of_the_wrong_shape_are_refused() -> None:
+    compiled = importlib.import_module(region.EXTENSION)
+    data = jpeg_bytes(photo(64, 64, seed=1))
+    job = [(data, 1, 0.0, 0.0, 64.0, 64.0, LIMIT, 32, 32, False, False, 1)]
+    floats = ((1.0, 1.0, 1.0), (0.0, 0.0, 0.0), False)
+    with pytest.raises(ValueError, match="format 'f'; it must be 'B' \\(uint8\\)"):
+        compiled.decode_resized_many(job, np.zeros((2, 3, 32, 32), np.float32))
+    with pytest.raises(ValueError, match="format 'B'; it must be 'f' \\(float32"):
+        compiled.decode_resized_many(job, np.zeros((2, 3, 32, 32), np.uint8), floats)
+    with pytest.raises(TypeError, match="floats is a list, not a tuple"):
+        compiled.decode_resized_many(job, np.zeros((2, 3, 32, 32), np.float32), list(floats))
+    with pytest.raises(TypeError):  # two factors
+        compiled.decode_resized_many(
+            job, np.zeros((2, 3, 32, 32), np.float32), ((1.0, 1.0), (0.0, 0.0, 0.0), False)
+        )
+    # a slot's floats take four times its bytes: slot 1 of a one-image float batch is refused
+    with pytest.raises(ValueError, match="in slot 1 of 12288 output bytes"):
+        compiled.decode_resized_many(job, np.zeros((1, 3, 32, 32), np.float32), floats)
+    out = np.zeros((2, 3, 32, 32), np.float32)
+    assert compiled.decode_resized_many(job, out, floats) == [0]
+    assert (out[0] == 0).all() and (out[1] > 0).any()
 
 
 def test_a_box_outside_the_image_is_refused(decoder: region.RegionBackend) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -242,3 +243,74 @@ def test_the_workers_image_buffer_is_kept_only_while_the_stage_copies_it() -> No
     ]
     with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
         copying(odd)  # torch's own collate says it, as it would
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.mark.parametrize(
+    ("ops", "runs_after"),
+    [
+        (gpu.Normalize(MEAN, STD), None),
+        (gpu.Compose([gpu.Normalize(MEAN, STD), gpu.RandomHorizontalFlip(p=1.0)]), "flip"),
+        (
+            gpu.Compose([gpu.Compose([gpu.Normalize((0.5,), (0.25,))]), gpu.RandomErasing(p=0.0)]),
+            "",
+        ),
+    ],
+)
+def test_a_leading_normalize_is_left_to_a_dataset_that_decodes_it(ops, runs_after) -> None:
+    """A stage whose first op is a float32 Normalize says so to the dataset
+    (``normalizes_stacked``); a batch the dataset made normalized runs the ops after it only,
+    to the same batch as the uint8 batch run through them all."""
+    from torch.utils.data import default_collate
+
+    from fastload.gpu import functional as F
+    from fastload.gpu.stage import BatchStage, CollateThenStage
+    from fastload.stacked import StackedSamples, normalizes_stacked
+
+    for channels_last in (False, True):
+        link = CollateThenStage(default_collate, BatchStage(ops, channels_last=channels_last))
+        normalizing = normalizes_stacked(link)
+        assert normalizing is not None and normalizing.channels_last == channels_last
+        images = torch.randint(0, 256, (4, 3, 6, 5), dtype=torch.uint8)
+        want, labels = link(StackedSamples(images.clone(), [0, 1, 2, 3], 5))
+        written = F.normalize_planes(images, normalizing.factors, normalizing.shifts)
+        done = StackedSamples(written, [0, 1, 2, 3], 5, normalized=normalizing)
+        got, same = link(done)
+        assert torch.equal(got, want) and torch.equal(labels, same)
+        assert got.is_contiguous(memory_format=torch.channels_last) == channels_last
+        if runs_after == "flip":
+            assert torch.equal(got, written.flip(-1))
+        other = StackedSamples(
+            written, [0, 1, 2, 3], 5, normalized=replace(normalizing, shifts=(0.0, 0.0, 0.0))
+        )
+        with pytest.raises(ValueError, match="came to a collate whose stage normalizes by"):
+            link(other)
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize(MEAN, STD)]),  # not first
+        gpu.Normalize(MEAN, STD, dtype=torch.float16),
+        gpu.Compose([]),
+        gpu.RandomApply(gpu.Normalize(MEAN, STD), p=0.5),
+        None,
+    ],
+)
+def test_a_stage_that_does_not_normalize_first_leaves_the_dataset_its_bytes(ops) -> None:
+    from torch.utils.data import default_collate
+
+    from fastload.gpu.stage import BatchStage, CollateThenStage
+    from fastload.stacked import normalizes_stacked
+
+    assert (
+        normalizes_stacked(CollateThenStage(default_collate, BatchStage(ops, channels_last=False)))
+        is None
+    )
+    # the user's collate function: the samples go to it as they are
+    user = CollateThenStage(
+        lambda b: default_collate(b), BatchStage(gpu.Normalize(MEAN, STD), channels_last=False)
+    )
+    assert normalizes_stacked(user) is None
