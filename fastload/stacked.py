@@ -6,7 +6,10 @@ and each hand-over is a wait among the threads. A dataset that can decode a whol
 one tensor (``ImageDataset.load_stacked``) hands the collate function this instead of a list of
 ``(image, target)`` samples: a sequence that reads as that list (each image a view of its slot)
 for code that iterates it, and that fastload's own collate links, which know it, turn into
-``default_collate``'s batch without making a tensor a sample.
+``default_collate``'s batch without making a tensor a sample. Where a chain's batch ops start
+with a normalize (:func:`normalizes_stacked`), the dataset may write the batch normalized as
+it decodes it (:class:`Normalizing`: float32 at the cost of uint8), and the chain leaves that
+op undone for such a batch.
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ _LOCAL = threading.local()  # whether stacked samples are welcome, per thread
 @dataclass(frozen=True)
 class Normalizing:
     """The normalize a collate chain runs first on a stacked batch's images, for the dataset
-    to write as it decodes them (``float32 at the cost of uint8``): each uint8 value ``v`` of
+    to write as it decodes them (float32 at the cost of uint8): each uint8 value ``v`` of
     channel ``c`` becomes the float32 ``v * factors[c] + shifts[c]``, a multiply then an add
-    in float32, as fastload's batch normalize computes it (:func:`fastload.gpu.functional.
-    normalize_terms`).
+    in float32, as fastload's batch normalize computes it
+    (:func:`fastload.gpu.functional.normalizing_of` makes one from a mean and a std).
 
     Args:
         factors: One per channel (three).

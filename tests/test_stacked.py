@@ -401,8 +401,9 @@ def test_a_batch_normalized_as_decoded_is_its_samples_normalized(
         assert _equal(got.targets, want.targets) and got.seed == want.seed
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
 def test_a_batch_normalized_as_decoded_falls_back_to_its_samples_own_bytes(
-    tmp_path: Path,
+    tmp_path: Path, channels_last: bool
 ) -> None:
     """A batch that cannot be stacked (a skipped file) comes as the samples as ever: the
     images the decoder normalized are the uint8 images again, exactly."""
@@ -411,7 +412,7 @@ def test_a_batch_normalized_as_decoded_falls_back_to_its_samples_own_bytes(
     dataset = _dataset(root, on_error="skip")
     keys = _keys(list(range(8)))
     want = dataset.load_stacked(keys)
-    got = dataset.load_stacked(keys, normalizing=_normalizing())
+    got = dataset.load_stacked(keys, normalizing=_normalizing(channels_last))
     assert not isinstance(got, StackedSamples) and sum(isinstance(s, Skipped) for s in got) == 1
     assert _equal(
         [s for s in got if not isinstance(s, Skipped)],

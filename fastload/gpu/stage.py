@@ -245,12 +245,11 @@ class CollateThenStage:
 
 
 def _leading_normalize(transforms: Any) -> tuple[Normalize, Any] | None:
-    """The batch ops' first op, where it is a :class:`Normalize` to float32 of three channels
-    (or one value for all three), and the ops after it (``None`` for none); ``None`` where the
-    first op is anything else. A :class:`Compose` is looked into, and rebuilt without it."""
+    """The batch ops' first op, where it is a :class:`Normalize` to float32, and the ops after
+    it (``None`` for none); ``None`` where the first op is anything else. A :class:`Compose` is
+    looked into, and rebuilt without it."""
     if type(transforms) is Normalize:
-        fits = transforms.dtype == torch.float32 and len(transforms.mean) in (1, 3)
-        return (transforms, None) if fits else None
+        return (transforms, None) if transforms.dtype == torch.float32 else None
     if type(transforms) is not Compose or not transforms.transforms:
         return None
     first, *others = transforms.transforms

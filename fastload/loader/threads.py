@@ -138,7 +138,7 @@ class StackedFetcher:
         self._normalizing = normalizes_stacked(collate_fn)
 
     def fetch(self, index: Any) -> Any:
-        if self._normalizing is None:
+        if self._normalizing is None:  # a dataset's own load_stacked need not take it
             return self.collate_fn(self.dataset.load_stacked(index))
         return self.collate_fn(self.dataset.load_stacked(index, normalizing=self._normalizing))
 
