@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+import torchvision.transforms.v2.functional as TF
 from images import jpeg_bytes, photo, with_orientation
 from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 
@@ -506,6 +507,11 @@ def test_a_float_batch_is_normalized_as_it_is_resized(
     got = torch.from_numpy(floats)
     assert done == [True] * 4
     assert torch.equal(got.permute(0, 3, 1, 2) if channels_last else got, want)
+    # and torchvision's own normalize of the same uint8 crops, within float rounding
+    scaled = TF.to_dtype(torch.from_numpy(bytes_out), torch.float32, scale=True)
+    torchvisions = TF.normalize(scaled, list(MEAN), list(STD))
+    planes = got.permute(0, 3, 1, 2) if channels_last else got
+    torch.testing.assert_close(planes, torchvisions, atol=1e-6, rtol=1e-6)
     # and the crops the decoder draws itself
     recipe = CropRecipe(64, 48, (0.08, 1.0), (3 / 4, 4 / 3), False, 0.5, fused_uniform())
     drawn = [(slot, data, 77 + slot) for slot, data, _ in jobs]
