@@ -126,6 +126,8 @@ class RingCollate:
     def _collate(self, samples: Any) -> Any:
         if isinstance(samples, StackedSamples):
             return self._stacked(samples)
+        if shared_buffers.current() is None:  # the main process: no ring to stack into
+            return default_collate(samples)
         images = stackable_firsts(samples)
         # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
         if images is None or any(type(image) is not torch.Tensor for image in images):
