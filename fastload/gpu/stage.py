@@ -82,6 +82,18 @@ class BatchStage:
             raise ValueError(f"batch_transforms={transforms!r} is not callable")
         self.transforms, self.channels_last, self.then = transforms, channels_last, then
 
+    def split_normalize(self) -> tuple[Normalizing, BatchStage] | None:
+        """The ops' leading float32 :class:`Normalize`, as the normalizing a fastload dataset
+        writes as it decodes a stacked batch (:meth:`fastload.ImageDataset.load_stacked`), and
+        the stage left to run on such a batch; ``None`` where the ops start with anything else.
+        A :class:`Compose` is looked into."""
+        split = _leading_normalize(self.transforms)
+        if split is None:
+            return None
+        op, rest = split
+        normalizing = normalizing_of(op.mean, op.std, channels_last=self.channels_last)
+        return normalizing, BatchStage(rest, channels_last=self.channels_last, then=self.then)
+
     def __call__(
         self,
         batch: Any,
@@ -199,15 +211,9 @@ class CollateThenStage:
         # stacked batch, and the stage left to run on such a batch
         self.normalizes_stacked: Normalizing | None = None
         self._after_normalize = stage
-        split = _leading_normalize(stage.transforms)
-        if collate_fn is default_collate and split is not None:
-            op, rest = split
-            self.normalizes_stacked = normalizing_of(
-                op.mean, op.std, channels_last=stage.channels_last
-            )
-            self._after_normalize = BatchStage(
-                rest, channels_last=stage.channels_last, then=stage.then
-            )
+        split = stage.split_normalize() if collate_fn is default_collate else None
+        if split is not None:
+            self.normalizes_stacked, self._after_normalize = split
 
     @property
     def takes_stacked(self) -> bool:

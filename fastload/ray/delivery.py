@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fastload import buffers
 from fastload.devices import resolve_device
 from fastload.errors import ImageDecodeError
 from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
@@ -86,7 +87,11 @@ def _delivered(
 ) -> Iterator[Any]:
     has_ops = plan.batch_ops is not None or plan.channels_last
     stage = BatchStage(plan.batch_ops, channels_last=plan.channels_last) if has_ops else None
-    grouped = regroup(source.iter_batches(batch_size=None, batch_format="numpy"))
+    # the images copied out of Ray's read-only object store into memory the consumer let go of
+    # (a batch made anew faults in every page of it); more batches held are made anew
+    grouped = regroup(
+        source.iter_batches(batch_size=None, batch_format="numpy"), ring=buffers.BatchRing(3)
+    )
     if task_stage(plan) is not None:  # the tasks ran the batch ops, as the loader's workers do
         stage = None
         if plan.channels_last:
@@ -111,10 +116,13 @@ def _delivered(
     yield from CUDAPrefetcher(untagged, device=where, transform=on_device)
 
 
-def regroup(blocks: Iterator[dict[str, np.ndarray]]) -> Iterator[tuple[Any, int, list[Skipped]]]:
+def regroup(
+    blocks: Iterator[dict[str, np.ndarray]], *, ring: buffers.BatchRing | None = None
+) -> Iterator[tuple[Any, int, list[Skipped]]]:
     """The loader's batches, with their seeds and what ``on_error="skip"`` dropped from them,
     from blocks of rows in the epoch's order (each batch's rows together, whatever the
-    blocks' sizes). A batch whose every sample was dropped comes as ``None``."""
+    blocks' sizes). A batch whose every sample was dropped comes as ``None``. The images are
+    copied into ``ring``'s memory where one is given, else into new memory."""
     pending: list[dict[str, np.ndarray]] = []
     for block in blocks:
         numbers = block["batch"]
@@ -124,14 +132,16 @@ def regroup(blocks: Iterator[dict[str, np.ndarray]]) -> Iterator[tuple[Any, int,
                 continue
             piece = {name: values[start:stop] for name, values in block.items()}  # views
             if pending and pending[0]["batch"][0] != piece["batch"][0]:
-                yield _batch(pending)
+                yield _batch(pending, ring)
                 pending = []
             pending.append(piece)
     if pending:
-        yield _batch(pending)
+        yield _batch(pending, ring)
 
 
-def _batch(pieces: list[dict[str, np.ndarray]]) -> tuple[Any, int, list[Skipped]]:
+def _batch(
+    pieces: list[dict[str, np.ndarray]], ring: buffers.BatchRing | None
+) -> tuple[Any, int, list[Skipped]]:
     """One batch's rows as the loader's batch (tensors it owns), its seed and the samples
     dropped from it."""
     seed = int(pieces[0]["batch_seed"][0])
@@ -152,10 +162,20 @@ def _batch(pieces: list[dict[str, np.ndarray]]) -> tuple[Any, int, list[Skipped]
     def tensor(name: str) -> torch.Tensor:
         return torch.from_numpy(np.concatenate([piece[name] for piece in pieces]))
 
-    images = tensor("image")
+    images = (
+        tensor("image") if ring is None else _copied([piece["image"] for piece in pieces], ring)
+    )
     if "label" in pieces[0]:
         return [images, tensor("label")], seed, dropped
     return images, seed, dropped
+
+
+def _copied(arrays: list[np.ndarray], ring: buffers.BatchRing) -> torch.Tensor:
+    """``arrays`` joined along their first axis into a tensor of ``ring``'s."""
+    dtype = torch.from_numpy(np.empty(0, arrays[0].dtype)).dtype
+    out = ring.take((sum(len(a) for a in arrays), *arrays[0].shape[1:]), dtype)
+    np.concatenate(arrays, out=out.numpy())
+    return out
 
 
 def _channels_last(batch: Any) -> Any:

@@ -11,19 +11,24 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from fastload import buffers
 from fastload.gpu.stage import BatchStage
 from fastload.loader.delivery import EpochKeys
 from fastload.loader.plan import WorkerPlan
 from fastload.ray.watch import needs
 from fastload.sampling import KeyedBatch, SampleKey
 from fastload.skipping import Skipped
-from fastload.stacked import StackedSamples
+from fastload.stacked import Normalizing, StackedSamples
 
 __all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches", "task_stage"]
 
 INSTALL = 'pip install "fastload[ray]"'
 _DATASETS: dict[str, Any] = {}  # in each Ray worker process: the dataset, fetched once
 _KEPT = 4  # datasets kept in a worker (a training and a validation epoch at once, and the next)
+# in each Ray worker process: the batch memory its tasks decode into, taken again once Ray has
+# copied a task's block into its object store and nothing refers to it (a batch made anew
+# faulted in every page of it, a third of a task's time for a float32 batch)
+_RING = buffers.BatchRing(2)
 # in the process that made them: each epoch's Ray Dataset, its keys that count deliveries and
 # what its decoding tasks ask a node for
 _EPOCHS: weakref.WeakKeyDictionary[Any, tuple[EpochKeys, dict[str, float]]] = (
@@ -163,7 +168,21 @@ def read_batches(
     files as JSON ``[[path, reason], ...]``; empty elsewhere) and ``kept`` (``False`` only on
     the one placeholder row of a batch whose every sample was unreadable).
     """
-    reader = _dataset(dataset)
+    before = buffers.current()
+    buffers.use(_RING)
+    try:
+        return _read_batches(rows, _dataset(dataset), skipping, stage)
+    finally:
+        buffers.use(before)
+
+
+def _read_batches(
+    rows: dict[str, np.ndarray], reader: Any, skipping: bool, stage: BatchStage | None
+) -> dict[str, np.ndarray]:
+    # as in the loader's workers, a leading normalize is written by the decoder as it decodes
+    # a stacked batch, and only the ops after it run on that batch
+    split = stage.split_normalize() if stage is not None else None
+    normalizing, after = split if split is not None else (None, stage)
     parts: list[dict[str, np.ndarray]] = []
     for k in range(len(rows["batch"])):
         keys = KeyedBatch(
@@ -173,8 +192,11 @@ def read_batches(
             ),
             int(rows["batch_seed"][k]),
         )
-        samples = _samples(reader, keys)
-        part = _batch_columns(samples, skipping, stage, int(rows["batch_seed"][k]))
+        samples = _samples(reader, keys, normalizing)
+        normalized = isinstance(samples, StackedSamples) and samples.normalized is not None
+        part = _batch_columns(
+            samples, skipping, after if normalized else stage, int(rows["batch_seed"][k])
+        )
         size = len(part["image"])
         part["batch"] = np.full(size, int(rows["batch"][k]), np.int64)
         part["batch_seed"] = np.full(size, int(rows["batch_seed"][k]), np.int64)
@@ -219,12 +241,13 @@ def _report(rows: int, dropped: list[list[str]] | None = None) -> np.ndarray:
     return report
 
 
-def _samples(reader: Any, keys: KeyedBatch) -> Any:
+def _samples(reader: Any, keys: KeyedBatch, normalizing: Normalizing | None) -> Any:
     """A batch's samples: decoded straight into one tensor where a fastload dataset can
-    (``load_stacked``), else as its ``__getitems__`` or indexing makes them."""
+    (``load_stacked``, normalized as it is decoded where ``normalizing`` says so), else as its
+    ``__getitems__`` or indexing makes them."""
     load_stacked = getattr(reader, "load_stacked", None)
     if load_stacked is not None:
-        return load_stacked(keys)
+        return load_stacked(keys, normalizing=normalizing)
     getitems = getattr(reader, "__getitems__", None)
     return list(getitems(keys) if getitems is not None else (reader[i] for i in keys))
 

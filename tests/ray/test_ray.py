@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -16,7 +16,12 @@ import torchvision.transforms as TV
 import fastload
 from fastload import gpu
 from fastload import transforms as T
+from fastload.buffers import BatchRing
+from fastload.gpu.functional import normalizing_of
+from fastload.gpu.stage import BatchStage
 from fastload.ray.delivery import regroup
+from fastload.ray.reading import read_batches
+from fastload.sampling import KeyedBatch, SampleKey
 from fastload.synthetic import make_image_folder
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -252,6 +257,52 @@ def test_the_decoding_runs_in_rays_worker_processes(local_ray: Any, photos: Path
     assert pids and os.getpid() not in pids
 
 
+class AsksForStacked(fastload.ImageFolder):
+    """An ImageFolder that records the normalizing each stacked batch is asked for."""
+
+    asked: ClassVar[list[Any]] = []
+
+    def load_stacked(self, keys: list[Any], *, normalizing: Any = None) -> Any:
+        self.asked.append(normalizing)
+        return super().load_stacked(keys, normalizing=normalizing)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_ray_task_has_the_batch_decoded_normalized_as_a_worker_does(
+    local_ray: Any, photos: Path, channels_last: bool
+) -> None:
+    """Where the batch ops start with a float32 Normalize, a task asks the dataset for the
+    batch normalized as it is decoded (no uint8 batch), runs only the ops after it, and gives
+    the values of the whole stage on the uint8 batch."""
+    dataset = AsksForStacked(photos, T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip()]))
+    ops = gpu.Compose([gpu.Normalize(MEAN, STD), gpu.RandomErasing(p=1.0)])
+    stage = BatchStage(ops, channels_last=channels_last)
+    keys = KeyedBatch([SampleKey(i, 100 + i) for i in (0, 4, 9, 13, 17)], 5)
+    rows = {
+        "batch": np.array([0]),
+        "indices": np.array([[int(k) for k in keys]]),
+        "seeds": np.array([[k.seed for k in keys]]),
+        "batch_seed": np.array([5]),
+    }
+    AsksForStacked.asked.clear()
+    ref = local_ray.put(dataset)
+    columns = read_batches(rows, ref, stage=stage)
+    assert AsksForStacked.asked == [normalizing_of(MEAN, STD, channels_last=channels_last)]
+
+    expected_images, expected_labels = stage(dataset.load_stacked(keys).collated(), seed=5)
+    images = torch.from_numpy(columns["image"])
+    if channels_last:  # the columns are N x H x W x C
+        images = images.permute(0, 3, 1, 2)
+    assert torch.equal(images, expected_images)
+    assert torch.equal(torch.from_numpy(columns["label"]), expected_labels)
+    # the next tasks in this process decode into the task's kept memory only once nothing
+    # refers to it: the columns held here stay as they were
+    kept = columns["image"].copy()
+    for seed in (6, 7, 8):
+        read_batches({**rows, "batch_seed": np.array([seed])}, ref, stage=stage)
+    assert np.array_equal(columns["image"], kept)
+
+
 def test_loaders_it_cannot_run_yet_are_one_error_naming_why(local_ray: Any, photos: Path) -> None:
     dataset = fastload.ImageFolder(photos, T.Compose([T.CenterCrop(16)]))
     cases = {
@@ -282,6 +333,20 @@ def test_regroup_makes_the_loaders_batches_from_any_blocks() -> None:
     assert [seed for _, seed, _ in out] == [100, 101, 102]
     assert [batch[1].tolist() for batch, _, _ in out] == [[0, 10, 20], [30, 40], [50, 60, 70]]
     assert all(dropped == [] for _, _, dropped in out)
+
+    # the images copied into kept memory: batches the consumer holds stay as they were (a
+    # ring smaller than what is held makes the others anew); one let go of is written again
+    held = list(regroup(iter(blocks), ring=BatchRing(1)))
+    assert [batch[0].flatten().tolist() for batch, _, _ in held] == [[0, 1, 2], [3, 4], [5, 6, 7]]
+    even = {name: values[:6] for name, values in rows.items()}
+    even["batch"] = even["batch_seed"] = np.array([0, 0, 1, 1, 2, 2])
+    pointers, images = set(), []
+    for batch, _, _ in regroup(iter([even]), ring=BatchRing(1)):
+        pointers.add(batch[0].data_ptr())
+        images.append(batch[0].flatten().tolist())
+        del batch
+    assert images == [[0, 1], [2, 3], [4, 5]]
+    assert len(pointers) == 1
 
 
 def _train_loop(config: dict[str, Any]) -> None:
