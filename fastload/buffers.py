@@ -1,13 +1,15 @@
-"""Batch memory kept from batch to batch where batches are made in the loader's own process.
+"""Batch memory kept from batch to batch where batches are made outside worker processes.
 
 A normalized float32 batch of 64 x 3 x 224 x 224 is 38.5 MB, above the size from which glibc
 maps fresh pages for each allocation: made anew, every batch faults in and zeroes all its
 pages again, which took three times as long as the normalizing itself (24 ms against 6 ms for
-that batch, one thread). Thread workers (``worker_type="thread"``), and the loader's process
-itself with no workers, therefore take such batches from a :class:`BatchRing`: a few buffers
-that are written again once nothing refers to them any more (the consumer dropped the batch
-and every view of it). While the consumer holds more batches than the ring has buffers, the
-extra ones are made anew, so a batch kept is never overwritten.
+that batch, one thread). Thread workers (``worker_type="thread"``), the loader's process
+itself with no workers, and on Ray each worker's decoding tasks and the training process
+copying the batches out of Ray's object store (``fastload.ray``), therefore take such
+batches from a :class:`BatchRing`: a few buffers that are written again once nothing refers
+to them any more (the consumer dropped the batch and every view of it). While the consumer
+holds more batches than the ring has buffers, the extra ones are made anew, so a batch kept is
+never overwritten.
 
 A thread can also ask for its batches in channels-last memory (:func:`channels_last`), so that
 the op making a batch writes it in the layout the loader delivers.
