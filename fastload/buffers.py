@@ -25,7 +25,7 @@ import torch
 
 from fastload import compat
 
-__all__ = ["BatchRing", "channels_last", "current", "in_channels_last", "use"]
+__all__ = ["BatchRing", "channels_last", "current", "in_channels_last", "use", "using"]
 
 _LOCAL = threading.local()
 _use_count = compat.storage_use_count()  # None: nothing is reused
@@ -84,6 +84,18 @@ def use(ring: BatchRing | None) -> None:
 def current() -> BatchRing | None:
     """The calling thread's ring, if it has one."""
     return getattr(_LOCAL, "ring", None)
+
+
+@contextlib.contextmanager
+def using(ring: BatchRing | None) -> Iterator[None]:
+    """Within it, the calling thread's batches come from ``ring``; the ring it had before is
+    its own again after."""
+    before = current()
+    use(ring)
+    try:
+        yield
+    finally:
+        use(before)
 
 
 @contextlib.contextmanager

@@ -191,14 +191,13 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
         self._normalizing = normalizes_stacked(loader.collate_fn)
 
     def _next_data(self) -> Any:
-        outer, before = buffers.current(), (welcomed(), welcomed_normalizing())
-        buffers.use(self._ring)
+        before = welcomed(), welcomed_normalizing()
         # a fastload dataset's batches come stacked (and normalized), for this fetch
         welcome(self._stacked, self._normalizing)
         try:
-            return super()._next_data()
+            with buffers.using(self._ring):
+                return super()._next_data()
         finally:
-            buffers.use(outer)
             welcome(*before)
 
 

@@ -152,7 +152,8 @@ def _batch(
         if report
         for path, reason in json.loads(report)
     ]
-    if "kept" in pieces[0]:
+    # the rows of samples that were read, where some were not (a mask copies every column)
+    if "kept" in pieces[0] and not all(piece["kept"].all() for piece in pieces):
         pieces = [
             {name: values[piece["kept"]] for name, values in piece.items()} for piece in pieces
         ]

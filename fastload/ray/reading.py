@@ -168,12 +168,8 @@ def read_batches(
     files as JSON ``[[path, reason], ...]``; empty elsewhere) and ``kept`` (``False`` only on
     the one placeholder row of a batch whose every sample was unreadable).
     """
-    before = buffers.current()
-    buffers.use(_RING)
-    try:
+    with buffers.using(_RING):
         return _read_batches(rows, _dataset(dataset), skipping, stage)
-    finally:
-        buffers.use(before)
 
 
 def _read_batches(
