@@ -1,6 +1,6 @@
 """fastload's compiled parts: the region decoder (fastload/backends/jpegregion.c, with
 restarts.c, the lossless rewrite that gives JPEGs restart markers), the normalize kernel of
-float32 batches (fastload/gpu/normalizing.c), the resize kernel (fastload/resizing.c) and the
+float32 batches (fastload/gpu/normalizing.c), the resize kernel (fastload/pixels/resizing.c) and the
 file reader (fastload/backends/files.c).
 
 Everything else is in pyproject.toml. Each extension is optional: without a C compiler or
@@ -15,7 +15,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 FLAGS = ["-O2", "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter"]
-# the resize kernel (fastload/resizing.h) runs its four rows' and four lanes' loops unrolled
+# the resize kernel (fastload/pixels/resizing.h) runs its four rows' and four lanes' loops unrolled
 # only at -O3: about 1.3x its speed at -O2
 RESIZING = [*FLAGS, "-O3"]
 
@@ -50,8 +50,8 @@ setup(
             depends=[
                 "fastload/backends/restarts.h",
                 "fastload/backends/cropplans.h",
-                "fastload/resizing.h",
-                "fastload/floats.h",
+                "fastload/pixels/resizing.h",
+                "fastload/pixels/floats.h",
             ],
             libraries=["jpeg"],
             # the crop plans round as Python does: no multiply-add fused (cropplans.h)
@@ -60,7 +60,7 @@ setup(
         Extension(
             "fastload.gpu._normalizing",
             ["fastload/gpu/normalizing.c"],
-            depends=["fastload/floats.h"],
+            depends=["fastload/pixels/floats.h"],
             # the same floats as the resize writes (floats.h): no multiply-add fused
             extra_compile_args=[*FLAGS, "-ffp-contract=off"],
         ),
@@ -68,9 +68,9 @@ setup(
             "fastload.backends._files", ["fastload/backends/files.c"], extra_compile_args=FLAGS
         ),
         Extension(
-            "fastload._resizing",
-            ["fastload/resizing.c"],
-            depends=["fastload/resizing.h", "fastload/floats.h"],
+            "fastload.pixels._resizing",
+            ["fastload/pixels/resizing.c"],
+            depends=["fastload/pixels/resizing.h", "fastload/pixels/floats.h"],
             extra_compile_args=RESIZING,
         ),
     ],

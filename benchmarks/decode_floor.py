@@ -38,7 +38,7 @@ import torch
 import fastload
 from fastload import backends
 from fastload.bench import fastload_dataset, stock_dataset
-from fastload.image import probe
+from fastload.pixels.image import probe
 from fastload.synthetic import default_data
 from fastload.transforms import RandomResizedCrop, View
 

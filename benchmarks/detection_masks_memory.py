@@ -34,7 +34,7 @@ from detection_swap import dataset
 
 import fastload
 from fastload.accelerate import accelerate_dataset
-from fastload.image import probe
+from fastload.pixels.image import probe
 from fastload.synthetic import make_coco
 
 LOADERS = ("stock torchvision", "fastload, accelerate=True")

@@ -45,7 +45,7 @@ import torchvision.transforms.v2 as T
 from torchvision import tv_tensors
 
 import fastload
-from fastload.iteration import endless, read_rate
+from fastload.autotune.rates import endless, read_rate
 from fastload.synthetic import make_coco, make_voc
 
 MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)

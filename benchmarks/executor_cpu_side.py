@@ -37,10 +37,11 @@ import results
 import torch
 
 from fastload import transforms as T
-from fastload.backends.base import check_header, read_file
 from fastload.backends.executor import shown_size
+from fastload.backends.files import read_file
+from fastload.backends.headers import check_header
 from fastload.backends.nvimgcodec import rendering
-from fastload.resampling import View
+from fastload.pixels.resampling import View
 from fastload.sampling import sample_seed
 from fastload.synthetic import default_data
 

@@ -33,7 +33,8 @@ from collections.abc import Callable
 import results
 import torch
 
-from fastload import buffers, gpu
+from fastload import gpu
+from fastload.memory import buffers
 from fastload.system import single_threaded_ops
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -64,7 +65,7 @@ def contenders(batch: int, size: int) -> dict[str, Callable[[], object]]:
     ring = buffers.BatchRing(2)
 
     def normalized() -> torch.Tensor:
-        buffers.use(ring)  # kept memory, as a worker's batches (fastload.buffers)
+        buffers.use(ring)  # kept memory, as a worker's batches (fastload.memory.buffers)
         try:
             return normalize(stacked)
         finally:

@@ -31,7 +31,7 @@ import results
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.iteration import endless, read_rate
+from fastload.autotune.rates import endless, read_rate
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 BASELINE = "Normalize"

@@ -26,7 +26,7 @@ from typing import Any
 import results
 import torch
 
-from fastload.iteration import endless
+from fastload.autotune.rates import endless
 from fastload.system import single_threaded_ops
 
 

@@ -38,7 +38,7 @@ from torchvision.transforms import autoaugment
 
 import fastload
 from fastload.accelerate import accelerate_dataset
-from fastload.iteration import endless, read_rate
+from fastload.autotune.rates import endless, read_rate
 from fastload.synthetic import default_data
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

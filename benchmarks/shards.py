@@ -56,8 +56,8 @@ import torch
 import fastload
 from fastload import gpu
 from fastload import transforms as T
+from fastload.autotune.rates import endless, read_rate
 from fastload.bench import stock_dataset
-from fastload.iteration import endless, read_rate
 from fastload.synthetic import default_data
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -1,4 +1,4 @@
-"""Worker processes' kept batch memory (``fastload.shared_buffers``) against fresh memory for
+"""Worker processes' kept batch memory (``fastload.memory.shared_buffers``) against fresh memory for
 each batch, as torch makes it (``FASTLOAD_SHARED_RING=0``).
 
 Pipelines, each with the ring on and off, ``N`` worker processes:
@@ -88,7 +88,7 @@ def _detection(coco: Path, augmentation: str, workers: int) -> Any:
 
 def row(args: argparse.Namespace) -> None:
     """One slice of one row, in this process: images/s and the shared memory's peak, as JSON."""
-    from fastload.iteration import endless
+    from fastload.autotune.rates import endless
 
     pipeline = args.row
     before = _shmem_mib()

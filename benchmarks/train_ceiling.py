@@ -41,7 +41,7 @@ import torchvision.transforms as TV
 import fastload
 from fastload import gpu, train
 from fastload import transforms as T
-from fastload.iteration import endless
+from fastload.autotune.rates import endless
 from fastload.synthetic import default_data
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

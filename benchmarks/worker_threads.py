@@ -81,7 +81,7 @@ def _fastload_batches(root: Path, kind: str, dtype: str, workers: int, batch: in
     import fastload
     from fastload import gpu
     from fastload import transforms as T
-    from fastload.iteration import endless
+    from fastload.autotune.rates import endless
 
     geometry = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     dataset = fastload.ImageFolder(root, geometry)
@@ -112,8 +112,8 @@ def _one_core(root: Path, dtype: str, batch: int, seconds: float) -> dict[str, A
     import fastload
     from fastload import gpu
     from fastload import transforms as T
+    from fastload.memory.stacked import StackedSamples
     from fastload.sampling import KeyedBatch, SampleKey
-    from fastload.stacked import StackedSamples
 
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     torch.set_num_threads(1)

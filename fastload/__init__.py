@@ -17,19 +17,19 @@ if TYPE_CHECKING:
     from fastload._optional import MissingDependencyError
     from fastload.accelerate import explain
     from fastload.datasets import ImageFolder, ImageList
+    from fastload.datasets.skipping import Skipped
     from fastload.diagnosis import doctor
     from fastload.errors import ImageDecodeError, UnreadableImageWarning
+    from fastload.gpu.prefetch import CUDAPrefetcher
     from fastload.loader import DataLoader
-    from fastload.prefetch import CUDAPrefetcher
+    from fastload.memory.tensors import map_tensors
     from fastload.shards.dataset import ImageShards, ShardError
     from fastload.shards.pack import pack
     from fastload.shards.sampler import ShardSampler
-    from fastload.skipping import Skipped
-    from fastload.tensors import map_tensors
 
 # name -> the module that defines it (a submodule's own name: the submodule)
 _WHERE = {
-    "CUDAPrefetcher": "fastload.prefetch",
+    "CUDAPrefetcher": "fastload.gpu.prefetch",
     "DataLoader": "fastload.loader",
     "ImageDecodeError": "fastload.errors",
     "ImageFolder": "fastload.datasets",
@@ -38,7 +38,7 @@ _WHERE = {
     "MissingDependencyError": "fastload._optional",
     "ShardError": "fastload.shards.dataset",
     "ShardSampler": "fastload.shards.sampler",
-    "Skipped": "fastload.skipping",
+    "Skipped": "fastload.datasets.skipping",
     "UnreadableImageWarning": "fastload.errors",
     "autotune": "fastload.autotune",
     "backends": "fastload.backends",
@@ -46,7 +46,7 @@ _WHERE = {
     "doctor": "fastload.diagnosis",
     "explain": "fastload.accelerate",
     "gpu": "fastload.gpu",
-    "map_tensors": "fastload.tensors",
+    "map_tensors": "fastload.memory.tensors",
     "pack": "fastload.shards.pack",
     "ray": "fastload.ray",
     "train": "fastload.train",

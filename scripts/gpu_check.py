@@ -399,7 +399,9 @@ def build_normalize(env: dict[str, str]) -> tuple[str, str]:
 def build_resize(env: dict[str, str]) -> tuple[str, str]:
     """Compile the resize kernel into the source tree when it does not import (without it torch
     resizes, the same pixels)."""
-    status, detail = build_extension("fastload._resizing", ["resizing.c"], env, ["-O3"])
+    status, detail = build_extension(
+        "fastload.pixels._resizing", ["pixels/resizing.c"], env, ["-O3"]
+    )
     return status, f"{detail}: torch resizes" if status == "skipped" else detail
 
 

@@ -755,7 +755,7 @@ def test_reference_train_presets_match_stock(
 
 
 def test_hand_back_takes_what_the_users_conversion_would() -> None:
-    from fastload.handover import HandBack
+    from fastload.callables.handover import HandBack
 
     image = Image.fromarray(photo(20, 10, seed=2))
     assert torch.equal(HandBack("PILToTensor()")(image), v1.PILToTensor()(image))

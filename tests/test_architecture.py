@@ -11,88 +11,51 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "fastload"
 
-# Lowest first. A module may import its own layer or a lower one, never a higher one; the
-# package root (``fastload``) is the top, so nothing inside the package imports it.
+# Lowest first, one entry a folder (the package root's foundations are the first): a module may
+# import its own layer or a lower one, never a higher one; the package root (``fastload``) is
+# the top, so nothing inside the package imports it. ARCHITECTURE.md's layer table is this list.
 LAYERS: list[tuple[str, ...]] = [
-    (  # foundations: no fastload imports at all, or only each other
+    (  # foundations, at the package root: no fastload imports, or only each other
         "fastload.version",
         "fastload.compat",
         "fastload.checks",
-        "fastload.wrappers",
         "fastload.options",
         "fastload.errors",
         "fastload.system",
         "fastload.devices",
-        "fastload.tensors",
-        "fastload.iteration",
-        "fastload.image",
-        "fastload.raw_pixels",
         "fastload._optional",
         "fastload._progress",
-        "fastload.synthetic",
-        "fastload.resampling",
-        "fastload.transforms",
-        "fastload.drawing",
-        "fastload.torch_draws",
-        "fastload.crop_recipes",
-        "fastload.buffers",
-        "fastload.shared_buffers",
-        "fastload.sampling",
-        "fastload.stacked",
-        "fastload.gpu.functional",
-        "fastload.gpu.policy_ops",
-        "fastload.gpu.separable",
-        "fastload.gpu.deferred",
-        "fastload.handover",
-        "fastload.compact",
-        "fastload.testing.servers",
-        "fastload.testing",
     ),
-    (  # the shard format: tar members, samples and their index, manifests, members, tables
-        "fastload.shards",
-        "fastload.shards.format.*",
+    (  # the building blocks: batch memory, pixels and image files, the random streams and
+        # seeds, what fastload reads of the user's callables, made-up data, test servers
+        "fastload.memory.*",
+        "fastload.pixels.*",
+        "fastload.sampling.*",
+        "fastload.callables.*",
+        "fastload.synthetic.*",
+        "fastload.testing.*",
     ),
-    ("fastload.shards.storage.*",),  # where shards' bytes come from: files, remote, the cache
-    (  # what a user names as shards, resolved; an epoch's order
-        "fastload.shards.sources",
-        "fastload.shards.sampler",
-    ),
-    ("fastload.shards.indexing",),  # each shard's index, after resolving
-    (  # per-sample decoding, batch ops, the prefetcher
-        "fastload.gpu.transforms",
-        "fastload.gpu.policies",
-        "fastload.gpu.mixing",
-        "fastload.gpu.policies_v2",
-        "fastload.gpu.lists",
-        "fastload.gpu.stage",
-        "fastload.gpu",
-        "fastload.backends.base",
-        "fastload.backends.registry",
-        "fastload.prefetch",
-        "fastload.skipping",
-    ),
-    (  # the backends, both kinds
-        "fastload.backends.pillow",
-        "fastload.backends.opencv",
-        "fastload.backends.turbojpeg",
-        "fastload.backends.region",
-        "fastload.backends.executor.*",
-        "fastload.backends.dali.*",
-        "fastload.backends.nvimgcodec.*",
-        "fastload.backends",
-    ),
+    ("fastload.transforms.*",),  # per-sample ops, planned before decoding
+    ("fastload.gpu.*",),  # batch ops, the batch stage, the prefetcher
+    ("fastload.backends.*",),  # decoders and batch executors, and their registry
+    ("fastload.datasets.*",),  # the decode path every dataset shares; files as datasets
+    # shards, one floor a step: the format, the storage, what a user names and an epoch's order,
+    # each shard's index, then the dataset and the writer
+    ("fastload.shards", "fastload.shards.format.*"),
+    ("fastload.shards.storage.*",),
+    ("fastload.shards.sources", "fastload.shards.sampler"),
+    ("fastload.shards.indexing",),
     (
-        "fastload.datasets",
-        "fastload.detection.*",
         "fastload.shards.dataset",
-        "fastload.shards.storage.upload",
         "fastload.shards.raw_choice",
+        "fastload.shards.pack_sources",
+        "fastload.shards.pack_members",
         "fastload.shards.pack",
-        "fastload.accelerate.*",
-        "fastload.autotune.*",
     ),
+    ("fastload.detection.*",),  # boxes, masks and their datasets
+    ("fastload.accelerate.*", "fastload.autotune.*"),  # the swap; num_workers measured
     ("fastload.loader.*",),
-    (
+    (  # what uses the loader
         "fastload.bench.*",
         "fastload.diagnosis.*",
         "fastload.train.*",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fastload.buffers import BatchRing
+from fastload.memory.buffers import BatchRing
 
 
 def test_a_buffer_comes_back_once_let_go_and_never_while_held() -> None:

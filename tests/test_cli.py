@@ -209,7 +209,7 @@ def test_info_says_when_the_normalize_kernel_is_not_built(
 @pytest.mark.parametrize(
     ("key", "module", "words"),
     [
-        ("resize_kernel", "fastload._resizing", "by torch, the GIL handed over three times"),
+        ("resize_kernel", "fastload.pixels._resizing", "by torch, the GIL handed over three times"),
         ("files_kernel", "fastload.backends._files", "files by os, the GIL handed over four times"),
     ],
 )

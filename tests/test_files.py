@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastload.backends.base import FILES_KERNEL, read_file, read_files
+from fastload.backends.files import FILES_KERNEL, read_file, read_files
 
 files = importlib.import_module(FILES_KERNEL)  # CI builds it: a missing build fails here
 

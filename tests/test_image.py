@@ -9,7 +9,7 @@ import pytest
 from images import claim_size, jpeg_bytes, photo, png16, png_bytes, with_orientation
 from PIL import Image, ImageOps
 
-from fastload.image import orient, orientation_ops, probe, sniff
+from fastload.pixels.image import orient, orientation_ops, probe, sniff
 
 
 def test_jpeg_header() -> None:
@@ -85,7 +85,7 @@ def test_orient_is_the_transpose_then_the_mirrors(shape: tuple[int, int, int]) -
     (mirrors alone are copied by torch, the rest by numpy)."""
     import itertools
 
-    from fastload.image import orient
+    from fastload.pixels.image import orient
 
     rng = np.random.default_rng(0)
     base = rng.integers(0, 255, size=shape, dtype=np.uint8)

@@ -366,8 +366,10 @@ def test_pinning_keeps_tensor_subclasses_and_their_metadata(
         "masks": tv_tensors.Mask(torch.ones(1, 3, 3)),
         "labels": torch.ones(1),
     }
-    assert fastload.tensors.has_subclasses([target]) and not fastload.tensors.has_subclasses([1])
-    pinned = fastload.tensors.pin_batch([target])[0]
+    assert fastload.memory.tensors.has_subclasses(
+        [target]
+    ) and not fastload.memory.tensors.has_subclasses([1])
+    pinned = fastload.memory.tensors.pin_batch([target])[0]
     assert type(pinned["boxes"]) is tv_tensors.BoundingBoxes
     assert pinned["boxes"].format is tv_tensors.BoundingBoxFormat.XYWH
     assert pinned["boxes"].canvas_size == (30, 40)
@@ -473,7 +475,7 @@ def test_gpu_pinned_and_copied_boxes_stay_bounding_boxes() -> None:
     from torchvision import tv_tensors
 
     boxes = _boxes()
-    pinned = fastload.tensors.pin(boxes)
+    pinned = fastload.memory.tensors.pin(boxes)
     assert pinned.is_pinned() and type(pinned) is tv_tensors.BoundingBoxes
     with CUDAPrefetcher([{"boxes": boxes}]) as batches:
         (moved,) = list(batches)

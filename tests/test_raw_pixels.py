@@ -1,4 +1,4 @@
-"""Raw pixels as binary PPMs (fastload.raw_pixels): written and read as every image reader
+"""Raw pixels as binary PPMs (fastload.pixels.raw_pixels): written and read as every image reader
 reads them, and decoded by every per-sample backend as a view of their bytes."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from PIL import Image
 
 from fastload import backends
 from fastload import transforms as fl
-from fastload.image import probe
-from fastload.raw_pixels import encode_ppm, ppm_pixels
-from fastload.resampling import View, resample
+from fastload.pixels.image import probe
+from fastload.pixels.raw_pixels import encode_ppm, ppm_pixels
+from fastload.pixels.resampling import View, resample
 
 
 def pixels(width: int = 37, height: int = 23, seed: int = 0) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastload.resampling import View, render, resample
+from fastload.pixels.resampling import View, render, resample
 
 
 @pytest.mark.parametrize("region", [np.s_[:, :], np.s_[5:40, 7:61]])

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastload import drawing
-from fastload.resampling import RESIZE_KERNEL, resample
+from fastload.pixels.resampling import RESIZE_KERNEL, resample
+from fastload.sampling import drawing
 
 kernel = importlib.import_module(RESIZE_KERNEL)  # CI builds it: a missing build fails here
 

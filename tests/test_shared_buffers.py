@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 import fastload
 from fastload import gpu
-from fastload.shared_buffers import SlotTable, WorkerRing
+from fastload.memory.shared_buffers import SlotTable, WorkerRing
 
 MEAN, STD = (0.5, 0.25, 0.125), (0.5, 0.5, 0.25)
 
@@ -245,9 +245,9 @@ def test_the_stage_in_a_worker_frees_what_a_later_op_replaced(
     batch of such a pipeline held on to shared memory)."""
     from torch.utils.data import default_collate
 
-    from fastload import shared_buffers
     from fastload.gpu import functional
     from fastload.gpu.stage import BatchStage, CollateThenStage
+    from fastload.memory import shared_buffers
 
     monkeypatch.setattr(functional, "get_worker_info", lambda: object())
     init = shared_buffers.RingInit(None)

@@ -12,13 +12,12 @@ from PIL import Image
 from torch.utils.data import default_collate
 
 import fastload
-from fastload import buffers
 from fastload import transforms as T
 from fastload.backends.region import RegionBackend
+from fastload.datasets.skipping import Skipped
 from fastload.gpu import functional as batch_ops
-from fastload.sampling import KeyedBatch, SampleKey
-from fastload.skipping import Skipped
-from fastload.stacked import (
+from fastload.memory import buffers
+from fastload.memory.stacked import (
     Normalizing,
     StackedSamples,
     normalizes_stacked,
@@ -26,6 +25,7 @@ from fastload.stacked import (
     welcomed,
     welcomed_normalizing,
 )
+from fastload.sampling import KeyedBatch, SampleKey
 from tests.images import jpeg_bytes, photo, png_bytes, with_orientation
 
 
@@ -51,7 +51,7 @@ def _folder(root: Path, count: int = 24) -> Path:
     return root
 
 
-# the decoder draws and plans this one itself (fastload.crop_recipes); the other, flipped
+# the decoder draws and plans this one itself (fastload.transforms.crop_recipes); the other, flipped
 # first, is planned in Python and decoded many at a time
 GEOMETRIES = {
     "drawn by the decoder": [T.RandomResizedCrop(64), T.RandomHorizontalFlip()],
@@ -196,7 +196,7 @@ def test_samples_loaded_alone_are_read_and_their_targets_transformed_once(
         return label
 
     opened: list[str] = []
-    read_file = fastload.datasets.read_file
+    read_file = fastload.datasets.folders.read_file
 
     def counted(path: str) -> bytes:
         opened.append(path)
@@ -207,9 +207,9 @@ def test_samples_loaded_alone_are_read_and_their_targets_transformed_once(
         dataset = fastload.ImageFolder(root, transform, target_transform=once, backend="region")
         want = dataset.__getitems__(keys)
         seen.clear()
-        monkeypatch.setattr(fastload.datasets, "read_file", counted)
+        monkeypatch.setattr(fastload.datasets.folders, "read_file", counted)
         got = dataset.load_stacked(keys)
-        monkeypatch.setattr(fastload.datasets, "read_file", read_file)
+        monkeypatch.setattr(fastload.datasets.folders, "read_file", read_file)
         assert _equal(list(got), list(want))
         assert sorted(seen) == sorted(label for _, label in want)  # each sample's once
         assert opened == []  # the batch's files read once, together
@@ -321,7 +321,7 @@ def test_a_batch_is_made_in_the_threads_ring_where_it_has_one(
 @pytest.fixture
 def worker_ring() -> Any:
     """This process made a worker process of a fastload loader, with a ring of 4 slots."""
-    from fastload import shared_buffers
+    from fastload.memory import shared_buffers
 
     init = shared_buffers.RingInit(None)
     init.table = shared_buffers.SlotTable(1, slots=4)
@@ -336,8 +336,8 @@ def worker_ring() -> Any:
 def test_a_worker_process_decodes_its_batch_into_the_shared_memory_it_sends(
     tmp_path: Path, worker_ring: Any
 ) -> None:
-    from fastload import shared_buffers
     from fastload.loader.collate import collate_chain
+    from fastload.memory import shared_buffers
 
     root = _folder(tmp_path, count=8)
     victim = sorted(root.rglob("*.jpg"))[5]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from fastload.tensors import collated_around, stackable_firsts
+from fastload.memory.tensors import collated_around, stackable_firsts
 
 
 def _same(a: Any, b: Any) -> bool:

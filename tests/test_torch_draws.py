@@ -1,4 +1,5 @@
-"""torch's CPU draws reproduced in Python (fastload.torch_draws), checked against torch itself."""
+"""torch's CPU draws reproduced in Python (fastload.sampling.torch_draws), checked against torch
+itself."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from fastload import torch_draws
-from fastload.drawing import SampleStreams
-from fastload.torch_draws import INTEGER_SPAN, advance, words_for
+from fastload.sampling import torch_draws
+from fastload.sampling.drawing import SampleStreams
+from fastload.sampling.torch_draws import INTEGER_SPAN, advance, words_for
 
 
 def _torch_uniform(generator: torch.Generator, low: float, high: float) -> float:

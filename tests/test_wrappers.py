@@ -1,4 +1,5 @@
-"""Proving from the code that a callable only hands its argument on (fastload.wrappers)."""
+"""Proving from the code that a callable only hands its argument on
+(fastload.callables.wrappers)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import types
 import torch
 from torch.utils.data import default_collate
 
-from fastload.wrappers import collated_then, delegate_of, sequence_of, zips_samples
+from fastload.callables.wrappers import collated_then, delegate_of, sequence_of, zips_samples
 
 
 def mixing(images, labels):

@@ -22,6 +22,7 @@ from typing import Any
 from fastload import transforms as ft
 from fastload.accelerate.torchvision_ops import RandomCropV2
 from fastload.accelerate.walk import NotAccelerated, Translated, flatten, interpolation, name_of
+from fastload.callables.handover import HandOn
 from fastload.detection import CocoDetection, SegmentationList
 from fastload.detection.convert import FloatImage, FloatOnDevice
 from fastload.detection.iou_crop import RandomIoUCrop
@@ -30,7 +31,6 @@ from fastload.detection.sanitize import KeepAllFirst
 from fastload.detection.segmentation import TargetFirst
 from fastload.detection.ssd import PhotometricFirst, RandomZoomOut
 from fastload.gpu.transforms import ToFloat
-from fastload.handover import HandOn
 
 __all__ = ["accelerate_detection", "is_detection", "translate_joint"]
 

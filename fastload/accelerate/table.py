@@ -24,8 +24,9 @@ def translators() -> dict[type, Callable[[Walk, Any], None]]:
 
 
 def conversion_forms() -> dict[type, str]:
-    """The conversions of a PIL image that :class:`fastload.handover.HandOn` makes exactly from
-    the fused uint8 tensor, by class (a subclass may convert otherwise): the form each gives."""
+    """The conversions of a PIL image that :class:`fastload.callables.handover.HandOn` makes
+    exactly from the fused uint8 tensor, by class (a subclass may convert otherwise): the form
+    each gives."""
     forms: dict[type, str] = {}
     for library in _LIBRARIES:
         forms.update(library.conversions())

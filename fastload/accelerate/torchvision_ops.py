@@ -1,5 +1,5 @@
 """torchvision's ops (v1 and v2) that ``accelerate`` runs, each with its translator, and the
-conversions of a PIL image that :class:`fastload.handover.HandOn` makes exactly."""
+conversions of a PIL image that :class:`fastload.callables.handover.HandOn` makes exactly."""
 
 from __future__ import annotations
 

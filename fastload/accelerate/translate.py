@@ -19,9 +19,9 @@ from fastload.accelerate.walk import (
     name_of,
     with_dtype,
 )
+from fastload.callables.handover import HandBack, HandOn
 from fastload.datasets import ImageDataset, ImageList
 from fastload.gpu.transforms import Normalize
-from fastload.handover import HandBack, HandOn
 
 __all__ = ["accelerate_dataset", "translate_transform"]
 

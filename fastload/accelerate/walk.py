@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from fastload import transforms as ft
-from fastload.handover import HandBack, HandOn
-from fastload.wrappers import delegate_of, sequence_of
+from fastload.callables.handover import HandBack, HandOn
+from fastload.callables.wrappers import delegate_of, sequence_of
 
 __all__ = [
     "PER_SAMPLE",
@@ -125,9 +125,9 @@ class Translated:
 
 def flatten(transform: Any, known: Collection[type]) -> Iterator[Any]:
     """The ops of a transform in order: ``Compose`` opened, an object that provably only
-    hands the image to an attribute (:func:`fastload.wrappers.delegate_of`) read as that
+    hands the image to an attribute (:func:`fastload.callables.wrappers.delegate_of`) read as that
     attribute, and one that provably only chains a list of ops
-    (:func:`fastload.wrappers.sequence_of`) read as those ops (each said once on the
+    (:func:`fastload.callables.wrappers.sequence_of`) read as those ops (each said once on the
     ``fastload`` logger)."""
     import torchvision.transforms as v1
     import torchvision.transforms.v2 as v2

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
+from fastload.autotune.rates import endless, read_rate
 from fastload.autotune.search import PREFETCH, PREFETCH_LIMIT
-from fastload.iteration import endless, read_rate
 from fastload.system import children_cpu_seconds
 
 __all__ = [

@@ -14,14 +14,8 @@ from fastload.backends import (  # noqa: F401  (they register)
     region,
     turbojpeg,
 )
-from fastload.backends.base import (
-    DEFAULT_MAX_PIXELS,
-    KINDS,
-    Backend,
-    ImageDecodeError,
-    check_header,
-    decode_with_pillow,
-)
+from fastload.backends.base import KINDS, Backend, ImageDecodeError
+from fastload.backends.headers import DEFAULT_MAX_PIXELS, check_header, decode_with_pillow
 from fastload.backends.registry import (
     auto_order,
     check,

@@ -2,8 +2,8 @@
  * A random crop's plan made in C, for the region decoder's batch call: the JPEG header read,
  * RandomResizedCrop's draws (and a flip's) made from the sample's seed as torch's CPU
  * generator makes them, and the region and DCT scale chosen, as fastload's Python planner
- * does it (fastload/image.py probe, fastload/transforms.py RandomResizedCrop.params,
- * fastload/backends/base.py plan_jpeg, fastload/resampling.py kernel_region). The same
+ * does it (fastload/pixels/image.py probe, fastload/transforms/ RandomResizedCrop.params,
+ * fastload/backends/base.py plan_jpeg, fastload/pixels/resampling.py kernel_region). The same
  * numbers, not similar ones: tests/backends/test_crop_plans.py compares both planners on
  * thousands of draws. Anything off the common road (another format, an EXIF orientation, a
  * truncated file, a crop the kernel does not take as it is) is left to Python, which then
@@ -58,7 +58,7 @@ twister_word(Twister *t)
 
 /* torch.empty(1).uniform_(low, high).item() on float32: 24 bits of a word scaled to [0, 1),
  * then times (high - low) plus low in float32, rounded once where this torch fuses the
- * multiply-add (fastload.torch_draws measures which), twice where it does not. */
+ * multiply-add (fastload.sampling.torch_draws measures which), twice where it does not. */
 static double
 torch_uniform(Twister *t, double low, double high, int fused)
 {
@@ -91,7 +91,7 @@ typedef struct {
     int mirror;
 } CropPlan;
 
-/* A range of integers torch draws with one word (fastload.torch_draws.INTEGER_SPAN); a JPEG's
+/* A range of integers torch draws with one word (fastload.sampling.torch_draws.INTEGER_SPAN); a JPEG's
  * sides (at most 65,535) never reach it. */
 #define ONE_WORD_SPAN (1LL << 24)
 
@@ -132,7 +132,7 @@ crop_params(Twister *t, const CropRecipe *r, long long width, long long height, 
     return 0;
 }
 
-/* fastload.resampling.whole_pixels for one value */
+/* fastload.pixels.resampling.whole_pixels for one value */
 static int
 whole(double v)
 {
@@ -198,7 +198,7 @@ cp_read(const unsigned char *p, int size, int little)
     return v;
 }
 
-/* fastload.image._exif_orientation: IFD0's Orientation (SHORT), 1 where absent or unusable. */
+/* fastload.pixels.image._exif_orientation: IFD0's Orientation (SHORT), 1 where absent or unusable. */
 static int
 exif_orientation(const unsigned char *tiff, size_t n)
 {
@@ -236,7 +236,7 @@ is_sof(unsigned marker)
            marker != 0xCC;
 }
 
-/* fastload.image._probe_jpeg and the checks of read_header and plan_jpeg: the size of a JPEG
+/* fastload.pixels.image._probe_jpeg and the checks of read_header and plan_jpeg: the size of a JPEG
  * the batch call can plan here. 0, or -1 for anything else (not a JPEG, no frame header,
  * too many pixels, no end-of-image marker in its second half, not grey or colour, an EXIF
  * orientation to apply): Python's planner reads those, and reports what is wrong. */
@@ -273,7 +273,7 @@ crop_header(const unsigned char *d, size_t n, const CropRecipe *r, long long *wi
                 return -1;
             if (r->exif && orientation != 1)
                 return -1;
-            /* fastload.image.is_truncated_jpeg: an end-of-image marker in the second half */
+            /* fastload.pixels.image.is_truncated_jpeg: an end-of-image marker in the second half */
             int ended = 0;
             for (size_t k = n - 1; k >= n / 2 + 1 && !ended; k--)
                 ended = d[k - 1] == 0xFF && d[k] == 0xD9;

@@ -14,7 +14,7 @@
  *
  * Python's side (fastload/backends/region.py) plans the region; this file decodes it, and
  * for a region that is then only resized (a random crop), resizes it too (decode_resized, with
- * fastload/resizing.h: torch's numbers), so that the decoded pixels never reach Python.
+ * fastload/pixels/resizing.h: torch's numbers), so that the decoded pixels never reach Python.
  * Errors from libjpeg come back here by longjmp and leave as ValueError; every allocation is
  * in libjpeg's pools, the pixels' buffer or the cut-out JPEG (freed on every way out), so
  * nothing leaks on an error. The GIL is let go once a call, from the cut of the restart
@@ -31,7 +31,7 @@
 
 #include <jpeglib.h>
 
-#include "../resizing.h"
+#include "../pixels/resizing.h"
 #include "cropplans.h"
 #include "restarts.h"
 

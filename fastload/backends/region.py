@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Availability, MissingDependencyError, version_of
-from fastload.backends.base import Backend, Box, Decoded, JpegPlan, Window
+from fastload.backends.base import Backend, Box, Decoded, Window
+from fastload.backends.plans import JpegPlan
 from fastload.backends.registry import register
-from fastload.crop_recipes import CropRecipe
-from fastload.stacked import Normalizing
+from fastload.memory.stacked import Normalizing
+from fastload.transforms.crop_recipes import CropRecipe
 
 __all__ = [
     "EXTENSION",

@@ -15,6 +15,7 @@ import torch
 
 from fastload import backends
 from fastload.autotune import autotune
+from fastload.autotune.rates import endless, read_rate
 from fastload.bench.pipelines import (
     ACCELERATED,
     PIPELINES,
@@ -28,7 +29,6 @@ from fastload.checks import check_int, choice_error
 from fastload.devices import resolve_device
 from fastload.diagnosis import scan
 from fastload.errors import one_line
-from fastload.iteration import endless, read_rate
 from fastload.loader import DataLoader
 from fastload.shards.sources import is_shards
 

@@ -160,9 +160,9 @@ def collect() -> dict[str, Any]:
     import torch
 
     from fastload import backends
-    from fastload.backends.base import FILES_KERNEL
+    from fastload.backends.files import FILES_KERNEL
     from fastload.gpu.functional import NORMALIZE_KERNEL
-    from fastload.resampling import RESIZE_KERNEL
+    from fastload.pixels.resampling import RESIZE_KERNEL
     from fastload.system import cpu_cores
     from fastload.version import __version__
 

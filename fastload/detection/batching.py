@@ -78,7 +78,7 @@ def leaves_images(collate_fn: Any) -> bool:
     that a uint8 image made float after the collate is the float image collated: the
     references' ``tuple(zip(*batch))`` (proved from its code), or a :class:`PaddedBatch`
     padding with 0."""
-    from fastload.wrappers import zips_samples
+    from fastload.callables.wrappers import zips_samples
 
     if type(collate_fn) is PaddedBatch:
         return collate_fn.fill == 0

@@ -13,14 +13,12 @@ accelerate=True)`` makes one from torchvision's wrapped dataset and its v2 pipel
 from __future__ import annotations
 
 import copy
-import json
 import os
-from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from fastload import backends
-from fastload.backends.base import read_file
+from fastload.backends.files import read_file
 from fastload.datasets import OnError, check_options
 from fastload.detection.joint import JointDataset
 from fastload.detection.targets import (
@@ -31,6 +29,7 @@ from fastload.detection.targets import (
     move_target,
     pycocotools_mask,
 )
+from fastload.shards.format.coco import CocoImages, read_coco, torchvision_coco
 
 __all__ = ["CocoDetection", "as_coco", "target_keys_of"]
 
@@ -85,30 +84,9 @@ class CocoDetection(JointDataset):
         self.target_keys = target_keys_of(target_keys)
         if "masks" in self.target_keys:
             pycocotools_mask()  # missing: said now, with the install command, not per sample
-        if isinstance(annFile, dict):
-            coco, source = annFile, "the annotations"
-        else:
-            source = os.fspath(annFile)
-            with open(source, encoding="utf-8") as file:
-                coco = json.load(file)
-        images = {int(image["id"]): image for image in coco.get("images", [])}
-        by_image: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for annotation in coco.get("annotations", []):
-            image_id = int(annotation["image_id"])
-            if image_id not in images:
-                raise ValueError(
-                    f"{source}: annotation {annotation.get('id')!r} names image {image_id}, "
-                    "which its 'images' do not list"
-                )
-            by_image[image_id].append(annotation)
-        # torchvision's order: pycocotools' image ids, sorted
-        self.ids = sorted(images) if ids is None else [int(i) for i in ids]
-        missing = [i for i in self.ids if i not in images]
-        if missing:
-            raise ValueError(f"ids={missing[:5]!r}...: not images of {source}")
-        self._files = [str(images[i]["file_name"]) for i in self.ids]
-        self._annotations = [by_image.get(i, []) for i in self.ids]
-        self.categories = list(coco.get("categories", []))
+        images = read_coco(self.root, annFile, ids)
+        self.ids, self._files = images.ids, images.files
+        self._annotations, self.categories = images.annotations, images.categories
         self._setup_joint(transforms, backend, on_error, max_pixels)
 
     def __len__(self) -> int:
@@ -121,6 +99,10 @@ class CocoDetection(JointDataset):
     def annotations(self, index: int) -> list[dict[str, Any]]:
         """Image ``index``'s annotations, as its annotation file gives them."""
         return self._annotations[index]
+
+    def coco_images(self) -> CocoImages:
+        """Its images, ids and annotations, in its order (what ``fastload.pack`` writes)."""
+        return CocoImages(self.root, self.ids, self._files, self._annotations, self.categories)
 
     def read_sample(self, index: int) -> tuple[bytes, list[dict[str, Any]]]:
         """The bytes of image ``index``'s file, and its annotations."""
@@ -153,15 +135,8 @@ def as_coco(dataset: Any) -> CocoDetection | None:
     ``None`` for any other dataset."""
     if isinstance(dataset, CocoDetection):
         return dataset
-    from torchvision.datasets import CocoDetection as TorchvisionCoco
-
-    from fastload.compat import tv_tensor_wrapped
-
-    wrapped = tv_tensor_wrapped(dataset)
-    inner = wrapped[0] if wrapped is not None else dataset
-    if type(inner) is not TorchvisionCoco:
-        return None
-    return CocoDetection(inner.root, inner.coco.dataset, ids=inner.ids)
+    found = torchvision_coco(dataset)
+    return None if found is None else CocoDetection(found[0], found[1], ids=found[2])
 
 
 def target_keys_of(keys: Collection[str] | str | None) -> frozenset[str]:

@@ -1,18 +1,18 @@
 """The image of an ``(image, target)`` sample made float as v2's ``ToDtype(..., scale=True)``
 makes it: in a worker process straight into shared memory, or on the CUDA device after the copy.
 
-torch's loader hands a worker's tensors to the main process by copying each into shared memory; a
-float32 detection image (800 x 1066 px: 10 MB) costs that copy more than its conversion.
+torch's loader hands a worker's tensors to the main process by copying each into shared memory;
+a float32 detection image (800 x 1066 px: 10 MB) costs that copy more than its conversion.
 :class:`FloatImage` writes the converted image where the hand-over would copy it to, so that
-nothing is copied (a storage of the worker's ring, :mod:`fastload.shared_buffers`, when one is
-free: fresh shared memory is faulted in and zeroed page by page). Where the samples are stacked
-into a batch instead (torch's default collate, as the segmentation references batch), the collate
-copies each image into the batch's shared memory, and a sample's own shared memory would be a
-second copy: there the image is made in plain memory, in torch's contiguous layout (what the
-stacked batch has, so that stacking is one plain copy). The values are v2's, by v2's own steps (a
-cast copy, then ``mul_(1 / 255)``); a sample handed on by itself keeps the image's own memory
-layout where that is a dense one (v2's ``to`` keeps it), else (a crop's view) takes torch's
-contiguous one.
+nothing is copied (a storage of the worker's ring, :mod:`fastload.memory.shared_buffers`, when
+one is free: fresh shared memory is faulted in and zeroed page by page). Where the samples are
+stacked into a batch instead (torch's default collate, as the segmentation references batch),
+the collate copies each image into the batch's shared memory, and a sample's own shared memory
+would be a second copy: there the image is made in plain memory, in torch's contiguous layout
+(what the stacked batch has, so that stacking is one plain copy). The values are v2's, by v2's
+own steps (a cast copy, then ``mul_(1 / 255)``); a sample handed on by itself keeps the image's
+own memory layout where that is a dense one (v2's ``to`` keeps it), else (a crop's view) takes
+torch's contiguous one.
 
 With a CUDA device the image need not be float before it gets there: :class:`FloatOnDevice`
 hands it on as uint8 and the batch stage converts it after the copy. A quarter of the bytes
@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-from fastload import compat, shared_buffers
+from fastload import compat
+from fastload.memory import shared_buffers
 
 __all__ = ["FloatImage", "FloatOnDevice"]
 

@@ -12,12 +12,12 @@ import numpy as np
 import torch
 
 from fastload._optional import MissingDependencyError
+from fastload.callables.handover import HandOn
 from fastload.datasets import ImageDataset, OnError
 from fastload.detection.targets import Step, move_boxes, steps
-from fastload.drawing import drawing, drawn, own_draws
-from fastload.handover import HandOn
-from fastload.image import probe
-from fastload.resampling import View, render, visible_part
+from fastload.pixels.image import probe
+from fastload.pixels.resampling import View, render, visible_part
+from fastload.sampling.drawing import drawing, drawn, own_draws
 
 __all__ = ["JointDataset", "Undrawn"]
 

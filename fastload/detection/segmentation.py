@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastload import backends
-from fastload.backends.base import read_file
+from fastload.backends.files import read_file
 from fastload.datasets import OnError, check_options
 from fastload.detection.joint import JointDataset
 from fastload.detection.targets import Step, move_mask
-from fastload.resampling import View
+from fastload.pixels.resampling import View
 from fastload.transforms import Transform
 
 __all__ = ["SegmentationList", "TargetFirst"]

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from fastload import drawing
-from fastload.resampling import View
+from fastload.pixels.resampling import View
+from fastload.sampling import drawing
 from fastload.transforms import Transform
 
 __all__ = ["PhotometricFirst", "RandomZoomOut"]

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from fastload._optional import MissingDependencyError
-from fastload.resampling import View
+from fastload.pixels.resampling import View
 
 __all__ = [
     "DEFAULT_KEYS",

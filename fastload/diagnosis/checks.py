@@ -15,9 +15,9 @@ import torch
 
 from fastload.backends.region import restart_interval
 from fastload.diagnosis.report import DoctorReport, Finding
-from fastload.image import sniff
+from fastload.memory.tensors import inputs_of
+from fastload.pixels.image import sniff
 from fastload.system import cpu_cores
-from fastload.tensors import inputs_of
 from fastload.transforms import RandomCrop, RandomResizedCrop
 
 __all__ = ["CHECKS", "FUSABLE", "Context", "bias_before_norm", "has_conv", "static_findings"]

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from fastload._progress import Progress
-from fastload.iteration import endless, read_rate
-from fastload.tensors import inputs_of, map_tensors, targets_of
+from fastload.autotune.rates import endless, read_rate
+from fastload.memory.tensors import inputs_of, map_tensors, targets_of
 
 __all__ = [
     "Saved",

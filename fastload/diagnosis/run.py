@@ -23,7 +23,7 @@ from fastload.diagnosis.measuring import (
 )
 from fastload.diagnosis.report import DoctorReport, Finding, rank
 from fastload.diagnosis.trials import TrialContext, run_trials
-from fastload.tensors import batch_size_of
+from fastload.memory.tensors import batch_size_of
 
 __all__ = ["doctor"]
 

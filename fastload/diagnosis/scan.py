@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from fastload import backends
-from fastload.backends.base import read_file
-from fastload.image import is_truncated_jpeg, probe, sniff
+from fastload.backends.files import read_file
+from fastload.pixels.image import is_truncated_jpeg, probe, sniff
 from fastload.system import cpu_cores
 
 __all__ = [

@@ -26,8 +26,8 @@ from fastload.autotune.measuring import measure_loader
 from fastload.diagnosis.checks import FUSABLE, has_conv
 from fastload.diagnosis.measuring import Step, timed
 from fastload.diagnosis.report import DoctorReport, Finding
+from fastload.memory.tensors import batch_size_of, inputs_of
 from fastload.options import NAMES
-from fastload.tensors import batch_size_of, inputs_of
 
 __all__ = ["TRIALS", "WORTH", "Trial", "TrialContext"]
 

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "../floats.h"
+#include "../pixels/floats.h"
 
 #define MAX_CHANNELS 64
 /* From this many output bytes on, the stores bypass the cache (about a core's L2). */

@@ -19,14 +19,14 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
-from fastload import buffers, drawing, shared_buffers
 from fastload.gpu.deferred import DeferredBatch, applying, split_drawn
 from fastload.gpu.functional import normalizing_of
 from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, Compose, Normalize, transforms_in
-from fastload.sampling import sample_seed, seeded
-from fastload.stacked import Normalizing, StackedSamples, takes_stacked
-from fastload.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
+from fastload.memory import buffers, shared_buffers
+from fastload.memory.stacked import Normalizing, StackedSamples, takes_stacked
+from fastload.memory.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
+from fastload.sampling import drawing, sample_seed, seeded
 
 __all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
 
@@ -66,7 +66,7 @@ class BatchStage:
             ``transforms(images)``; ``None`` applies nothing.
         channels_last: Return the images in channels-last memory format.
         then: The rest of the user's collate function after torch's default collate (what
-            :func:`fastload.wrappers.collated_then` found), called on the ops' result
+            :func:`fastload.callables.wrappers.collated_then` found), called on the ops' result
             unpacked (``then(images, labels, ...)``); its result is the batch. ``None``: the
             ops' result is.
     """

@@ -53,10 +53,10 @@ from typing import Any
 
 import torch
 
-from fastload.compact import Strings
 from fastload.datasets import ImageList
 from fastload.integrations.open_clip_epochs import Batches, MidEpoch
 from fastload.loader import DataLoader
+from fastload.memory.compact import Strings
 from fastload.shards.dataset import ImageShards
 from fastload.shards.sampler import ShardSampler
 

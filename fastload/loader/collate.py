@@ -5,8 +5,8 @@ meet the links:
 
 0. ``KeepSubclasses`` (torch pins the batches: ``pin_memory=True``): a batch holding tensor
    subclasses (torchvision's ``BoundingBoxes``, ``Mask``, ...) travels as a
-   :class:`~fastload.tensors.Pinnable`, which keeps them when torch's pin-memory thread pins it
-   (torch's pinning returns plain tensors); the iterator hands out the batch inside;
+   :class:`~fastload.memory.tensors.Pinnable`, which keeps them when torch's pin-memory thread
+   pins it (torch's pinning returns plain tensors); the iterator hands out the batch inside;
 1. ``SeedTag`` (a CUDA device, and samples that carry seeds or per-sample draws, or a mixing
    op drawn per batch): the batch stage runs after the copy, in the main process, so the
    batch's seed, its samples' draws and its own (:mod:`fastload.gpu.deferred`) travel with the
@@ -18,10 +18,11 @@ meet the links:
    in the worker, under the batch's seed and with its samples' draws;
 4. the collate function itself: the loader's ``collate_fn`` (torch's default when none was
    given), or torch's ``default_collate`` when the loader's is provably ``default_collate``
-   then one callable (:func:`fastload.wrappers.collated_then`): that callable then ends the
-   batch stage (``BatchStage.then``). torch's ``default_collate`` whose batch leaves the
+   then one callable (:func:`fastload.callables.wrappers.collated_then`): that callable then
+   ends the batch stage (``BatchStage.then``). torch's ``default_collate`` whose batch leaves the
    worker as it is (no batch ops there) is ``RingCollate``: the same batch, its images stacked
-   into the worker's kept shared memory (:mod:`fastload.shared_buffers`) when it has some free.
+   into the worker's kept shared memory (:mod:`fastload.memory.shared_buffers`) when it has
+   some free.
 
 The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
 (``DeviceStage.untag``, then ``SkipReport``) before a batch is delivered.
@@ -35,11 +36,11 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
-from fastload import shared_buffers
+from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
-from fastload.skipping import SkipCollate
-from fastload.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
-from fastload.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
+from fastload.memory import shared_buffers
+from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
+from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
 
 __all__ = ["RingCollate", "collate_chain"]
 
@@ -84,7 +85,7 @@ def collate_chain(
 
 class KeepSubclasses:
     """Wraps a collate function: a batch holding tensor subclasses comes out as a
-    :class:`~fastload.tensors.Pinnable`, for torch's pinning to keep them."""
+    :class:`~fastload.memory.tensors.Pinnable`, for torch's pinning to keep them."""
 
     def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
         self.collate_fn = collate_fn
@@ -104,13 +105,13 @@ class KeepSubclasses:
 
 class RingCollate:
     """torch's ``default_collate``, with the images of ``(image, ...)`` tuples stacked into
-    the worker process's ring (:mod:`fastload.shared_buffers`) when it has a free slot.
+    the worker process's ring (:mod:`fastload.memory.shared_buffers`) when it has a free slot.
 
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
     page for every batch; a uint8 batch then costs that as the float32 batches did before the
     ring. Anything else, and every batch where there is no ring (the main process, threads,
     torch's pinning) or no free slot, is ``default_collate``'s. Samples stacked as they were
-    decoded (:class:`~fastload.stacked.StackedSamples`) are that batch already: sent as they
+    decoded (:class:`~fastload.memory.stacked.StackedSamples`) are that batch already: sent as they
     are where the dataset decoded them into the worker's shared memory, else copied into it.
     """
 

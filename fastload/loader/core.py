@@ -126,7 +126,7 @@ class DataLoader(torch.utils.data.DataLoader[T_co]):
             stream (a fastload dataset, or ``accelerate=True`` with ``seeding="sample"``) and
             refuse a ``worker_init_fn``, an ``IterableDataset`` and a batch executor
             ``backend``, naming which. Code that may draw runs under one lock with the
-            sample's streams swapped in (:mod:`fastload.drawing`), so a transform run as
+            sample's streams swapped in (:mod:`fastload.sampling.drawing`), so a transform run as
             written holds the others back while it runs; and draws the training loop itself
             makes meanwhile from torch's CPU, Python's or numpy's global stream can land among
             a sample's (CUDA's are apart; give such draws a ``torch.Generator`` of their own).

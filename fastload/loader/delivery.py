@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
+from fastload.memory.tensors import Pinnable
 from fastload.sampling import EpochSampler
-from fastload.tensors import Pinnable
 
 __all__ = ["Counting", "Delivered", "EpochKeys", "counted", "keyed_epoch"]
 

@@ -34,6 +34,7 @@ from fastload import backends, system
 from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
 from fastload.backends.executor import translate as executor_translation
+from fastload.callables.wrappers import collated_then
 from fastload.checks import check_choice
 from fastload.detection.batching import leaves_images
 from fastload.devices import resolve_device
@@ -41,7 +42,6 @@ from fastload.gpu.deferred import Deferred, DeferredBatch
 from fastload.gpu.transforms import Compose as BatchCompose
 from fastload.gpu.transforms import transforms_in
 from fastload.options import LoaderOptions
-from fastload.wrappers import collated_then
 
 __all__ = [
     "ExecutorPlan",
@@ -100,7 +100,7 @@ def is_default_collate(collate_fn: Any) -> bool:
 def collate_then(collate_fn: Any, *, cuda: bool) -> Callable[..., Any] | None:
     """What the batch stage runs for the part of ``collate_fn`` after torch's default collate,
     when ``collate_fn`` is provably ``return f(*default_collate(batch))``
-    (:func:`fastload.wrappers.collated_then`); else ``None``.
+    (:func:`fastload.callables.wrappers.collated_then`); else ``None``.
 
     torchvision v2's ``MixUp`` / ``CutMix`` / ``RandomChoice`` of them are drawn in the worker
     where torch's loader would draw them and applied by the stage, in the batch it made

@@ -23,10 +23,11 @@ from typing import Any
 
 import torch.utils.data
 
-from fastload import buffers, drawing
-from fastload.buffers import BatchRing
 from fastload.compat import BaseDataLoaderIter, DatasetKind, pin_memory
-from fastload.stacked import normalizes_stacked, takes_stacked
+from fastload.memory import buffers
+from fastload.memory.buffers import BatchRing
+from fastload.memory.stacked import normalizes_stacked, takes_stacked
+from fastload.sampling import drawing
 from fastload.system import single_threaded_ops
 
 __all__ = ["StackedFetcher", "ThreadWorkersIter"]

@@ -5,7 +5,7 @@ collate chain (:mod:`fastload.loader.collate`) and the :class:`~fastload.samplin
 that records where the epoch stands go to a torch ``DataLoader`` of the path's own, whose
 iterators are torch's (subclassed under their own names, so that profiler labels and
 ``iter(loader)`` on the CPU stay torch's). With a CUDA device the batches then go through a
-:class:`~fastload.prefetch.CUDAPrefetcher`, which runs the batch stage on its side stream.
+:class:`~fastload.gpu.prefetch.CUDAPrefetcher`, which runs the batch stage on its side stream.
 """
 
 from __future__ import annotations
@@ -19,23 +19,22 @@ from typing import Any
 
 import torch.utils.data
 
-from fastload import buffers, shared_buffers
 from fastload.compat import (
     MP_STATUS_CHECK_INTERVAL,
     MultiProcessingDataLoaderIter,
     SingleProcessDataLoaderIter,
     pins_in_thread,
 )
+from fastload.datasets.skipping import SkipReport
+from fastload.gpu.prefetch import CUDAPrefetcher
 from fastload.gpu.stage import BatchStage, DeviceStage
 from fastload.loader.collate import collate_chain
 from fastload.loader.delivery import Counting, counted
 from fastload.loader.plan import WorkerPlan
 from fastload.loader.threads import ThreadWorkersIter
-from fastload.prefetch import CUDAPrefetcher
-from fastload.sampling import EpochSampler
-from fastload.shared_buffers import Returns, RingInit, SlotTable
-from fastload.skipping import SkipReport
-from fastload.stacked import (
+from fastload.memory import buffers, shared_buffers
+from fastload.memory.shared_buffers import Returns, RingInit, SlotTable
+from fastload.memory.stacked import (
     Normalizing,
     normalizes_stacked,
     takes_stacked,
@@ -43,6 +42,7 @@ from fastload.stacked import (
     welcomed,
     welcomed_normalizing,
 )
+from fastload.sampling import EpochSampler
 
 __all__ = ["WorkerPath", "dead_workers"]
 
@@ -178,7 +178,7 @@ class _ThreadWorkersIter(Counting, ThreadWorkersIter):
 # torch's two iterators under their own names (torch's profiler labels use them)
 class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
     """torch's iterator with no workers, whose batches are made in memory kept from batch to
-    batch (:mod:`fastload.buffers`), as the thread workers' are: a float32 batch made anew in
+    batch (:mod:`fastload.memory.buffers`), as the thread workers' are: a float32 batch made anew in
     this process faults in and zeroes fresh pages each time (the batch ops' normalize cost
     five times as much as in a worker, measured)."""
 
@@ -203,7 +203,7 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
 
 class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
     def __init__(self, loader: Any) -> None:
-        # each iterator's workers get slots of their own (fastload.shared_buffers), where the
+        # each iterator's workers get slots of their own (fastload.memory.shared_buffers), where the
         # main thread sees every batch as it arrives: not through torch's pin-memory thread
         self._returns: Returns | None = None
         init = loader.worker_init_fn

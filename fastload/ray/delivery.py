@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastload import buffers
+from fastload.datasets.skipping import Collated, Skipped, SkipReport
 from fastload.devices import resolve_device
 from fastload.errors import ImageDecodeError
+from fastload.gpu.prefetch import CUDAPrefetcher
 from fastload.gpu.stage import BatchStage, DeviceStage, Tagged
 from fastload.loader.plan import WorkerPlan
-from fastload.prefetch import CUDAPrefetcher
+from fastload.memory import buffers
 from fastload.ray.reading import check_plan, epoch_of, import_ray, task_stage
 from fastload.ray.watch import Watch
-from fastload.skipping import Collated, Skipped, SkipReport
 
 __all__ = ["batches", "regroup", "unwrapped"]
 

@@ -11,14 +11,14 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from fastload import buffers
+from fastload.datasets.skipping import Skipped
 from fastload.gpu.stage import BatchStage
 from fastload.loader.delivery import EpochKeys
 from fastload.loader.plan import WorkerPlan
+from fastload.memory import buffers
+from fastload.memory.stacked import Normalizing, StackedSamples
 from fastload.ray.watch import needs
 from fastload.sampling import KeyedBatch, SampleKey
-from fastload.skipping import Skipped
-from fastload.stacked import Normalizing, StackedSamples
 
 __all__ = ["INSTALL", "epoch_dataset", "epoch_of", "import_ray", "read_batches", "task_stage"]
 

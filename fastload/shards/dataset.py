@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from fastload import backends
-from fastload.compact import Strings
 from fastload.datasets import ImageDataset, OnError, check_options
 from fastload.errors import UnreadableImageWarning
+from fastload.memory.compact import Strings
 from fastload.shards import indexing, sources
 from fastload.shards.format import index as indexes
 from fastload.shards.format import members
@@ -75,7 +75,7 @@ class _Slot:
 
 @dataclass
 class _Table:
-    """The samples of all shards, as arrays (see :mod:`fastload.compact` for why arrays)."""
+    """The samples of all shards, as arrays (see :mod:`fastload.memory.compact` for why arrays)."""
 
     shard: list[int] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)

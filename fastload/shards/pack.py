@@ -22,31 +22,26 @@ to one shard at a time, in order.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import io
 import json
 import os
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fastload.backends.base import DEFAULT_MAX_PIXELS, decode_with_pillow, read_file
-from fastload.backends.region import add_restarts, require_built
+from fastload.backends.region import require_built
 from fastload.checks import check_choice, check_int, differences
-from fastload.image import probe, sniff
-from fastload.raw_pixels import encode_ppm
 from fastload.shards.format import manifest as manifests
-from fastload.shards.format import tables
-from fastload.shards.format.index import Part, write_index
-from fastload.shards.format.tar import BLOCK, END, header, padding
+from fastload.shards.format.tar import BLOCK
+from fastload.shards.format.writer import ShardWriter
+from fastload.shards.pack_members import copy_item, items, reencode_item
+from fastload.shards.pack_sources import PackSource, read_source
 from fastload.shards.raw_choice import densest
 from fastload.shards.storage import upload
 from fastload.shards.storage.remote import is_remote
@@ -59,359 +54,6 @@ DEFAULT_SHARD_SIZE = 256 * 2**20
 PIXELS = ("encoded", "raw", "seekable")  # how an image member holds its pixels (``pixels=``)
 _PLAN = ".fastload-pack.json"  # the settings of a pack in progress
 _LOG = ".fastload-pack.log"  # one JSON line per complete shard
-# a member's extension, by its content's format
-_EXTENSIONS = {
-    "jpeg": "jpg",
-    "ppm": "ppm",
-    "png": "png",
-    "gif": "gif",
-    "bmp": "bmp",
-    "tiff": "tiff",
-    "webp": "webp",
-}
-
-
-@dataclass(frozen=True)
-class _Source:
-    paths: list[str]
-    # an int label each, a tables.Row (a caption and other columns), or a COCO image's
-    # {"image_id": ..., "annotations": [...]}
-    labels: list[Any]
-    classes: list[str]
-    root: str
-    categories: list[dict[str, Any]] = field(default_factory=list)
-    detection: bool = False  # a COCO dataset: its images must keep their bytes
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One sample as it goes into the tar: its members' headers, data and padding in one
-    buffer (made in the reading thread or process), and each member's extension, data offset
-    in the buffer and size."""
-
-    key: str
-    data: bytes
-    members: tuple[tuple[str, int, int], ...]
-
-
-def _item(key: str, members: list[tuple[str, bytes]]) -> _Item:
-    pieces, where, at = [], [], 0
-    for ext, data in members:
-        head = header(f"{key}.{ext}", len(data))
-        pieces += [head, data, b"\0" * padding(len(data))]
-        where.append((ext, at + len(head), len(data)))
-        at += len(head) + len(data) + padding(len(data))
-    return _Item(key, b"".join(pieces), tuple(where))
-
-
-def _coco(source: Any) -> Any:
-    """``source`` as fastload's ``detection.CocoDetection`` when it is a COCO dataset (fastload's
-    or torchvision's), else ``None``."""
-    if isinstance(source, (str, os.PathLike)) or tables.is_table(source):
-        return None
-    from fastload.detection.coco import as_coco
-
-    return as_coco(source)
-
-
-def _source(
-    source: Any, keys: tuple[str, str, str | None], max_side: int | None, pixels: str = "encoded"
-) -> _Source:
-    """The samples of ``source`` (see :func:`_found`), checked.
-
-    Raises:
-        ValueError: It holds no images, or it is a COCO dataset and ``max_side`` is set.
-    """
-    found = _found(source, keys)
-    if not found.paths:
-        raise ValueError(f"no images in {source!r}")
-    if found.detection and pixels == "raw":
-        raise ValueError(
-            "pixels='raw' would store the images of a COCO dataset upright (their EXIF "
-            "orientation applied), away from where its boxes and masks are: pack it with "
-            "pixels='encoded'"
-        )
-    if found.detection and max_side is not None:
-        raise ValueError(
-            f"max_side={max_side!r} would re-encode the images of a COCO dataset and leave its "
-            "boxes and masks where they were: pack it with max_side=None"
-        )
-    return found
-
-
-def _found(source: Any, keys: tuple[str, str, str | None]) -> _Source:
-    """The samples of a class folder, an image-text table (``keys``: its image and caption
-    columns and separator), a fastload ``ImageList`` / ``ImageFolder``, a torchvision
-    ``ImageFolder``, or a COCO dataset (fastload's or torchvision's ``CocoDetection``)."""
-    coco = _coco(source)
-    if coco is not None:
-        ids = coco.ids
-        paths = [coco.path(i) for i in range(len(coco))]
-        labels = [
-            {"image_id": ids[i], "annotations": coco.annotations(i)} for i in range(len(coco))
-        ]
-        return _Source(paths, labels, [], coco.root, coco.categories, detection=True)
-    if tables.is_table(source):
-        image_key, caption_key, separator = keys
-        table = tables.read_table(
-            source, image_key=image_key, caption_key=caption_key, separator=separator
-        )
-        root = os.path.dirname(os.path.abspath(os.fspath(source)))
-        return _Source(table.paths, list(table.rows), [], root)
-    if isinstance(source, (str, os.PathLike)):
-        from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
-
-        root = os.fspath(source)
-        if not os.path.isdir(root):
-            raise FileNotFoundError(f"{root!r} is not a folder")
-        classes, class_to_idx = find_classes(root)
-        found = make_dataset(root, class_to_idx, IMG_EXTENSIONS)
-        return _Source([p for p, _ in found], [c for _, c in found], classes, root)
-    if hasattr(source, "read_sample") and hasattr(source, "labels"):  # fastload's own
-        paths = [source.path(i) for i in range(len(source))]
-        return _Source(paths, source.labels.tolist(), list(source.classes), source.root)
-    samples = getattr(source, "samples", None)
-    if samples is not None and hasattr(source, "classes"):  # torchvision's DatasetFolder
-        root = getattr(source, "root", "")
-        return _Source([p for p, _ in samples], [c for _, c in samples], source.classes, root)
-    raise TypeError(
-        "pack takes a class folder's path, an image-text table, a fastload.ImageFolder / "
-        "ImageList, a torchvision ImageFolder, or a CocoDetection (fastload's or torchvision's), "
-        f"got {type(source).__name__}"
-    )
-
-
-# ---------------------------------------------------------------- one sample's members
-
-
-def _relative(path: str, root: str) -> str:
-    """``path`` relative to ``root`` (a prefix cut where it is one: relpath costs 15 us)."""
-    prefix = os.path.join(root, "")
-    if root and path.startswith(prefix):
-        return path[len(prefix) :]
-    return os.path.relpath(path, root) if root else path
-
-
-def _metadata(path: str, root: str, data: bytes, stored: bytes | None) -> dict[str, Any]:
-    info = probe(data)
-    meta: dict[str, Any] = {
-        "path": _relative(path, root),
-        "size": len(data),
-        "width": info.width,
-        "height": info.height,
-    }
-    if stored is not None:  # re-encoded: the stored image's size too
-        small = probe(stored)
-        meta |= {"stored_size": len(stored), "stored_width": small.width}
-        meta["stored_height"] = small.height
-    return meta
-
-
-def _members(
-    key: str, data: bytes, stored: bytes | None, target: Any, meta: dict[str, Any] | None
-) -> _Item:
-    """``KEY.<image>`` and ``KEY.cls`` (an int target), ``KEY.txt`` (a table's row, whose
-    other columns join ``KEY.json``), or ``KEY.json`` alone (a COCO image's id and
-    annotations, with the metadata)."""
-    image = data if stored is None else stored
-    ext = _EXTENSIONS.get(sniff(image), "bin")
-    if isinstance(target, dict):
-        members = [(ext, image)]
-        meta = {**(meta or {}), **target}
-    elif isinstance(target, tables.Row):
-        members = [(ext, image), ("txt", target.caption.encode())]
-        if target.extra:
-            meta = {**(meta or {}), **dict(target.extra)}
-    else:
-        members = [(ext, image), ("cls", str(target).encode())]
-    if meta is not None:
-        members.append(("json", json.dumps(meta, ensure_ascii=False, default=str).encode()))
-    return _item(key, members)
-
-
-def _copy(key: str, path: str, label: Any, root: str, metadata: bool) -> _Item:
-    data = read_file(path)
-    meta = _metadata(path, root, data, None) if metadata else None
-    return _members(key, data, None, label, meta)
-
-
-def _reencode(
-    key: str,
-    path: str,
-    label: Any,
-    root: str,
-    metadata: bool,
-    max_side: int | None,
-    quality: int,
-    pixels: str = "encoded",
-) -> _Item:
-    """The file as the pack stores it (:func:`_stored`)."""
-    data = read_file(path)
-    try:
-        stored = _stored(data, max_side, quality, pixels)
-    except Exception:  # an unreadable image is packed as it is: readers report it
-        stored = None
-    meta = _metadata(path, root, data, stored) if metadata else None
-    return _members(key, data, stored, label, meta)
-
-
-def _stored(data: bytes, max_side: int | None, quality: int, pixels: str) -> bytes | None:
-    """What is stored in place of an image file's bytes, upright (its EXIF orientation
-    applied): with ``pixels="raw"`` its RGB pixels as a binary PPM, shrunk to ``max_side``
-    when larger; else, when it is larger than ``max_side``, a JPEG at ``quality`` shrunk to
-    it; else ``None`` (the bytes as they are). With ``pixels="seekable"``, a JPEG among those
-    is rewritten with restart markers (the same pixels; one libjpeg-turbo refuses is kept)."""
-    from PIL import Image, ImageOps
-
-    if pixels == "seekable":
-        encoded = _stored(data, max_side, quality, "encoded")
-        jpeg = data if encoded is None else encoded
-        if sniff(jpeg) != "jpeg":
-            return encoded
-        try:
-            return add_restarts(jpeg, max_pixels=DEFAULT_MAX_PIXELS)
-        except ValueError:  # damaged, or a JPEG libjpeg does not read: readers report it
-            return encoded
-    if pixels == "raw":
-        image = Image.fromarray(decode_with_pillow(data))  # fastload's own RGB of any mode
-        if max_side is not None and max(image.size) > max_side:
-            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
-        return encode_ppm(np.asarray(image))
-    with Image.open(io.BytesIO(data)) as opened:
-        upright = ImageOps.exif_transpose(opened)
-        if max_side is None or max(upright.size) <= max_side:
-            return None
-        if upright.mode not in ("RGB", "L"):
-            upright = upright.convert("RGB")
-        upright.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
-        out = io.BytesIO()
-        upright.save(out, "JPEG", quality=quality)
-        return out.getvalue()
-
-
-_CHUNK = 16  # samples a task: a future per file cost as much as reading the file
-
-
-def _prepare_chunk(
-    prepare: Callable[..., _Item], work: list[tuple[str, str, Any, str | None]]
-) -> list[_Item]:
-    return [
-        prepare(key, path, label) if pixels is None else prepare(key, path, label, pixels=pixels)
-        for key, path, label, pixels in work
-    ]
-
-
-def _items(
-    source: _Source,
-    order: np.ndarray,
-    start: int,
-    prepare: Callable[..., _Item],
-    pool: Executor,
-    window: int,
-    raw: np.ndarray | None = None,
-) -> Iterator[_Item]:
-    """The samples from position ``start`` of ``order``, prepared by ``pool`` in chunks with
-    at most ``window`` chunks in flight; keys are positions in ``order``, zero-padded. ``raw``
-    (one bool per source image) chooses each image's ``pixels``; ``None``: the pack's."""
-    width = max(6, len(str(len(order) - 1)))
-    pending: deque[Any] = deque()
-    chunks = iter(range(start, len(order), _CHUNK))
-    while True:
-        while len(pending) < window:
-            first = next(chunks, None)
-            if first is None:
-                break
-            work = [
-                (
-                    f"{position:0{width}d}",
-                    source.paths[k],
-                    source.labels[k],
-                    None if raw is None else ("raw" if raw[k] else "encoded"),
-                )
-                for position, k in enumerate(order[first : first + _CHUNK].tolist(), start=first)
-            ]
-            pending.append(pool.submit(_prepare_chunk, prepare, work))
-        if not pending:
-            return
-        yield from pending.popleft().result()
-
-
-# ---------------------------------------------------------------- writing shards
-
-
-class _ShardWriter:
-    """Appends samples to one shard at a time, rolling over at ``shard_size`` bytes."""
-
-    def __init__(self, out: Path, shard_size: int, number: int, on_done: Callable) -> None:
-        self.out, self.shard_size, self.number, self.on_done = out, shard_size, number, on_done
-        self.file: Any = None
-        self.parts: list[tuple[str, tuple[Part, ...]]] = []
-        self.written = 0
-        self.first = 0
-        # the checksum runs beside the writes (both let go of the GIL): one thread, in order
-        self.hasher = ThreadPoolExecutor(1, thread_name_prefix="fastload-pack-sha256")
-        self.hashing: deque[Any] = deque()
-        self.digest: Any = None
-
-    def add(self, item: _Item, position: int) -> None:
-        size = len(item.data)
-        if self.file is not None and self.written + size + len(END) > self.shard_size:
-            self.close()
-        if self.file is None:
-            self._open(position)
-        parts = tuple(
-            Part(ext, self.written + at, length, f"{item.key}.{ext}")
-            for ext, at, length in item.members
-        )
-        self._write(item.data)
-        self.parts.append((item.key, parts))
-
-    def _open(self, position: int) -> None:
-        self.file = open(self.out / f".{self._name('tar')}.partial", "wb")  # noqa: SIM115
-        self.written, self.parts, self.first = 0, [], position
-        self.digest = hashlib.sha256()
-
-    def _name(self, ext: str) -> str:
-        return f"shard-{self.number:06d}.{ext}"
-
-    def _write(self, data: bytes) -> None:
-        self.file.write(data)
-        self.hashing.append(self.hasher.submit(self.digest.update, data))
-        while len(self.hashing) > 64 or (self.hashing and self.hashing[0].done()):
-            self.hashing.popleft().result()
-        self.written += len(data)
-
-    def close(self) -> None:
-        """Finish the shard being written: end marker, index, rename, log."""
-        if self.file is None:
-            return
-        self._write(END)
-        self.file.close()
-        self.file = None
-        while self.hashing:
-            self.hashing.popleft().result()
-        write_index(self.out / self._name("idx"), self.parts)
-        os.replace(self.out / f".{self._name('tar')}.partial", self.out / self._name("tar"))
-        entry = manifests.ShardEntry(
-            self._name("tar"),
-            self._name("idx"),
-            len(self.parts),
-            self.written,
-            self.digest.hexdigest(),
-        )
-        self.on_done(entry, self.first)
-        self.number += 1
-
-    def abandon(self) -> None:
-        self.hasher.shutdown(wait=True, cancel_futures=True)
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.out / f".{self._name('tar')}.partial")
-
-
-# ---------------------------------------------------------------- starting, continuing
 
 
 def _options(
@@ -435,7 +77,7 @@ def _options(
     return options
 
 
-def _settings(source: _Source, **options: Any) -> dict[str, Any]:
+def _settings(source: PackSource, **options: Any) -> dict[str, Any]:
     digest = hashlib.sha256()
     for path, label in zip(source.paths, source.labels, strict=True):
         digest.update(f"{path}\0{label}\n".encode("utf-8", "surrogateescape"))
@@ -609,7 +251,7 @@ def pack(
     from fastload._progress import Progress
 
     _check(shard_size, max_side, quality, workers, pixels, raw_share)
-    found = _source(source, (image_key, caption_key, separator), max_side, pixels)
+    found = read_source(source, (image_key, caption_key, separator), max_side, pixels)
     destination = os.fspath(out)
     remote = None
     if is_remote(destination):
@@ -634,7 +276,7 @@ def pack(
             log.flush()
             entries.append(entry)
 
-        writer = _ShardWriter(out, shard_size, len(done), finished)
+        writer = ShardWriter(out, shard_size, len(done), finished)
         try:
             _write_all(
                 found,
@@ -686,9 +328,9 @@ def _publish(
 
 
 def _write_all(
-    found: _Source,
+    found: PackSource,
     order: np.ndarray,
-    writer: _ShardWriter,
+    writer: ShardWriter,
     start: int,
     *,
     workers: int,
@@ -702,11 +344,11 @@ def _write_all(
     pool: Executor
     if max_side is None and pixels == "encoded":
         pool = ThreadPoolExecutor(workers, thread_name_prefix="fastload-pack")
-        prepare = functools.partial(_copy, root=found.root, metadata=metadata)
+        prepare = functools.partial(copy_item, root=found.root, metadata=metadata)
     else:
         pool = ProcessPoolExecutor(workers)
         prepare = functools.partial(
-            _reencode,
+            reencode_item,
             root=found.root,
             metadata=metadata,
             max_side=max_side,
@@ -715,8 +357,8 @@ def _write_all(
         )
     began, written = time.monotonic(), 0
     try:
-        items = _items(found, order, start, prepare, pool, 2 * workers, raw)
-        for position, item in enumerate(items, start=start):
+        made = items(found, order, start, prepare, pool, 2 * workers, raw)
+        for position, item in enumerate(made, start=start):
             writer.add(item, position)
             written += len(item.data)
             rate = written / 2**20 / max(time.monotonic() - began, 1e-9)

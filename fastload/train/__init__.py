@@ -9,10 +9,11 @@ model with ``prepare_model`` (where the field's defaults are set: ``fastload.tra
 
 from fastload.train import distributed
 from fastload.train.finders import BatchSizeResult, LRFinderResult, find_batch_size, find_lr
-from fastload.train.loop import EpochStats, NonFiniteLossError, StepRecord, Trainer, steps_per_epoch
+from fastload.train.loop import Trainer
 from fastload.train.optim import adamw, one_cycle, scale_lr, warmup_cosine
 from fastload.train.precision import PRECISIONS, Precision
 from fastload.train.preemption import Preempted
+from fastload.train.records import EpochStats, NonFiniteLossError, StepRecord, steps_per_epoch
 from fastload.train.setup import prepare_model
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from fastload.iteration import endless
+from fastload.autotune.rates import endless
 from fastload.train.optim import scale_lr
 
 __all__ = ["BatchSizeResult", "LRFinderResult", "find_batch_size", "find_lr"]

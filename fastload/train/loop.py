@@ -23,7 +23,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,80 +31,18 @@ import torch.distributed as dist
 
 from fastload import compat, diagnosis
 from fastload._progress import Progress
-from fastload.checks import check_int
+from fastload.memory.tensors import inputs_of, targets_of
 from fastload.system import distributed
-from fastload.tensors import inputs_of, targets_of
 from fastload.train import checkpoint as ckpt
+from fastload.train.arguments import check_fit, check_optimizer_holds, check_options, is_stateful
 from fastload.train.precision import Precision
 from fastload.train.preemption import Preempted, StopSignals
+from fastload.train.records import EpochStats, NonFiniteLossError, StepRecord, steps_per_epoch
 from fastload.train.setup import prepare_model
 
 __all__ = ["EpochStats", "NonFiniteLossError", "StepRecord", "Trainer", "steps_per_epoch"]
 
 log = logging.getLogger("fastload")
-
-_NONFINITE = ("raise", "skip")
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss became NaN or infinite (and ``on_nonfinite="raise"``)."""
-
-
-@dataclass(frozen=True)
-class EpochStats:
-    """What one training epoch did.
-
-    Attributes:
-        epoch: The epoch's number (0-based).
-        steps: Optimizer steps taken (skipped ones included).
-        skipped_steps: Steps skipped for a non-finite loss or fp16 overflow.
-        images: Samples seen (on this rank).
-        seconds: Wall time of the epoch.
-        data_seconds: Time spent waiting for the loader.
-        loss: Mean training loss over the epoch's finite steps (all ranks).
-        val: ``fit``'s evaluation after the epoch (``loss``, ``accuracy``, ``images``), when
-            it was given a ``val_loader``.
-    """
-
-    epoch: int
-    steps: int
-    skipped_steps: int
-    images: int
-    seconds: float
-    data_seconds: float
-    loss: float
-    val: dict[str, float] | None = None
-
-    @property
-    def images_per_sec(self) -> float:
-        return self.images / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def data_wait_share(self) -> float:
-        """The share of the epoch spent waiting for data: near 0 when the loader keeps up."""
-        return self.data_seconds / self.seconds if self.seconds > 0 else 0.0
-
-    def summary(self) -> str:
-        return (
-            f"epoch {self.epoch}: {self.images_per_sec:,.0f} images/s, waiting for data "
-            f"{self.data_wait_share:.0%} of the time, loss {self.loss:.4f}, {self.steps} steps"
-            + (f" ({self.skipped_steps} skipped)" if self.skipped_steps else "")
-        )
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What one optimizer step did.
-
-    Attributes:
-        samples: The samples its gradient is over.
-        loss: Their mean loss.
-        taken: Whether the optimizer stepped (not for a non-finite loss, nor an fp16 overflow).
-    """
-
-    samples: int
-    loss: float
-    taken: bool
 
 
 def _is_ddp(model: torch.nn.Module) -> bool:
@@ -163,8 +100,8 @@ class Trainer:
         on_nonfinite: str = "raise",
         progress: bool | None = None,
     ) -> None:
-        _check_options(accumulate, clip_grad_norm, on_nonfinite, label_smoothing)
-        _check_optimizer_holds(model, optimizer)
+        check_options(accumulate, clip_grad_norm, on_nonfinite, label_smoothing)
+        check_optimizer_holds(model, optimizer)
         parameter = next(model.parameters(), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
         self.precision = Precision.resolve(precision, self.device)
@@ -428,7 +365,7 @@ class Trainer:
                 batch it stopped before, with the loader's ``generator`` where it was.
         """
         state = self.state_dict()
-        if _is_stateful(loader):
+        if is_stateful(loader):
             mine = loader.state_dict()
             if distributed():
                 every: list[Any] = [None] * dist.get_world_size()
@@ -457,7 +394,7 @@ class Trainer:
         state = ckpt.load(path)
         loaders = state.get("loaders")
         mid_epoch = state.get("epoch_batches", 0) > 0
-        if loader is not None and loaders is not None and _is_stateful(loader):
+        if loader is not None and loaders is not None and is_stateful(loader):
             world = dist.get_world_size() if distributed() else 1
             if len(loaders) != world:
                 raise ValueError(
@@ -523,7 +460,7 @@ class Trainer:
             fastload.train.Preempted: A stop signal arrived; uncaught, it ends the process with
                 status ``128 + signal`` (it is a ``SystemExit``).
         """
-        _check_fit(train_loader, epochs, checkpoint, checkpoint_every)
+        check_fit(train_loader, epochs, checkpoint, checkpoint_every)
         if checkpoint is not None:
             ckpt.check_writable(checkpoint)
             if Path(checkpoint).exists():
@@ -598,7 +535,7 @@ class Trainer:
             Whether to stop the run here.
         """
         if stop.should_stop(self.device):
-            if checkpoint is not None and _is_stateful(loader):
+            if checkpoint is not None and is_stateful(loader):
                 self.save(checkpoint, loader=loader)
             return True
         if every is not None and checkpoint is not None and self.step % every == 0:
@@ -609,7 +546,7 @@ class Trainer:
         where = f"epoch {self.epoch}, after batch {self.epoch_batches}, step {self.step}"
         if self.epoch_batches == 0:
             where = f"the end of epoch {self.epoch - 1}, step {self.step}"
-        if checkpoint is not None and _is_stateful(loader):
+        if checkpoint is not None and is_stateful(loader):
             what = f"checkpoint written to {str(checkpoint)!r}; the same fit() resumes there"
         elif checkpoint is not None:
             what = (
@@ -623,7 +560,7 @@ class Trainer:
                 f"fastload: {stop.received} received: stopped at {where}; {what}", file=sys.stderr
             )
         number = getattr(signal.Signals, stop.received or "", signal.SIGTERM)
-        raise Preempted(int(number), saved=checkpoint is not None and _is_stateful(loader))
+        raise Preempted(int(number), saved=checkpoint is not None and is_stateful(loader))
 
     def steps_per_epoch(self, loader: Any) -> int:
         """Optimizer steps one epoch over ``loader`` takes (see :func:`steps_per_epoch`)."""
@@ -632,12 +569,6 @@ class Trainer:
 
 class _Stopped(Exception):
     """A stop signal ended the epoch after an optimizer step (handled by ``fit``)."""
-
-
-def _is_stateful(loader: Any) -> bool:
-    return callable(getattr(loader, "state_dict", None)) and callable(
-        getattr(loader, "load_state_dict", None)
-    )
 
 
 def _length(loader: Iterable[Any]) -> int | None:
@@ -651,61 +582,3 @@ def _length(loader: Iterable[Any]) -> int | None:
 
 def _count(inputs: Any, targets: Any) -> int:
     return len(targets) if hasattr(targets, "__len__") else len(inputs)
-
-
-def steps_per_epoch(batches: int, accumulate: int = 1) -> int:
-    """Optimizer steps an epoch of ``batches`` micro-batches takes: one per ``accumulate``,
-    and one more for a leftover group (the Trainer steps on it too). Size schedules with it.
-
-    Raises:
-        ValueError: Negative ``batches`` or ``accumulate`` < 1.
-    """
-    if batches < 0 or accumulate < 1:
-        raise ValueError(f"need batches >= 0 and accumulate >= 1, got {batches} and {accumulate}")
-    return -(-batches // accumulate)
-
-
-def _check_options(
-    accumulate: int, clip_grad_norm: float | None, on_nonfinite: str, label_smoothing: float
-) -> None:
-    """Refuse ``Trainer`` options that could not train as asked."""
-    check_int("accumulate", accumulate, minimum=1)
-    if clip_grad_norm is not None and not clip_grad_norm > 0:
-        raise ValueError(f"clip_grad_norm={clip_grad_norm!r} must be positive")
-    if on_nonfinite not in _NONFINITE:
-        raise ValueError(f"on_nonfinite={on_nonfinite!r} is not valid; valid: raise, skip")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing={label_smoothing!r} must be within [0, 1)")
-
-
-def _check_optimizer_holds(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Refuse an optimizer that does not hold the model's trainable parameters."""
-    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    missing = sum(id(p) not in held for p in trainable)
-    if missing:
-        raise ValueError(
-            f"the optimizer does not hold {missing} of the model's {len(trainable)} trainable "
-            "parameters (an optimizer made for another model?); make it from this model's "
-            "parameters, and freeze what should not train with requires_grad_(False)"
-        )
-
-
-def _check_fit(
-    train_loader: Iterable[Any],
-    epochs: int,
-    checkpoint: str | Path | None,
-    checkpoint_every: int | None,
-) -> None:
-    """Refuse ``fit`` arguments that could not train as asked (see ``Trainer.fit``)."""
-    check_int("epochs", epochs, minimum=0, what="the total, resumes included")
-    if checkpoint_every is None:
-        return
-    check_int("checkpoint_every", checkpoint_every, minimum=1)
-    if checkpoint is None:
-        raise ValueError("checkpoint_every needs a checkpoint= file to write")
-    if not _is_stateful(train_loader):
-        raise ValueError(
-            f"checkpoint_every: {type(train_loader).__name__} has no state_dict(), so a "
-            "mid-epoch checkpoint could not resume where it was; use fastload.DataLoader"
-        )

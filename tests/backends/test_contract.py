@@ -233,7 +233,7 @@ def test_16bit_png_is_scaled_not_saturated() -> None:
 
 
 def test_files_are_read_whole_whatever_their_size_says(tmp_path: Path) -> None:
-    from fastload.backends.base import read_file
+    from fastload.backends.files import read_file
 
     photo_file = tmp_path / "a.jpg"
     photo_file.write_bytes(jpeg_bytes(photo(64, 48)))
@@ -250,7 +250,7 @@ def test_files_are_read_whole_whatever_their_size_says(tmp_path: Path) -> None:
 
 
 def test_the_header_says_which_files_the_jpeg_path_decodes() -> None:
-    from fastload.backends.base import read_header
+    from fastload.backends.headers import read_header
 
     oriented = with_orientation(photo(64, 48), 6)
     info, jpeg = read_header(oriented, max_pixels=10**6, exif_orientation=True)

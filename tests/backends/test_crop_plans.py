@@ -1,6 +1,6 @@
 """The random crops the region decoder draws and plans itself (``cropplans.h``,
-``fastload.crop_recipes``): torch's draws and fastload's Python plan, number for number, and
-every file that planner does not read left to Python."""
+``fastload.transforms.crop_recipes``): torch's draws and fastload's Python plan, number for
+number, and every file that planner does not read left to Python."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from PIL import Image
 import fastload
 from fastload import transforms as T
 from fastload.backends import region
-from fastload.backends.base import plan_jpeg, read_header
-from fastload.crop_recipes import CropRecipe, crop_recipe
+from fastload.backends.headers import read_header
+from fastload.backends.plans import plan_jpeg
 from fastload.sampling import SampleKey, seeded
 from fastload.transforms import split_transform
+from fastload.transforms.crop_recipes import CropRecipe, crop_recipe
 
 BIG = 10**9  # max_pixels that refuses nothing
 

@@ -491,7 +491,7 @@ def test_fed_files_live_until_their_batch_is_collected(folder: Path) -> None:
 
     from fastload.backends.dali import DaliEngine
     from fastload.backends.executor import ExecutorOptions, Folded, translate
-    from fastload.image import probe
+    from fastload.pixels.image import probe
 
     transform = T.Resize((24, 32))
     engine = DaliEngine(

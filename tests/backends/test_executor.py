@@ -15,7 +15,7 @@ from garbage import Finalized
 from fastload import transforms as T
 from fastload.backends.executor import plan_views
 from fastload.backends.executor.reading import start_planner
-from fastload.resampling import View
+from fastload.pixels.resampling import View
 from fastload.transforms import split_transform
 
 SIZES = [(640, 480), (300, 500), (1000, 200), (64, 64)]

@@ -23,7 +23,7 @@ from fastload import gpu
 from fastload import transforms as T
 from fastload.backends.nvimgcodec import decoder, engine
 from fastload.backends.nvimgcodec.decoder import gpu_regions_exact, nvjpeg_version
-from fastload.image import probe
+from fastload.pixels.image import probe
 from fastload.transforms import View
 
 SIZES = [(150 + 9 * i % 80, 110 + 13 * i % 60) for i in range(19)]

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import fastload
 from fastload import transforms as T
 from fastload.backends.nvimgcodec import rendering
-from fastload.image import probe
+from fastload.pixels.image import probe
 from fastload.transforms import View
 
 TRANSFORMS = {

@@ -29,14 +29,14 @@ from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 import fastload
 from fastload import backends
 from fastload.backends import region
-from fastload.backends.base import plan_jpeg
-from fastload.crop_recipes import CropRecipe
+from fastload.backends.plans import plan_jpeg
 from fastload.gpu import functional as batch_ops
-from fastload.image import probe
-from fastload.resampling import RESIZE_KERNEL
+from fastload.pixels.image import probe
+from fastload.pixels.resampling import RESIZE_KERNEL
+from fastload.sampling.torch_draws import fused_uniform
 from fastload.synthetic import make_image_folder
-from fastload.torch_draws import fused_uniform
 from fastload.transforms import CenterCrop, Compose, RandomHorizontalFlip, RandomResizedCrop, Resize
+from fastload.transforms.crop_recipes import CropRecipe
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from regions import LIMIT, assert_crops_match, cv_jpeg, windows
 
 from fastload import backends
 from fastload.backends import region
-from fastload.image import probe
+from fastload.pixels.image import probe
 
 
 @pytest.fixture(autouse=True)

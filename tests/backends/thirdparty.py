@@ -15,7 +15,7 @@ import torch
 from fastload import backends
 from fastload._optional import Requirement
 from fastload.backends.executor import BatchExecutor, BatchFailed, Engine
-from fastload.image import ImageInfo
+from fastload.pixels.image import ImageInfo
 from fastload.transforms import View
 
 PILLOW = Requirement("pillow", "PIL", "pip install pillow")

@@ -9,7 +9,7 @@ import torchvision.transforms.v2 as T
 from torchvision import tv_tensors
 
 from fastload.detection.iou_crop import RandomIoUCrop
-from fastload.resampling import View
+from fastload.pixels.resampling import View
 
 
 def boxes(
@@ -52,10 +52,10 @@ def test_the_crops_and_the_stream_after_them_are_v2s(count, dtype, size) -> None
 
 
 def test_a_samples_own_generator_is_drawn_from_and_the_global_stream_left_alone() -> None:
-    """Thread workers draw each sample from its own generator (fastload.drawing, seeded as a
-    worker process seeds torch): the tries' numbers come from it, as v2's would from the seeded
-    global stream, and the process's stream is untouched."""
-    from fastload import drawing
+    """Thread workers draw each sample from its own generator (fastload.sampling.drawing,
+    seeded as a worker process seeds torch): the tries' numbers come from it, as v2's would from
+    the seeded global stream, and the process's stream is untouched."""
+    from fastload.sampling import drawing
 
     given = boxes(4, 640, 480, 1, torch.float32)
     image = tv_tensors.Image(torch.zeros(3, 480, 640, dtype=torch.uint8))

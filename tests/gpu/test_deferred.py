@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fastload.datasets.skipping import Skipped
 from fastload.gpu.deferred import Deferred, DrawPerSample, Pending, applying, split_drawn
 from fastload.gpu.policies import PerImageRandomErasing
 from fastload.sampling import SeededSamples
-from fastload.skipping import Skipped
 
 
 def test_split_keeps_markers_and_the_batch_seed_and_lines_the_draws_up() -> None:

@@ -267,7 +267,7 @@ def test_a_leading_normalize_is_left_to_a_dataset_that_decodes_it(ops, runs_afte
 
     from fastload.gpu import functional as F
     from fastload.gpu.stage import BatchStage, CollateThenStage
-    from fastload.stacked import StackedSamples, normalizes_stacked
+    from fastload.memory.stacked import StackedSamples, normalizes_stacked
 
     for channels_last in (False, True):
         link = CollateThenStage(default_collate, BatchStage(ops, channels_last=channels_last))
@@ -303,7 +303,7 @@ def test_a_stage_that_does_not_normalize_first_leaves_the_dataset_its_bytes(ops)
     from torch.utils.data import default_collate
 
     from fastload.gpu.stage import BatchStage, CollateThenStage
-    from fastload.stacked import normalizes_stacked
+    from fastload.memory.stacked import normalizes_stacked
 
     assert (
         normalizes_stacked(CollateThenStage(default_collate, BatchStage(ops, channels_last=False)))

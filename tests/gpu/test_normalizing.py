@@ -15,9 +15,10 @@ import torch
 import torchvision.transforms.v2.functional as TF
 from strictness import backends_required
 
-from fastload import buffers, gpu
+from fastload import gpu
 from fastload.gpu import functional as F
 from fastload.gpu.stage import BatchStage
+from fastload.memory import buffers
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 KERNEL = F.NORMALIZE_KERNEL

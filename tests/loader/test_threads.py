@@ -299,7 +299,7 @@ def test_with_no_workers_batches_are_made_in_the_iterators_ring(folder: Path) ->
     the memory the consumer let go of, above), and keeps none of its own between batches."""
     from torch.utils.data import default_collate
 
-    from fastload import buffers
+    from fastload.memory import buffers
 
     seen = []
 

@@ -16,9 +16,9 @@ import torchvision.transforms as TV
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.buffers import BatchRing
 from fastload.gpu.functional import normalizing_of
 from fastload.gpu.stage import BatchStage
+from fastload.memory.buffers import BatchRing
 from fastload.ray.delivery import regroup
 from fastload.ray.reading import read_batches
 from fastload.sampling import KeyedBatch, SampleKey

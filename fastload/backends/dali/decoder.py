@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Requirement, require
-from fastload.backends.base import reduce_by_area
+from fastload.backends.plans import reduce_by_area
 
 __all__ = ["DALI", "SampleDecoder", "dali_error", "track"]
 

@@ -20,8 +20,8 @@ from fastload.backends.executor import (
     Folded,
     Translation,
 )
-from fastload.image import ImageInfo
-from fastload.resampling import View
+from fastload.pixels.image import ImageInfo
+from fastload.pixels.resampling import View
 from fastload.transforms import split_transform
 
 __all__ = ["NORMALIZE_DTYPES", "DaliBatches", "DaliEngine", "fold_batch_ops", "translate"]

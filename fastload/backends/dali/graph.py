@@ -10,7 +10,7 @@ import torch
 
 from fastload.backends.dali.decoder import track
 from fastload.backends.executor import ExecutorOptions, Folded, Translation
-from fastload.resampling import View, visible_part
+from fastload.pixels.resampling import View, visible_part
 
 __all__ = ["INPUTS", "batch_inputs", "build_pipeline", "sample_inputs"]
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastload.image import ImageInfo
-from fastload.resampling import View
+from fastload.pixels.image import ImageInfo
+from fastload.pixels.resampling import View
 
 __all__ = ["BatchFailed", "Engine"]
 

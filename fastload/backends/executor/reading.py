@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from fastload import errors
-from fastload.backends.base import check_header
-from fastload.image import ImageInfo
-from fastload.resampling import View
+from fastload.backends.headers import check_header
+from fastload.pixels.image import ImageInfo
+from fastload.pixels.resampling import View
 from fastload.sampling import seed_both
 
 __all__ = [

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fastload.resampling import View
+from fastload.pixels.resampling import View
 from fastload.transforms import CenterCrop, TransformSplit
 
 __all__ = ["ExecutorOptions", "Translation", "translate"]

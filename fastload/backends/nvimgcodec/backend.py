@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from fastload._optional import Availability, version_of
-from fastload.backends.base import Backend, reduce_by_area
+from fastload.backends.base import Backend
 from fastload.backends.executor import ExecutorOptions
 from fastload.backends.nvimgcodec.decoder import (
     DISTRIBUTIONS,
@@ -21,6 +21,7 @@ from fastload.backends.nvimgcodec.decoder import (
     params,
 )
 from fastload.backends.nvimgcodec.engine import NvImageCodecBatches
+from fastload.backends.plans import reduce_by_area
 from fastload.backends.registry import register
 
 __all__ = ["NvImageCodecBackend"]

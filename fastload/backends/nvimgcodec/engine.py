@@ -43,8 +43,8 @@ from fastload.backends.nvimgcodec.rendering import (
     render_batch,
     render_tensor,
 )
-from fastload.image import ImageInfo
-from fastload.resampling import View
+from fastload.pixels.image import ImageInfo
+from fastload.pixels.resampling import View
 
 # The Normalize outputs the GPU renderer folds in (any the op gives).
 NORMALIZE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fastload.backends.base import Stored, to_stored
+from fastload.backends.plans import Stored, to_stored
 from fastload.gpu import separable as S
-from fastload.image import ImageInfo, orient
-from fastload.resampling import View, resample, whole_pixels
+from fastload.pixels.image import ImageInfo, orient
+from fastload.pixels.resampling import View, resample, whole_pixels
 
 __all__ = [
     "RenderPlan",

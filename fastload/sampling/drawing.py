@@ -14,8 +14,8 @@ fastload's own planned ops draw from torch's stream only, through :func:`generat
 thread worker's sample that is the sample's own ``torch.Generator`` (seeded as a worker process
 seeds torch's, so the numbers are the same), which needs no lock and no swap
 (:func:`own_draws`). Until something asks for that generator, the draws come from the same
-stream reproduced in Python (:func:`words`, :mod:`fastload.torch_draws`): no torch call, so no
-hand-over of the GIL, which many worker threads would wait on. A later stretch under
+stream reproduced in Python (:func:`words`, :mod:`fastload.sampling.torch_draws`): no torch
+call, so no hand-over of the GIL, which many worker threads would wait on. A later stretch under
 :func:`drawing` continues from where it stands.
 
 numpy's stream is moved as its raw MT19937 words (a copy of 2.5 KB instead of
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastload.torch_draws import TorchWords, advance, words_for
+from fastload.sampling.torch_draws import TorchWords, advance, words_for
 
 __all__ = [
     "SampleStreams",

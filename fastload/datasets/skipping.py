@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastload import errors
+from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
+from fastload.memory.tensors import pin_batch
 from fastload.sampling import SeededSamples
-from fastload.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
-from fastload.tensors import pin_batch
 
 __all__ = ["Collated", "SkipCollate", "SkipReport", "Skipped"]
 

@@ -2,7 +2,7 @@
  * uint8 values written as normalized float32, v * factor + shift computed in float32 (a
  * multiply, then an add): the one kernel of fastload's CPU normalize of a uint8 batch
  * (fastload/gpu/normalizing.c) and of the float32 output of the resize that writes a batch as
- * it decodes it (fastload/resizing.h), which must give the same numbers. Both are compiled with
+ * it decodes it (fastload/pixels/resizing.h), which must give the same numbers. Both are compiled with
  * -ffp-contract=off, so that no compiler fuses the scalar lines into one rounding where the
  * vector ones round twice. Static functions only: each extension compiles its own copy.
  */

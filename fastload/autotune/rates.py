@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from fastload.tensors import batch_size_of
+from fastload.memory.tensors import batch_size_of
 
 __all__ = ["Reading", "endless", "read_rate"]
 

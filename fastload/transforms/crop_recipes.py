@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fastload.torch_draws import fused_uniform
+from fastload.sampling.torch_draws import fused_uniform
 from fastload.transforms import RandomHorizontalFlip, RandomResizedCrop, TransformSplit
 
 __all__ = ["CropRecipe", "crop_recipe"]
@@ -65,7 +65,7 @@ def crop_recipe(split: TransformSplit) -> CropRecipe | None:
     """The recipe a dataset's transform is, when all of it is fused with decoding and is
     exactly fastload's ``RandomResizedCrop`` (antialiased, bilinear or bicubic), then
     optionally its ``RandomHorizontalFlip``, and this torch's draws are reproduced
-    (:func:`fastload.torch_draws.fused_uniform`); ``None`` otherwise. Its draws are torch's
+    (:func:`fastload.sampling.torch_draws.fused_uniform`); ``None`` otherwise. Its draws are torch's
     only while torch's default dtype is float32: the caller asks that at each batch."""
     ops = split.fused
     if split.after or split.pil is not None or not 1 <= len(ops) <= 2:

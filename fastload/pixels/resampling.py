@@ -311,7 +311,7 @@ def whole_pixels(*values: float) -> bool:
     return all(abs(v - round(v)) < 1e-6 for v in values)
 
 
-RESIZE_KERNEL = "fastload._resizing"  # compiled from resizing.c
+RESIZE_KERNEL = "fastload.pixels._resizing"  # compiled from resizing.c
 
 
 def _resize(

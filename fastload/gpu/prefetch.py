@@ -23,7 +23,7 @@ import torch
 
 from fastload.checks import check_int
 from fastload.devices import DeviceLike, resolve_device
-from fastload.tensors import map_tensors, pin
+from fastload.memory.tensors import map_tensors, pin
 
 # map_tensors and resolve_device lived here first; they stay importable from here.
 __all__ = ["CUDAPrefetcher", "DeviceLike", "map_tensors", "resolve_device"]

@@ -1,6 +1,6 @@
 /*
  * torch's antialiased uint8 resize (bilinear, bicubic), in plain C: the kernel of
- * fastload/resizing.c (see there for how it reproduces torch's numbers), shared with the
+ * fastload/pixels/resizing.c (see there for how it reproduces torch's numbers), shared with the
  * region decoder (fastload/backends/jpegregion.c), which resizes the region it decoded before
  * Python sees it. Static functions only: each extension compiles its own copy.
  */

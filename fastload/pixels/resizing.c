@@ -1,5 +1,5 @@
 /*
- * fastload._resizing: torch's antialiased uint8 resize (bilinear, bicubic) in one call, with
+ * fastload.pixels._resizing: torch's antialiased uint8 resize (bilinear, bicubic) in one call, with
  * the GIL let go once.
  *
  * torch's kernel (interpolate(..., antialias=True) on uint8, the one torchvision's resize
@@ -19,7 +19,7 @@
  * tap of weight one). The output is written channels-first (planes), as torch leaves it,
  * optionally mirrored left-right (a planned flip, at no cost).
  *
- * Python's side is fastload/resampling.py; without this file built it calls torch.
+ * Python's side is fastload/pixels/resampling.py; without this file built it calls torch.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

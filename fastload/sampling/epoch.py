@@ -28,222 +28,22 @@ sampler's ``rank`` under ``DistributedSampler``.
 
 from __future__ import annotations
 
-import contextlib
-import random
-import sys
-import threading
 from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 import torch
-from torch.utils.data import get_worker_info
 
-from fastload import drawing
+from fastload.sampling.seeds import (
+    KeyedBatch,
+    SampleKey,
+    batch_seed,
+    epoch_seed,
+    sample_seed,
+    sample_seeds,
+)
 
-__all__ = [
-    "EpochSampler",
-    "KeyedBatch",
-    "SampleKey",
-    "SeededSamples",
-    "Seeding",
-    "batch_seed",
-    "epoch_seed",
-    "sample_seed",
-    "sample_seeds",
-    "seed_both",
-    "seeded",
-    "streams_kept",
-]
-
-Seeding = Literal["sample", "worker"]
-_MASK = (1 << 64) - 1
-
-
-def _mix(value: int) -> int:
-    """SplitMix64's finaliser: nearby inputs give unrelated 64-bit outputs."""
-    value = (value + 0x9E3779B97F4A7C15) & _MASK
-    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK
-    return value ^ (value >> 31)
-
-
-def sample_seed(epoch: int, position: int) -> int:
-    """The seed of the sample at ``position`` (0-based, in sampler order) of an epoch."""
-    return _mix(epoch ^ _mix(position)) >> 1  # 63 bits: any torch generator takes it
-
-
-def sample_seeds(epoch: int, first: int, count: int) -> list[int]:
-    """:func:`sample_seed` of the ``count`` samples from ``first`` on, computed together (a
-    batch's: in numpy's wrapping uint64 arithmetic, half the time of one by one, in the loop
-    that hands thread workers their batches)."""
-    positions = np.arange(first, first + count, dtype=np.uint64)
-    return (_mixed(np.uint64(epoch) ^ _mixed(positions)) >> np.uint64(1)).tolist()
-
-
-def _mixed(values: np.ndarray) -> np.ndarray:
-    """:func:`_mix` of each uint64 (the multiplications wrap as ``& _MASK`` does)."""
-    values = values + np.uint64(0x9E3779B97F4A7C15)
-    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return values ^ (values >> np.uint64(31))
-
-
-def batch_seed(epoch: int, number: int) -> int:
-    """The seed of batch ``number`` (0-based) of an epoch: its batch ops draw from it."""
-    return _mix(epoch ^ _mix(number ^ 0xBA7C4 << 40)) >> 1
-
-
-def epoch_seed(state: torch.Tensor, *, epoch: int, rank: int = 0) -> int:
-    """An epoch's seed, from the random state its sampler starts from (read from a copy).
-
-    Args:
-        state: A CPU generator's state (``Generator.get_state()``).
-        epoch: How many epochs the loader had started before this one.
-        rank: The sampler's rank under ``DistributedSampler`` (0 otherwise).
-    """
-    copy = torch.Generator()
-    copy.set_state(state)
-    drawn = int(torch.randint(0, 1 << 62, (1,), generator=copy).item())
-    return _mix(_mix(drawn) ^ _mix(epoch) ^ _mix(rank << 32 | 0x5EED)) >> 1
-
-
-class SampleKey(int):
-    """A dataset index that carries its sample's seed; an ``int`` to any code that indexes.
-
-    fastload's datasets run each sample under :func:`seeded` with it. Other datasets see a
-    plain index.
-    """
-
-    seed: int  # (an int subclass cannot have __slots__: the attribute lives in __dict__)
-
-    def __new__(cls, index: int, seed: int) -> SampleKey:
-        key = super().__new__(cls, index)
-        key.seed = seed
-        return key
-
-    def __reduce__(self) -> tuple[Any, tuple[int, int]]:  # the trip to a worker process
-        return SampleKey, (int(self), self.seed)
-
-    def __repr__(self) -> str:
-        return f"SampleKey({int(self)}, seed={self.seed})"
-
-
-@contextlib.contextmanager
-def seeded(seed: int | None) -> Iterator[None]:
-    """Run the block with torch's CPU generator, Python's ``random`` and numpy's global stream
-    seeded from ``seed``, then put them back.
-
-    Python's and numpy's streams too, because ops draw from them (timm's
-    ``RandomResizedCropAndInterpolation``, ops of one's own run as written). numpy's stream is
-    put back in the main process only: in a worker process it is torch's to seed per worker
-    and nobody else's. CUDA's stream is untouched. ``None`` runs the block as it is (on the
-    process's own streams, inside :func:`streams_kept` too). Inside :func:`streams_kept` the
-    streams are saved before the first seeded sample and put back once, when the block ends:
-    saving and restoring them cost ~10 us a sample (Python's stream nearly all of it).
-    """
-    if seed is None:
-        _put_back()  # a sample of the block with no seed of its own draws as it would alone
-        yield
-        return
-    if drawing.in_worker_thread():  # the streams are shared: each draw swaps them in
-        with drawing.sample(seed):
-            yield
-        return
-    with drawing.guard():  # no thread worker's sample swaps them in meanwhile
-        batch: _KeptStreams | None = getattr(_KEEPING, "batch", None)
-        if batch is not None:
-            batch.save_once()
-            _seed_all(seed)
-            yield
-            return
-        saved = _saved_streams()
-        _seed_all(seed)
-        try:
-            yield
-        finally:
-            _restore(saved)
-
-
-@contextlib.contextmanager
-def streams_kept() -> Iterator[None]:
-    """Put the streams :func:`seeded` sets back once, at the end of the block (a batch of
-    samples), instead of after each sample in it. Each sample seeds every stream anew, so none
-    draws from what the one before it left."""
-    if drawing.in_worker_thread() or getattr(_KEEPING, "batch", None) is not None:
-        yield  # a worker thread's samples swap their streams in at each draw
-        return
-    batch = _KEEPING.batch = _KeptStreams()
-    try:
-        yield
-    finally:
-        _KEEPING.batch = None
-        batch.put_back()
-
-
-class _KeptStreams:
-    """The streams saved before the first seeded sample of a :func:`streams_kept` block."""
-
-    def __init__(self) -> None:
-        self.saved: tuple[Any, Any, Any] | None = None
-
-    def save_once(self) -> None:
-        if self.saved is None:
-            self.saved = _saved_streams()
-
-    def put_back(self) -> None:
-        if self.saved is not None:
-            with drawing.guard():
-                _restore(self.saved)
-            self.saved = None
-
-
-_KEEPING = threading.local()
-
-
-def _put_back() -> None:
-    batch = getattr(_KEEPING, "batch", None)
-    if batch is not None:
-        batch.put_back()
-
-
-def _saved_streams() -> tuple[Any, Any, Any]:
-    """torch's CPU generator's and Python's states, and numpy's where it is ours to put back
-    (the main process), for :func:`_restore`."""
-    numpy = _numpy_random()
-    ours = numpy is not None and get_worker_info() is None
-    kept = numpy.get_state() if ours else None
-    return torch.default_generator.get_state(), random.getstate(), kept
-
-
-def _restore(saved: tuple[Any, Any, Any]) -> None:
-    torch.default_generator.set_state(saved[0])
-    random.setstate(saved[1])
-    if saved[2] is not None:
-        numpy = _numpy_random()
-        if numpy is not None:
-            numpy.set_state(saved[2])
-
-
-def _seed_all(seed: int) -> None:
-    seed_both(seed)
-    numpy = _numpy_random()
-    if numpy is not None:
-        numpy.seed(seed & 0xFFFFFFFF)  # numpy's legacy seeds are 32-bit
-
-
-def _numpy_random() -> Any:
-    """``numpy.random`` when numpy is imported (an op that draws from it imported it), else
-    ``None``."""
-    numpy = sys.modules.get("numpy")
-    return getattr(numpy, "random", None) if numpy is not None else None
-
-
-def seed_both(seed: int) -> None:
-    """Seed torch's CPU generator and Python's ``random`` with ``seed`` (see :func:`seeded`)."""
-    torch.default_generator.manual_seed(seed)
-    random.seed(seed)
+__all__ = ["EpochSampler"]
 
 
 @dataclass
@@ -470,33 +270,6 @@ class EpochSampler:
         # what the user already has counts as delivered
         self.delivered, self.dropped = skip, []
         return batches, started, skip, position
-
-
-def _keys(indices: list[int], seeds: list[int], seed: int) -> KeyedBatch:
-    return KeyedBatch((SampleKey(i, s) for i, s in zip(indices, seeds, strict=True)), seed)
-
-
-class KeyedBatch(list[SampleKey]):
-    """A batch of :class:`SampleKey`, and the batch's own seed (:func:`batch_seed`).
-
-    Sent to a worker as two lists of ints (5x faster to pickle than key by key).
-    """
-
-    def __init__(self, keys: Iterable[SampleKey], seed: int) -> None:
-        super().__init__(keys)
-        self.seed = seed
-
-    def __reduce__(self) -> tuple[Any, tuple[list[int], list[int], int]]:
-        return _keys, ([int(k) for k in self], [k.seed for k in self], self.seed)
-
-
-class SeededSamples(list[Any]):
-    """A batch's samples, with the batch's seed: what a fastload dataset's ``__getitems__``
-    returns for a :class:`KeyedBatch`, so that the collate function can hand the seed on."""
-
-    def __init__(self, samples: Iterable[Any], seed: int) -> None:
-        super().__init__(samples)
-        self.seed = seed
 
 
 class _EpochIterator:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastload.image import ppm_header
+from fastload.pixels.image import ppm_header
 
 __all__ = ["encode_ppm", "ppm_pixels"]
 
