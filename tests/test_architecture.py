@@ -301,6 +301,36 @@ def test_the_private_name_walker_sees_attribute_access(tmp_path: Path) -> None:
     ]
 
 
+ROOT_MODULES = 12  # the entry points and the foundations; everything else has a folder
+MODULE_LINES = 600  # a longer module holds several concerns: split it by concern
+
+
+def test_the_package_root_holds_its_entry_points_and_foundations_only() -> None:
+    """The root is not a bag of modules: a new one goes into the folder of its concern."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= ROOT_MODULES, f"{len(root)} modules at the package root: {root}"
+    assert all(
+        layer_of(f"fastload.{name[:-3]}") in (0, len(LAYERS) - 1)
+        for name in root
+        if name != "__init__.py"
+    )
+
+
+def test_no_module_runs_over_six_hundred_lines() -> None:
+    long = {
+        name: lines
+        for name, (path, _) in sorted(KNOWN.items())
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_a_module_in_no_layer_is_refused() -> None:
+    """A module of a new folder fails the layer test until LAYERS (and ARCHITECTURE.md) place it."""
+    with pytest.raises(AssertionError, match="is in no layer"):
+        layer_of("fastload.newfolder.module")
+
+
 def test_no_function_runs_over_sixty_lines() -> None:
     """STYLE.md's limit, docstring not counted: a longer function is several concerns."""
     long = []
