@@ -13,7 +13,16 @@ from strictness import STRICT_ENV, backends_required
 from fastload.backends import check
 
 
+# Tests that start Ray on this machine: a second local Ray started beside a running one is
+# refused ("When connecting to an existing cluster ..."), so with parallel test workers
+# (pytest-xdist, ``--dist loadgroup``) they all run in one worker, one after another.
+RAY_USERS = ("tests/ray/", "[docs/ray.md]", "[README.md]", "test_ray_data_sets_")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(user in item.nodeid for user in RAY_USERS):
+            item.add_marker(pytest.mark.xdist_group("ray"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA: torch.cuda.is_available() is False")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from fastload import backends, bench, synthetic
+from fastload import backends, bench
 from fastload.diagnosis import scan
 from fastload.synthetic import make_image_folder
 
@@ -394,18 +394,6 @@ def test_autotune_command_shows_both_kinds_of_worker_when_auto(
     assert lines[-3].split() == ["2", "310", "1.0", "90%", "process"]
     assert lines[-4].split() == ["2", "300", "1.0", "90%"]  # the count's search
     assert lines[-1] == "num_workers=2, worker_type='thread': the reason"
-
-
-def test_default_data_is_made_once_and_cached(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(synthetic, "DEFAULT_IMAGES", 100)
-    calls = []
-    root = synthetic.default_data(progress=lambda d, t: calls.append((d, t)))
-    assert len(list(root.rglob("*.jpg"))) == 100 and calls[-1] == (100, 100)
-    before = (root / ".complete").stat().st_mtime
-    assert synthetic.default_data() == root and (root / ".complete").stat().st_mtime == before
 
 
 # ---------------------------------------------------------------- the first hour of a new user

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,14 +86,30 @@ def default_root() -> Path:
 
 
 def default_data(progress: Callable[[int, int], None] | None = None) -> Path:
-    """The embedded default set: ImageNet-like JPEGs made once and kept in the cache folder."""
+    """The embedded default set: ImageNet-like JPEGs made once and kept in the cache folder.
+
+    The set is made whole in a folder of its own and then renamed into place, so that processes
+    asking for it at the same time (two commands, tests in parallel) never read a half-made
+    set: each makes one, the first rename wins and the others' copies are dropped.
+    """
     root = default_root()
-    done = root / ".complete"
-    if not done.exists():
-        root.mkdir(parents=True, exist_ok=True)
+    if (root / ".complete").exists():
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    making = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+    try:
         for i in range(0, DEFAULT_IMAGES, 50):  # in steps, so the progress bar moves
-            make_image_folder(root, images=50, classes=10, seed=i, start=i)
+            make_image_folder(making, images=50, classes=10, seed=i, start=i)
             if progress is not None:
                 progress(min(i + 50, DEFAULT_IMAGES), DEFAULT_IMAGES)
-        done.write_text(f"{DEFAULT_IMAGES} images\n")
+        (making / ".complete").write_text(f"{DEFAULT_IMAGES} images\n")
+        if root.exists() and not (root / ".complete").exists():
+            shutil.rmtree(root, ignore_errors=True)  # left half-made by an earlier version
+        try:
+            os.rename(making, root)
+        except OSError:  # made meanwhile by another process: the same set
+            if not (root / ".complete").exists():
+                raise
+    finally:
+        shutil.rmtree(making, ignore_errors=True)
     return root

@@ -12,6 +12,7 @@ import torch
 import torchvision.transforms.v2.functional as TF
 
 from fastload.gpu import functional as F
+from fastload.gpu import normalizing
 
 
 def batch(n: int = 6, h: int = 40, w: int = 48, dtype: torch.dtype = torch.uint8) -> torch.Tensor:
@@ -185,7 +186,7 @@ def test_erasing_float_batches_on_the_cpu_fills_only_the_boxes(layout: str, valu
 def test_mixed_and_erased_batches_in_a_worker_are_written_into_its_kept_shared_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(F, "get_worker_info", lambda: object())
+    monkeypatch.setattr(normalizing, "get_worker_info", lambda: object())
     x = torch.randn(3, 3, 8, 8)
     labels, lam = torch.tensor([0, 1, 2]), torch.tensor([0.3, 0.6, 0.9])
     mixed, _ = F.mixup(x, labels, lam, num_classes=3)
@@ -235,7 +236,7 @@ def test_normalize_in_a_worker_writes_into_shared_memory(monkeypatch: pytest.Mon
     x = batch(dtype=torch.uint8)
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     here = F.normalize(x, mean, std)
-    monkeypatch.setattr(F, "get_worker_info", lambda: object())
+    monkeypatch.setattr(normalizing, "get_worker_info", lambda: object())
     in_worker = F.normalize(x, mean, std)
     assert in_worker.is_shared() and not here.is_shared()
     assert in_worker.is_contiguous() and torch.equal(in_worker, here)

@@ -245,11 +245,11 @@ def test_the_stage_in_a_worker_frees_what_a_later_op_replaced(
     batch of such a pipeline held on to shared memory)."""
     from torch.utils.data import default_collate
 
-    from fastload.gpu import functional
+    from fastload.gpu import normalizing
     from fastload.gpu.stage import BatchStage, CollateThenStage
     from fastload.memory import shared_buffers
 
-    monkeypatch.setattr(functional, "get_worker_info", lambda: object())
+    monkeypatch.setattr(normalizing, "get_worker_info", lambda: object())
     init = shared_buffers.RingInit(None)
     init.table = SlotTable(1, slots=4)
     init(0)

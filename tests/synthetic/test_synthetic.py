@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import statistics
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from fastload.synthetic import SlowStorage
+from fastload import synthetic
+from fastload.synthetic import SlowStorage, photos
 
 
 def test_slow_storage_waits_a_seeded_latency_of_the_mean_asked() -> None:
@@ -78,3 +81,50 @@ def test_make_voc_writes_a_set_torchvisions_voc_segmentation_reads(tmp_path) -> 
         values = set(np.unique(np.asarray(mask)).tolist())
         assert 0 in values and 255 in values and values - {0, 255}  # background, void, classes
         assert max(values - {255}) <= 20
+
+
+def test_default_data_is_made_once_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(photos, "DEFAULT_IMAGES", 100)
+    calls = []
+    root = synthetic.default_data(progress=lambda d, t: calls.append((d, t)))
+    assert len(list(root.rglob("*.jpg"))) == 100 and calls[-1] == (100, 100)
+    before = (root / ".complete").stat().st_mtime
+    assert synthetic.default_data() == root and (root / ".complete").stat().st_mtime == before
+    assert [p.name for p in tmp_path.iterdir()] == [root.name]  # no half-made copy left
+
+
+def test_default_data_asked_at_once_is_never_read_half_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two makers at the same time (parallel commands, parallel tests): each returns the whole
+    set, and one set is left."""
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(photos, "DEFAULT_IMAGES", 50)
+    seen: list[int] = []
+
+    def make() -> None:
+        root = synthetic.default_data()
+        seen.append(len(list(root.rglob("*.jpg"))))
+
+    makers = [threading.Thread(target=make) for _ in range(3)]
+    for maker in makers:
+        maker.start()
+    for maker in makers:
+        maker.join()
+    assert seen == [50, 50, 50]
+    assert [p.name for p in tmp_path.iterdir()] == [synthetic.default_root().name]
+
+
+def test_a_half_made_set_of_an_earlier_version_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTLOAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(photos, "DEFAULT_IMAGES", 50)
+    half = synthetic.default_root()
+    (half / "c0").mkdir(parents=True)
+    (half / "c0" / "cut.jpg").write_bytes(b"\xff\xd8")
+    root = synthetic.default_data()
+    assert not (root / "c0" / "cut.jpg").exists() and len(list(root.rglob("*.jpg"))) == 50
