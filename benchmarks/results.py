@@ -31,6 +31,21 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def ratios(values: Sequence[float], baseline: Sequence[float]) -> list[float]:
+    """Each round's ratio of ``values`` to ``baseline``, measured in the same rounds (a
+    configuration that failed mid-run has fewer rounds than its baseline: the rounds both
+    have)."""
+    return [a / b for a, b in zip(values, baseline, strict=False)]
+
+
+def spread(values: Sequence[float], baseline: Sequence[float], *, digits: int = 2) -> str:
+    """The per-round ratios of ``values`` to ``baseline`` as every benchmark prints them: the
+    median, then the lowest and the highest, ``"1.23x (1.10-1.30)"``."""
+    each = ratios(values, baseline)
+    median, low, high = statistics.median(each), min(each), max(each)
+    return f"{median:.{digits}f}x ({low:.{digits}f}-{high:.{digits}f})"
+
+
 def row(
     name: str,
     rates: Sequence[float],
@@ -63,12 +78,11 @@ def row(
         "median": round(statistics.median(rates), 3),
     }
     if baseline is not None:
-        # not strict: a configuration that failed mid-run has fewer rounds than its baseline
-        ratios = [a / b for a, b in zip(rates, baseline, strict=False)]
+        each = ratios(rates, baseline)
         out |= {
-            "ratio": round(statistics.median(ratios), 3),
-            "low": round(min(ratios), 3),
-            "high": round(max(ratios), 3),
+            "ratio": round(statistics.median(each), 3),
+            "low": round(min(each), 3),
+            "high": round(max(each), 3),
         }
     if target is not None:
         out["target"] = target

@@ -50,7 +50,7 @@ def trim_heap() -> bool:
     Threads that allocate and free image buffers of many sizes, epoch after epoch (DALI's CPU
     stages), fragment glibc's arenas: the process's RSS creeps up 8-15 % before it levels off.
     Trimming at each epoch's end keeps it within 5 % of the first epoch, for about 6 ms a call
-    (``benchmarks/fault_soak.py``, README).
+    (``benchmarks/loader/fault_soak.py``, README).
 
     Returns:
         Whether it ran.

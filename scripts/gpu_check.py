@@ -12,20 +12,17 @@ Run through ``scripts/gpu_check.sh`` (see its header). Two steps:
   checked to start), everything else runs.
 
 First, where fastload's extensions do not import (the GPU machine runs fastload from the source
-tree), they are compiled in place: the region backend's with the libjpeg-turbo .debs
-``--fetch`` carries, and the normalize kernel of float32 batches.
-The parts: the GPU-marked tests; ``fastload bench --device cuda --backend all`` (train and val,
-stock torchvision with one worker per core as the baseline); the prefetcher's overlap;
-``fastload.gpu`` against torchvision v2's per-image loop; torchvision's detection and
-segmentation reference input on the device (``benchmarks/detection_swap.py``); the training
-recipe side by side
-(ResNet-50, 224 px, bf16, channels-last); how close ResNet-18 and ResNet-50 train to their
-synthetic-data speed fed by the loader on 4, 8 and 16 cores (``benchmarks/train_ceiling.py``);
-worker threads against worker processes pinned to 4, 8 and 16 cores
-(``benchmarks/worker_threads.py``), and on every core with the GIL's share sampled by py-spy
-(carried as a wheel); what the batch executors' CPU side sustains
-(``benchmarks/executor_cpu_side.py``);
-``fastload autotune`` on every core.
+tree), they are compiled in place: the region backend's with the libjpeg-turbo .debs ``--fetch``
+carries, and the normalize kernel of float32 batches. The parts: the GPU-marked tests; ``fastload
+bench --device cuda --backend all`` (train and val, stock torchvision with one worker per core as
+the baseline); the prefetcher's overlap; ``fastload.gpu`` against torchvision v2's per-image loop;
+torchvision's detection and segmentation reference input on the device
+(``benchmarks/peers/detection_swap.py``); the training recipe side by side (ResNet-50, 224 px, bf16,
+channels-last); how close ResNet-18 and ResNet-50 train to their synthetic-data speed fed by the
+loader on 4, 8 and 16 cores (``benchmarks/training/train_ceiling.py``); worker threads against
+worker processes pinned to 4, 8 and 16 cores (``benchmarks/loader/worker_threads.py``), and on every
+core with the GIL's share sampled by py-spy (carried as a wheel); what the batch executors' CPU side
+sustains (``benchmarks/loader/executor_cpu_side.py``); ``fastload autotune`` on every core.
 """
 
 from __future__ import annotations
@@ -126,7 +123,7 @@ def parts(python: str) -> list[Part]:
         "--json",
     ]
     gpu_tests = [python, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs"]
-    threads = [python, "benchmarks/worker_threads.py", "--seconds", "5", "--rounds", "1"]
+    threads = [python, "benchmarks/loader/worker_threads.py", "--seconds", "5", "--rounds", "1"]
     return [
         Part("info", [python, "-m", "fastload", "info", "--json"], False, 60, "info.json", 4),
         Part(
@@ -142,7 +139,7 @@ def parts(python: str) -> list[Part]:
         Part("bench val", [*bench, "--pipeline", "val"], True, 120, "bench_val.json", 4),
         Part(
             "prefetch overlap",
-            [python, "benchmarks/prefetch_overlap.py", "--device", "cuda"],
+            [python, "benchmarks/gpu/prefetch_overlap.py", "--device", "cuda"],
             True,
             90,
             "prefetch_overlap.txt",
@@ -150,7 +147,7 @@ def parts(python: str) -> list[Part]:
         ),
         Part(
             "gpu augment",
-            [python, "benchmarks/gpu_augment.py", "--device", "cuda"],
+            [python, "benchmarks/gpu/gpu_augment.py", "--device", "cuda"],
             True,
             90,
             "gpu_augment.txt",
@@ -164,7 +161,7 @@ def parts(python: str) -> list[Part]:
                 name,
                 [
                     python,
-                    "benchmarks/detection_swap.py",
+                    "benchmarks/peers/detection_swap.py",
                     "--device",
                     device,
                     "--workers",
@@ -192,7 +189,7 @@ def parts(python: str) -> list[Part]:
             "handover bytes",
             # float32 against uint8 images handed to the main process, pinned and copied to
             # the device: what the detection device path gained by carrying uint8
-            [python, "benchmarks/handover_bytes.py", "--workers", "8", "--seconds", "5"],
+            [python, "benchmarks/loader/handover_bytes.py", "--workers", "8", "--seconds", "5"],
             True,
             90,
             "handover_bytes.txt",
@@ -202,7 +199,7 @@ def parts(python: str) -> list[Part]:
             "train side by side",
             [
                 python,
-                "benchmarks/train_side_by_side.py",
+                "benchmarks/training/train_side_by_side.py",
                 "--arch",
                 "resnet50",
                 "--image-size",
@@ -225,7 +222,7 @@ def parts(python: str) -> list[Part]:
             "train ceiling",
             [
                 python,
-                "benchmarks/train_ceiling.py",
+                "benchmarks/training/train_ceiling.py",
                 "--device",
                 "cuda",
                 "--precision",
@@ -263,7 +260,7 @@ def parts(python: str) -> list[Part]:
         ),
         Part(
             "executor cpu side",
-            [python, "benchmarks/executor_cpu_side.py", "--processes", "1", "8"],
+            [python, "benchmarks/loader/executor_cpu_side.py", "--processes", "1", "8"],
             True,  # it measures the GPU machine's cores
             120,
             "executor_cpu_side.txt",
@@ -541,7 +538,7 @@ def dali_parts(python: str) -> list[Part]:
             "dali overhead",
             [
                 python,
-                "benchmarks/dali_overhead.py",
+                "benchmarks/peers/dali_overhead.py",
                 "--device",
                 "cuda",
                 "--threads",

@@ -121,7 +121,7 @@ fi
 .venv/bin/python -m pip install --config-settings editable_mode=strict --editable ".[$extras]"
 case ",$extras," in
 *,dev,*)
-    # OpenCLIP's own webdataset loader, the baseline of benchmarks/open_clip_swap.py, breaks on
+    # OpenCLIP's own webdataset loader, the baseline of benchmarks/peers/open_clip_swap.py, breaks on
     # webdataset >= 0.2.96; its pin lives in a folder of its own, kept off the path, so the
     # current webdataset stays the tests' oracle
     baseline=.venv/baselines/webdataset-0.2.86

@@ -12,7 +12,6 @@ from strictness import STRICT_ENV, backends_required
 
 from fastload.backends import check
 
-
 # Tests that start Ray on this machine: a second local Ray started beside a running one is
 # refused ("When connecting to an existing cluster ..."), so with parallel test workers
 # (pytest-xdist, ``--dist loadgroup``) they all run in one worker, one after another.

@@ -28,10 +28,18 @@ def assert_figures(path: Path, benchmark: str) -> dict[str, Any]:
     return doc
 
 
+def script(name: str) -> Path:
+    """``benchmarks/<group>/<name>.py``: the one script of that name, in the folder of what it
+    measures."""
+    (found,) = (ROOT / "benchmarks").glob(f"*/{name}.py")
+    return found
+
+
 def run_script(name: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``benchmarks/<name>.py``, which must succeed (the end of its output otherwise)."""
+    """Run ``benchmarks/<group>/<name>.py``, which must succeed (the end of its output
+    otherwise)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        [sys.executable, str(script(name)), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -236,7 +244,7 @@ def test_seekable_sets_rewritten_jpegs_against_the_files(tmp_path: Path) -> None
     assert re.search(r"6 JPEGs, .* rewritten: [\d.]+x the bytes .* the same pixels", done.stdout)
     assert re.search(r"seekable / files: \d+\.\d\dx \(", done.stdout), done.stdout
     empty = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "seekable.py"), "--data", str(tmp_path / "no")],
+        [sys.executable, str(script("seekable")), "--data", str(tmp_path / "no")],
         capture_output=True,
         text=True,
     )
@@ -328,7 +336,7 @@ def test_worker_threads_sets_threads_against_processes_and_dali(tmp_path: Path) 
 
 
 def run_benchmark(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:
-    """Run ``benchmarks/<name>.py`` with ``--json``; the figures it wrote."""
+    """Run the benchmark ``name`` with ``--json``; the figures it wrote."""
     out = tmp_path / f"{name}.json"
     run_script(name, *args, "--json", str(out))
     return assert_figures(out, name)
@@ -426,7 +434,7 @@ def test_detection_masks_memory_sets_fastloads_mask_memory_against_torchvisions(
 def test_ffcv_peer_says_how_to_get_ffcv_when_it_is_missing(tmp_path: Path) -> None:
     """FFCV is a benchmark peer, not installed with fastload: one line says what to install."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "ffcv_peer.py"), "--data", str(tmp_path)],
+        [sys.executable, str(script("ffcv_peer")), "--data", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,

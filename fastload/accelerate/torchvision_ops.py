@@ -153,7 +153,7 @@ def _color_jitter_v2(walk: Walk, op: Any) -> None:
 
 POLICY_ON_CPU = (
     "runs as written without a CUDA device: on the CPU Pillow's per-image ops are faster than "
-    "the same ops on uint8 batches (benchmarks/reference_recipes.py)"
+    "the same ops on uint8 batches (benchmarks/peers/reference_recipes.py)"
 )
 
 

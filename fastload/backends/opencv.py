@@ -15,7 +15,7 @@ class OpenCVBackend(Backend):
 
     name = "opencv"
     requires = (Requirement("opencv-python-headless", "cv2", 'pip install "fastload"'),)
-    auto_priority = 20  # about as fast as turbojpeg (benchmarks/decode_pipeline.py)
+    auto_priority = 20  # about as fast as turbojpeg (benchmarks/decoding/decode_pipeline.py)
 
     def __init__(self) -> None:
         import cv2

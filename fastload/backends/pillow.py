@@ -17,7 +17,7 @@ class PillowBackend(Backend):
 
     name = "pillow"
     requires = (Requirement("pillow", "PIL", 'pip install "fastload"'),)
-    auto_priority = 30  # the slowest of the three on JPEGs (benchmarks/decode_pipeline.py)
+    auto_priority = 30  # the slowest of the three on JPEGs (benchmarks/decoding/decode_pipeline.py)
 
     def decode_jpeg(self, data: bytes, reduce: int) -> np.ndarray:
         from PIL import Image

@@ -152,7 +152,7 @@ class RegionBackend(Backend):
     """
 
     name = "region"
-    auto_priority = 5  # the fastest on the CPU when built (benchmarks/decode_floor.py)
+    auto_priority = 5  # the fastest on the CPU when built (benchmarks/decoding/decode_floor.py)
 
     @classmethod
     def check(cls) -> Availability:

@@ -60,7 +60,7 @@ class TurboJPEGBackend(Backend):
 
     name = "turbojpeg"
     requires = (PYTURBOJPEG,)
-    auto_priority = 10  # the fastest here (benchmarks/decode_pipeline.py)
+    auto_priority = 10  # the fastest here (benchmarks/decoding/decode_pipeline.py)
 
     @classmethod
     def check(cls) -> Availability:

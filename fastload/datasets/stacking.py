@@ -65,6 +65,9 @@ class StackedLoading:
     def read_samples(self, indices: list[int]) -> list[tuple[bytes, Any] | None]:
         raise NotImplementedError
 
+    def __getitems__(self, indices: list[int]) -> Any:
+        raise NotImplementedError
+
     def load_stacked(self, keys: list[Any], *, normalizing: Normalizing | None = None) -> Any:
         """``__getitems__(keys)``, with the images decoded straight into one batch tensor
         where they can be: a :class:`~fastload.memory.stacked.StackedSamples`, which fastload's

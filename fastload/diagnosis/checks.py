@@ -183,7 +183,7 @@ def jpegs_without_restarts(ctx: Context) -> Finding | None:
             "fastload pack SOURCE OUT --pixels seekable, then fastload.ImageShards(OUT) "
             "(the same pixels)",
             "measured on photos: 1.57-1.75x a random crop's sample from the rewritten JPEGs, "
-            "1.30-1.44x the loader's images/s (benchmarks/seekable.py, ffcv_peer.py)",
+            "1.30-1.44x the loader's images/s (benchmarks/decoding/seekable.py, ffcv_peer.py)",
         ),
         ctx.report,
         copying=False,

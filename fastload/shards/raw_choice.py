@@ -3,7 +3,7 @@
 Storing an image raw saves its decoding and costs about three bytes a pixel less its encoded
 size. The time saved per byte added grows with the bytes per pixel of the encoded file:
 entropy decoding costs by the compressed byte, and a file that compresses poorly adds fewer
-bytes when stored raw. Measured with ``benchmarks/raw_choice.py`` on 49 real photos at
+bytes when stored raw. Measured with ``benchmarks/decoding/raw_choice.py`` on 49 real photos at
 ``max_side=320`` (RandomResizedCrop 224 fused with decoding, one core): decoding took about
 141 us + 4.5 ns a pixel + 6.3 ns a compressed byte, reading raw pixels 120 us + 4.0 ns a
 pixel; the quarter of the images whose source files hold the most bytes per pixel saved 1.26 us

@@ -8,8 +8,8 @@
   latency, reset every connection, refuse connections (a server gone for a while), or stall
   transfers without closing them.
 
-The tests of remote shards and ``benchmarks/remote.py`` use them; every one binds loopback only
-and stops with its ``with`` block.
+The tests of remote shards and ``benchmarks/storage/remote.py`` use them; every one binds loopback
+only and stops with its ``with`` block.
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def plan_views(
 
 # The executor's threads this many or more: reading and planning move to processes (half as
 # many), since one process's Python cannot plan 20,000 samples/s (see
-# benchmarks/executor_cpu_side.py: about 8,000 a core for read, header and plan).
+# benchmarks/loader/executor_cpu_side.py: about 8,000 a core for read, header and plan).
 PLANNERS_FROM = 4
 
 _planned_dataset: Any = None  # in a planner process: the dataset it reads
