@@ -58,6 +58,10 @@ WHEELS = [
     # COCO's masks, for the detection part and its GPU test (torchvision's wrapper draws them)
     "pycocotools>=2.0",
     "pytest>=8",
+    # the suite's settings name its parallel workers (pyproject.toml); the GPU tests run in one
+    # process here (-n 0), on the one device
+    "pytest-xdist>=3.5",
+    "execnet>=2.1",
     # the GIL's share of the thread workers on every core ("worker threads gil"): 3 MB
     "py-spy>=0.3",
     "pygments>=2.15",
@@ -122,7 +126,8 @@ def parts(python: str) -> list[Part]:
         "--accelerated",
         "--json",
     ]
-    gpu_tests = [python, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs"]
+    gpu_tests = [python, "-m", "pytest", "-m", "gpu", "-n", "0", "-q", "-rs"]
+    gpu_tests += ["-p", "no:cacheprovider"]
     threads = [python, "benchmarks/loader/worker_threads.py", "--seconds", "5", "--rounds", "1"]
     return [
         Part("info", [python, "-m", "fastload", "info", "--json"], False, 60, "info.json", 4),
@@ -521,6 +526,8 @@ def dali_parts(python: str) -> list[Part]:
                 "pytest",
                 "-m",
                 "gpu",
+                "-n",
+                "0",
                 "-q",
                 "-p",
                 "no:cacheprovider",

@@ -477,7 +477,7 @@ def test_float_ops_sets_each_op_after_normalize_against_normalize_alone(tmp_path
     names = [row["name"] for row in doc["rows"]]
     assert names[0] == "Normalize" and "Normalize + MixUp" in names
     assert "Normalize, channels_last" in names and "Normalize + RandomErasing" in names
-    ratios = re.findall(r"images/s  (\d+\.\d+)x Normalize", done.stdout)
+    ratios = re.findall(r"images/s  (\d+\.\d+)x \([\d.]+-[\d.]+\) Normalize", done.stdout)
     assert len(ratios) == len(names) - 1 and all(float(r) > 0 for r in ratios)
     assert (tmp_path / "pack" / "manifest.json").exists()  # made once, where asked
 

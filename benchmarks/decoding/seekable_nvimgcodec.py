@@ -141,7 +141,7 @@ def main() -> None:
     made = decoders(nv, args.device)
     from PIL import Image
 
-    from decoding.seekable import jpegs  # beside this script
+    from decoding.seekable import jpegs
     from fastload.backends.region import add_restarts
 
     files = jpegs(Path(args.data))

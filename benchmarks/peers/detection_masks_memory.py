@@ -34,11 +34,12 @@ import fastload
 from fastload.accelerate import accelerate_dataset
 from fastload.pixels.image import probe
 from fastload.synthetic import make_coco
-from peers.detection_swap import dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: results, the groups
 
 import results
+
+from peers.detection_swap import dataset
 
 LOADERS = ("stock torchvision", "fastload, accelerate=True")
 

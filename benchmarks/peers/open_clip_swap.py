@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: res
 
 import results
 
-BASELINE = Path(__file__).resolve().parents[1] / ".venv" / "baselines" / "webdataset-0.2.86"
+BASELINE = Path(__file__).resolve().parents[2] / ".venv" / "baselines" / "webdataset-0.2.86"
 ROWS = ("open_clip", "fastload", "fastload text", "fastload cls")
 MAIN_ARGS = (
     "--model ViT-S-32-alt --force-image-size 64 --batch-size 16 --epochs 1 --workers 2 "

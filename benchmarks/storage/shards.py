@@ -299,7 +299,7 @@ def measure_pack(args: argparse.Namespace, work: Path) -> None:
 
 def _memory(pid: int) -> tuple[float, float, int]:
     """(RSS, USS) in MiB and open descriptors of a process (Linux)."""
-    from loader.worker_memory import memory_mib  # beside this script
+    from loader.worker_memory import memory_mib
 
     return (*memory_mib(pid), len(list(Path(f"/proc/{pid}/fd").iterdir())))
 

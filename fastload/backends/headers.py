@@ -20,9 +20,10 @@ DEFAULT_MAX_PIXELS = 89_478_485
 
 
 def read_header(data: bytes, *, max_pixels: int, exif_orientation: bool) -> tuple[ImageInfo, bool]:
-    """The header :meth:`Backend.decode` goes by: :func:`check_header`'s, its orientation
-    dropped without ``exif_orientation``, and whether the JPEG path decodes the file (a grey or
-    colour JPEG whose size the header gives: :func:`plan_jpeg` can plan it).
+    """The header :meth:`~fastload.backends.base.Backend.decode` goes by: :func:`check_header`'s,
+    its orientation dropped without ``exif_orientation``, and whether the JPEG path decodes the
+    file (a grey or colour JPEG whose size the header gives:
+    :func:`~fastload.backends.plans.plan_jpeg` can plan it).
 
     Raises:
         ValueError: As :func:`check_header`.

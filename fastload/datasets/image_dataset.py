@@ -179,9 +179,9 @@ class ImageDataset(StackedLoading, Dataset):
 
     def read_samples(self, indices: list[int]) -> list[tuple[bytes, Any] | None]:
         """:meth:`read_sample` for a batch: ``None`` for a sample that failed, which is then
-        read alone (and its error reported as ``on_error`` says). A subclass that can read
-        many at once for less overrides this (:class:`ImageList`: the GIL let go twice a
-        batch, not twice a file)."""
+        read alone (and its error reported as ``on_error`` says). A subclass that can read many at
+        once for less overrides this (:class:`~fastload.datasets.folders.ImageList`: the GIL let go
+        twice a batch, not twice a file)."""
         out: list[tuple[bytes, Any] | None] = []
         for index in indices:
             try:
