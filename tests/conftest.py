@@ -1,6 +1,15 @@
-"""Shared test policy: GPU tests skip without CUDA; missing backends fail in CI."""
+"""Shared test policy: GPU tests skip without CUDA; missing backends fail in CI; one intra-op
+thread a process."""
 
 from __future__ import annotations
+
+import os
+
+# One OpenMP thread a process, in the test workers and every process they start: the suite runs
+# in parallel workers (pyproject.toml) whose torch ops, each on every core, would oversubscribe
+# the cores (OpenMP's waiting threads spin). Set before torch is imported; a test that needs
+# more sets them itself.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from pathlib import Path
 

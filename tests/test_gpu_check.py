@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without a GPU")
 def test_dry_run_runs_the_cpu_parts_and_checks_the_gpu_commands_start(tmp_path: Path) -> None:
+    """Every part's command is started (about 25 commands, each a process that imports torch):
+    near a minute on 2 cores, what CI pays to know the GPU check will start there."""
     out = tmp_path / "out"
     proc = subprocess.run(
         ["bash", "scripts/gpu_check.sh", "--dry-run", str(out)],

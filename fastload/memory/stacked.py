@@ -97,10 +97,11 @@ class StackedSamples(Sequence[Any]):
 
     def collated(self) -> Any:
         """What torch's ``default_collate`` makes of these samples, without a tensor per
-        sample: the images, or ``[images, targets collated]``."""
+        sample: the images, or ``[images, targets collated]``, the targets collated as torch
+        collates a field of tuples (its transposed column, a tuple: strings stay a tuple)."""
         if self.targets is None:
             return self.images
-        return [self.images, default_collate(self.targets)]
+        return [self.images, default_collate(tuple(self.targets))]
 
 
 def takes_stacked(collate_fn: Callable[[Any], Any]) -> bool:

@@ -88,6 +88,9 @@ def snippet_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_python_block_of_the_page_compiles_and_runs(
     page: Path, snippet_data: Path, tmp_path: Path
 ) -> None:
+    """A page's blocks run as a reader runs them, in one process. Over a minute on 2 cores
+    where a page trains on Ray Train as written (a local Ray, two trainer processes: README.md,
+    docs/ray.md) or runs doctor and autotune (docs/tools.md): what the page shows is what runs."""
     found = blocks(page)
     for block in found:  # every block compiles, the ones that cannot run here included
         compile(block.source, f"{page}:{block.line}", "exec")

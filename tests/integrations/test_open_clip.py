@@ -258,6 +258,8 @@ def test_a_mid_epoch_checkpoint_resumes_to_the_uninterrupted_runs_weights(
 def test_two_ranks_checkpoint_mid_epoch_and_one_rank_takes_the_rest(
     shards: str, tmp_path: Path
 ) -> None:
+    """OpenCLIP's own main three times (two gloo ranks, then one resuming): about a minute on
+    2 cores, the time of the trainer's processes, not of the data."""
     script = tmp_path / "rank.py"
     script.write_text(_RANK)
     common = ["--train-data", shards, "--train-num-samples", "64", "--logs", str(tmp_path), *MID]

@@ -327,15 +327,20 @@ def test_worker_threads_run_torchs_ops_on_one_thread_each_and_leave_the_rest(
         seen.append(torch.get_num_threads())
         return image
 
-    main = torch.get_num_threads()
-    dataset = fastload.ImageFolder(folder, T.Compose([T.RandomResizedCrop(16), record]))
-    assert len(_epoch(_loader(dataset, kind="thread", workers=2))) == 8
-    assert seen and set(seen) == {1}
-    assert torch.get_num_threads() == main
-    later: list[int] = []
-    thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
-    thread.start(), thread.join()
-    assert later == [main]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # more than one, whatever the suite's OMP_NUM_THREADS says
+    try:
+        main = torch.get_num_threads()
+        dataset = fastload.ImageFolder(folder, T.Compose([T.RandomResizedCrop(16), record]))
+        assert len(_epoch(_loader(dataset, kind="thread", workers=2))) == 8
+        assert seen and set(seen) == {1} and main == 2
+        assert torch.get_num_threads() == main
+        later: list[int] = []
+        thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+        thread.start(), thread.join()
+        assert later == [main]
+    finally:
+        torch.set_num_threads(before)
 
 
 _RANK = """
