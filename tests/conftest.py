@@ -3,16 +3,9 @@ thread a process."""
 
 from __future__ import annotations
 
-import os
-
-# One OpenMP thread a process, in the test workers and every process they start: the suite runs
-# in parallel workers (pyproject.toml) whose torch ops, each on every core, would oversubscribe
-# the cores (OpenMP's waiting threads spin). Set before torch is imported; a test that needs
-# more sets them itself.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 from pathlib import Path
 
+import isolation  # noqa: F401  (first: the environment every test process runs in)
 import numpy as np
 import pytest
 import torch
@@ -21,16 +14,8 @@ from strictness import STRICT_ENV, backends_required
 
 from fastload.backends import check
 
-# Tests that start Ray on this machine: a second local Ray started beside a running one is
-# refused ("When connecting to an existing cluster ..."), so with parallel test workers
-# (pytest-xdist, ``--dist loadgroup``) they all run in one worker, one after another.
-RAY_USERS = ("tests/ray/", "[docs/ray.md]", "[README.md]", "test_ray_data_sets_")
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if any(user in item.nodeid for user in RAY_USERS):
-            item.add_marker(pytest.mark.xdist_group("ray"))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA: torch.cuda.is_available() is False")

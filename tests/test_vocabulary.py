@@ -9,6 +9,7 @@ subprocess).
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -31,6 +32,15 @@ DOCUMENTED = {
     ("backend", "all"): "only fastload bench: it measures every backend in one run",
 }
 VAL = T.Compose([T.Resize(40), T.CenterCrop(32)])
+
+
+@pytest.fixture(autouse=True)
+def short_autotune(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``num_workers="auto"`` runs the real search, on a short budget: what these tests look at
+    is which values are taken, not what the search finds."""
+    from fastload.loader import core
+
+    monkeypatch.setattr(core, "autotune", functools.partial(core.autotune, budget=2.0))
 
 
 @pytest.fixture(scope="module")

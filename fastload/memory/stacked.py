@@ -101,7 +101,8 @@ class StackedSamples(Sequence[Any]):
         collates a field of tuples (its transposed column, a tuple: strings stay a tuple)."""
         if self.targets is None:
             return self.images
-        return [self.images, default_collate(tuple(self.targets))]
+        # torch's typing says list; torch itself collates the transposed column, a tuple
+        return [self.images, default_collate(tuple(self.targets))]  # type: ignore[arg-type]
 
 
 def takes_stacked(collate_fn: Callable[[Any], Any]) -> bool:
