@@ -1,9 +1,14 @@
-"""The figures a benchmark writes as JSON, for the docs' plots and tables (``docs/plots.py``).
+"""How every benchmark measures and reports: rounds interleaved, ratios against a baseline
+measured in the same rounds, and the figures as JSON for the docs' plots and tables.
 
-A benchmark script adds ``--json PATH`` with :func:`add_argument` and, at its end, calls
-:func:`write` with one :func:`row` per configuration measured. The file records the machine,
-the date and the command beside the figures, so that a plot in the docs always says which run
-made it. The docs read ``docs/benchmarks/results/<benchmark>.json``.
+Measuring: :func:`interleaved` takes each contender once a round, in turn, so that drift on a
+shared machine hits them all alike; :func:`loader_rates` does so for loaders (images/s read
+with ``fastload.autotune.rates.read_rate``, the loop ``fastload bench`` and autotune measure
+with). Printing: :func:`spread`, the median ratio and its range. Writing: a script adds
+``--json PATH`` with :func:`add_argument` and, at its end, calls :func:`write` with one
+:func:`row` per configuration measured; the file records the machine, the date and the command
+beside the figures, so that a plot in the docs always says which run made it. The docs read
+``docs/benchmarks/results/<benchmark>.json``.
 """
 
 from __future__ import annotations
@@ -14,11 +19,46 @@ import json
 import platform
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fastload.autotune.rates import endless, read_rate
 from fastload.system import cpu_cores
+
+
+def interleaved(
+    contenders: Mapping[str, Callable[[], float]], rounds: int
+) -> dict[str, list[float]]:
+    """Each contender's figure, once a round and in turn, for ``rounds`` rounds: what every
+    ratio here is taken over."""
+    figures: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, measure in contenders.items():
+            figures[name].append(measure())
+    return figures
+
+
+def loader_rates(
+    loaders: Mapping[str, Iterable[Any]], *, rounds: int, seconds: float, warmup: int
+) -> dict[str, list[float]]:
+    """Each loader's images/s a round, rounds interleaved, after ``warmup`` batches of each
+    (workers started, caches warm, compilers done); every loader is kept alive between its
+    rounds, as the same loader in training is."""
+    streams = {name: endless(loader) for name, loader in loaders.items()}
+    try:
+        for stream in streams.values():
+            read_rate(stream, count=warmup)
+        return interleaved(
+            {
+                name: lambda stream=stream: read_rate(stream, seconds=seconds).rate
+                for name, stream in streams.items()
+            },
+            rounds,
+        )
+    finally:
+        for stream in streams.values():
+            stream.close()
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:

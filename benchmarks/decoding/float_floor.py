@@ -95,10 +95,10 @@ def main() -> None:
     args = parser.parse_args()
     single_threaded_ops()  # one thread, as in each worker
     funcs = contenders(args.batch_size, args.size)
-    rates: dict[str, list[float]] = {name: [] for name in funcs}
-    for _ in range(args.rounds):
-        for name, fn in funcs.items():
-            rates[name].append(rate(fn, args.batch_size, args.seconds))
+    rates = results.interleaved(
+        {name: lambda fn=fn: rate(fn, args.batch_size, args.seconds) for name, fn in funcs.items()},
+        args.rounds,
+    )
     floor = rates["float32 written"]
     print(
         f"one thread, batches of {args.batch_size} x 3 x {args.size} x {args.size}, "

@@ -88,10 +88,13 @@ def main() -> None:
         f"(per file {min(sizes):.2f}-{max(sizes):.2f}, median {statistics.median(sizes):.3f}), "
         "the same pixels"
     )
-    rates: dict[str, list[float]] = {"files": [], "seekable": []}
-    for _ in range(args.rounds):
-        rates["files"].append(rate(decoder, originals, args.seconds))
-        rates["seekable"].append(rate(decoder, rewritten, args.seconds))
+    rates = results.interleaved(
+        {
+            "files": lambda: rate(decoder, originals, args.seconds),
+            "seekable": lambda: rate(decoder, rewritten, args.seconds),
+        },
+        args.rounds,
+    )
     for name, values in rates.items():
         print(f"  {name:<9} {statistics.median(values):8,.0f} samples/s on one core")
     print(f"seekable / files: {results.spread(rates['seekable'], rates['files'])}")

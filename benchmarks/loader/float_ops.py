@@ -30,7 +30,6 @@ from typing import Any
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.autotune.rates import endless, read_rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: results, the groups
 
@@ -99,18 +98,12 @@ def main() -> None:
     args = parser.parse_args()
     pack = packed(args)
     classes = len(fastload.ImageShards(pack).classes or []) or 1
-    streams = {
-        name: endless(loader(pack, ops, last, args))
-        for name, (ops, last) in pipelines(classes).items()
+    loaders = {
+        name: loader(pack, ops, last, args) for name, (ops, last) in pipelines(classes).items()
     }
-    for stream in streams.values():  # workers started, caches warm
-        read_rate(stream, count=2 * args.workers + 2)
-    rates: dict[str, list[float]] = {name: [] for name in streams}
-    for _ in range(args.rounds):
-        for name, stream in streams.items():
-            rates[name].append(read_rate(stream, seconds=args.seconds).rate)
-    for stream in streams.values():
-        stream.close()
+    rates = results.loader_rates(
+        loaders, rounds=args.rounds, seconds=args.seconds, warmup=2 * args.workers + 2
+    )
     base = rates[BASELINE]
     print(
         f"{args.workers} worker processes, batch {args.batch_size}, raw pixels at "

@@ -52,7 +52,6 @@ import numpy as np
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.autotune.rates import endless, read_rate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: results, the groups
 
@@ -191,17 +190,11 @@ def slug(name: str) -> str:
 
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, list[float]]:
-    loaders = contenders(args, work)
-    streams = {name: endless(loader) for name, loader in loaders.items()}
-    for stream in streams.values():  # FFCV's compile, workers started, caches warm
-        read_rate(stream, count=max(4, 2 * args.workers))
-    rates: dict[str, list[float]] = {name: [] for name in streams}
-    for _ in range(args.rounds):
-        for name, stream in streams.items():
-            rates[name].append(read_rate(stream, seconds=args.seconds).rate)
-    for stream in streams.values():
-        stream.close()
-    return rates
+    # the warm-up takes FFCV's compile out of the rounds
+    warmup = max(4, 2 * args.workers)
+    return results.loader_rates(
+        contenders(args, work), rounds=args.rounds, seconds=args.seconds, warmup=warmup
+    )
 
 
 def dtypes(args: argparse.Namespace) -> list[str]:

@@ -56,7 +56,6 @@ import torch
 import fastload
 from fastload import gpu
 from fastload import transforms as T
-from fastload.autotune.rates import endless, read_rate
 from fastload.bench import stock_dataset
 from fastload.synthetic import default_data
 
@@ -183,16 +182,10 @@ def contenders(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def measure_read(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     loaders = contenders(args, work)
-    streams = {name: endless(loader) for name, loader in loaders.items()}
-    for stream in streams.values():  # workers started, caches warm
-        read_rate(stream, count=max(3, args.workers * 2))
-    share = args.seconds / args.rounds / len(streams)
-    rates: dict[str, list[float]] = {name: [] for name in streams}
-    for _ in range(args.rounds):
-        for name, stream in streams.items():
-            rates[name].append(read_rate(stream, seconds=share).rate)
-    for stream in streams.values():
-        stream.close()
+    share = args.seconds / args.rounds / len(loaders)
+    rates = results.loader_rates(
+        loaders, rounds=args.rounds, seconds=share, warmup=max(3, args.workers * 2)
+    )
     print(
         f"read: {args.data}, {len(fastload.ImageFolder(args.data))} photos, {args.shards} "
         f"shards, {args.workers} workers, batch {args.batch_size}, backend {args.backend}, "

@@ -74,10 +74,8 @@ def main() -> None:
         return time.perf_counter() - start
 
     plain_epoch(), trainer_epoch()  # warm-up
-    plain, fastload_times = [], []
-    for _ in range(args.rounds):
-        plain.append(plain_epoch())
-        fastload_times.append(trainer_epoch())
+    times = results.interleaved({"plain": plain_epoch, "fastload": trainer_epoch}, args.rounds)
+    plain, fastload_times = times["plain"], times["fastload"]
     a, b = statistics.median(plain), statistics.median(fastload_times)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads; MLP width {args.width}, "
