@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_prefetch import FakeCuda
+from fakecuda import FakeCuda
 
 import fastload
 from fastload import gpu
