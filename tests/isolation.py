@@ -16,4 +16,3 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if WORKER is not None or "RAY_TMPDIR" not in os.environ:
     os.environ["RAY_TMPDIR"] = os.path.join(tempfile.gettempdir(), f"ray-{WORKER or 'main'}")
-

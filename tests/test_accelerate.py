@@ -22,6 +22,7 @@ from torch.utils.data import default_collate
 import fastload
 from fastload import transforms as ft
 from fastload.accelerate import NotAccelerated, accelerate_dataset, translate_transform
+from fastload.pixels.resampling import View
 from tests.images import jpeg_bytes, photo, with_orientation
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -380,9 +381,30 @@ def test_timms_train_transform_draws_timms_crops(folder: Path, workers: int) -> 
     scale = (pipeline.transforms[-1].std * 255).view(1, 3, 1, 1)
     per_image = ((want - got).abs() * scale).mean(dim=(1, 2, 3))
     assert per_image.mean() < MEAN_TOLERANCE and per_image.max() < 2.5, per_image
-    # 'random' interpolation picks per image: named, not approximated
-    other = timm_data.create_transform(64, is_training=True, interpolation="random")
-    assert "interpolation='random'" in _blocked(other)
+
+
+def test_timms_random_interpolation_is_drawn_per_image_as_timm_draws_it() -> None:
+    """interpolation='random': the crop, then bilinear or bicubic by random.choice, each image's
+    view carrying its own; the same seed gives timm's own choices, in its order."""
+    import random
+
+    import timm.data as timm_data
+
+    pipeline = timm_data.create_transform(64, is_training=True, interpolation="random")
+    op = pipeline.transforms[0]
+    fused = translate_transform(pipeline).fused[0]
+    assert fused.draws_interpolation
+    random.seed(4)
+    views = [fused.plan(View.full(300, 200)) for _ in range(40)]
+    random.seed(4)
+    want = []
+    for _ in range(40):  # timm's own draws: get_params, then the choice
+        box = op.get_params(torch.empty(0, 200, 300), op.scale, op.ratio)
+        want.append((box, random.choice(op.interpolation).value))
+    assert [v.interpolation for v in views] == [mode for _, mode in want]
+    assert {v.interpolation for v in views} == {"bilinear", "bicubic"}
+    top, left, h, w = want[0][0]
+    assert views[0].box == (left, top, left + w, top + h)
 
 
 def test_timms_crops_are_per_sample_with_per_sample_seeding(folder: Path) -> None:
@@ -812,7 +834,7 @@ def test_on_a_cuda_device_the_policies_run_on_batches(
 ) -> None:
     """With a CUDA device (faked here) the policies are drawn per sample and applied on the
     batch: stock's result for the same seed, within the tolerance (Pillow's rounding)."""
-    from test_prefetch import FakeCuda
+    from fakecuda import FakeCuda
 
     if policy == "jitter":
         pipeline = v1.Compose(
@@ -846,7 +868,7 @@ def test_on_a_cuda_device_v2_mixing_is_drawn_in_the_workers(
     """The reference collate with v2's MixUp / CutMix on a CUDA device (faked): the batch's
     draws are made in the worker after its samples', as stock makes them, and applied after
     the batch ops on the device: stock's labels exactly, its pixels within the tolerance."""
-    from test_prefetch import FakeCuda
+    from fakecuda import FakeCuda
 
     dataset = torchvision.datasets.ImageFolder(folder, TrainPreset(policy="ta_wide", erase=0.3))
     collate_fn = _reference_collate(3)
@@ -878,7 +900,7 @@ def test_a_collate_that_mixes_its_own_way_keeps_the_cuda_batch_stage_away(
 ) -> None:
     """A callable after default_collate that is not v2's mixing could not draw in the worker
     and run on the device: with a CUDA device the collate runs as written, per sample."""
-    from test_prefetch import FakeCuda
+    from fakecuda import FakeCuda
 
     def shuffle_labels(images, labels):
         return images, labels[torch.randperm(len(labels))]
@@ -948,7 +970,7 @@ def test_reference_v2_presets_match_stock(folder: Path, policy: str | None, work
 def test_on_a_cuda_device_v2_policies_run_on_batches_with_v2s_draws(
     folder: Path, policy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_prefetch import FakeCuda
+    from fakecuda import FakeCuda
 
     dataset = torchvision.datasets.ImageFolder(folder, TrainPresetV2(policy=policy, erase=0.3))
     want, want_labels = _epoch(_loader(dataset, fast=False, seed=5), seed=6)

@@ -175,6 +175,18 @@ def test_reference_recipes_measure_stock_against_the_swap(tmp_path: Path) -> Non
     assert re.search(r"mixup\+cutmix\s+[\d.]+x\s+[\d.]+-[\d.]+", done.stdout)
 
 
+def test_timm_swap_measures_timms_loader_against_the_swap(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=16, classes=2)
+    args = ["--data", str(data), "--workers", "0", "--batch-size", "4", "--size", "32"]
+    args += ["--seconds", "0.2", "--rounds", "1", "--recipes", "train", "val"]
+    args += ["--json", str(tmp_path / "figures.json")]
+    done = run_script("timm_swap", *args, timeout=300)
+    assert_figures(tmp_path / "figures.json", "timm_swap")
+    assert re.findall(r"^(\w+): fastload.DataLoader", done.stdout, re.M) == ["train", "val"]
+    ratios = re.findall(r"fastload / timm: ([\d.]+)x", done.stdout)
+    assert len(ratios) == 2 and all(float(r) > 0 for r in ratios)
+
+
 def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=16, classes=2)
     args = ["--data", str(data), "--archs", "resnet18", "--cores", "1", "--device", "cpu"]

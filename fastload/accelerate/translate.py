@@ -10,6 +10,7 @@ import torch
 
 from fastload import transforms as ft
 from fastload.accelerate.table import conversion_forms, translators
+from fastload.accelerate.timm_ops import timm_folder
 from fastload.accelerate.walk import (
     PER_SAMPLE,
     NotAccelerated,
@@ -186,8 +187,9 @@ def accelerate_dataset(
 
     Args:
         dataset: A ``torchvision.datasets.ImageFolder`` / ``DatasetFolder`` with torchvision's
-            image loader, or a fastload dataset (``ImageFolder``, ``ImageList``,
-            ``ImageShards``) whose ``transform`` is torchvision's.
+            image loader, timm's ``ImageDataset`` over a folder, or a fastload dataset
+            (``ImageFolder``, ``ImageList``, ``ImageShards``) whose ``transform`` is
+            torchvision's (or timm's).
         batches: Whether batches are collated by torch's default collate (see
             :func:`translate_transform`).
         policies: Whether torchvision's policies run on batches (see
@@ -209,13 +211,21 @@ def accelerate_dataset(
         return accelerate_detection(dataset, float_on_device=float_on_device)
     if isinstance(dataset, ImageDataset):  # fastload's own: a folder, a list, shards
         return _accelerate_own(dataset, batches=batches, policies=policies)
+    timm = timm_folder(dataset)  # timm's ImageDataset over a folder (its train.py's)
+    if timm is not None:
+        classes = sorted(timm.class_to_idx, key=timm.class_to_idx.__getitem__)
+        return _as_list(
+            dataset, timm.paths, timm.labels, classes, timm.class_to_idx, batches, policies
+        )
     from torchvision.datasets import DatasetFolder
     from torchvision.datasets.folder import default_loader, pil_loader
 
     name = type(dataset).__name__
     if not isinstance(dataset, DatasetFolder):
         raise NotAccelerated(
-            name, "not a torchvision ImageFolder / DatasetFolder or a fastload dataset"
+            name,
+            "not a torchvision ImageFolder / DatasetFolder, a timm ImageDataset or a fastload "
+            "dataset",
         )
     if type(dataset).__getitem__ is not DatasetFolder.__getitem__:
         raise NotAccelerated(name, "it overrides __getitem__")
@@ -225,17 +235,34 @@ def accelerate_dataset(
 
     if dataset.loader is default_loader and torchvision.get_image_backend() != "PIL":
         raise NotAccelerated("loader", f"torchvision's {torchvision.get_image_backend()} backend")
-    translated = translate_transform(dataset.transform, batches=batches, policies=policies)
     paths = [path for path, _ in dataset.samples]
+    labels = [label for _, label in dataset.samples]
+    return _as_list(
+        dataset, paths, labels, dataset.classes, dataset.class_to_idx, batches, policies
+    )
+
+
+def _as_list(
+    dataset: Any,
+    paths: list[str],
+    labels: list[int],
+    classes: list[str],
+    class_to_idx: dict[str, int],
+    batches: bool,
+    policies: bool,
+) -> tuple[ImageDataset, Translated]:
+    """A dataset of image files (torchvision's or timm's) as a fastload ``ImageList`` running
+    its transform translated."""
+    translated = translate_transform(dataset.transform, batches=batches, policies=policies)
     fast = ImageList(
         paths,
-        [label for _, label in dataset.samples],
+        labels,
         translated.transform,
         dataset.target_transform,
-        classes=dataset.classes,
-        exif_orientation=False,  # torchvision's loader keeps the stored pixels
+        classes=classes,
+        exif_orientation=False,  # torchvision's and timm's loaders keep the stored pixels
     )
-    fast.class_to_idx = dict(dataset.class_to_idx)
+    fast.class_to_idx = dict(class_to_idx)
     return fast, translated
 
 

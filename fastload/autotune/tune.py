@@ -456,4 +456,4 @@ def _loader_class(
             f"autotune measures with torch's DataLoader unless told otherwise, which cannot take "
             f"{', '.join(needs)}: pass loader=fastload.DataLoader"
         )
-    return torch.utils.data.DataLoader
+    return torch.utils.data.dataloader.DataLoader

@@ -32,6 +32,7 @@ from fastload.memory.stacked import Normalizing
 from fastload.pixels.image import ImageInfo, orient
 from fastload.pixels.raw_pixels import ppm_pixels
 from fastload.pixels.resampling import View, resample, source_window
+from fastload.pixels.resampling import render as render_view
 
 if TYPE_CHECKING:
     from fastload.transforms.crop_recipes import CropRecipe
@@ -231,7 +232,7 @@ class Backend(ABC):
             view = View.full(array.shape[1], array.shape[0])
             if plan is not None:
                 view = plan(view)
-            out = resample(array, view.box, view.width, view.height, mirror=view.mirror, **render)
+            out = render_view(array, view, **render)
         # Pillow's arrays are read-only; a tensor made from one must not be.
         return out if out.flags.writeable else out.copy()
 
@@ -355,7 +356,7 @@ class Backend(ABC):
             scale=scale,
             origin=decoded.origin,
             mirror=jp.mirror,
-            **render,
+            **{**render, "interpolation": jp.interpolation},  # the image's own, if drawn
         )
         return orient(out, stored.transpose, stored.mirror_lr and not jp.mirror, stored.mirror_tb)
 

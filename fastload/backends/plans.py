@@ -132,7 +132,7 @@ def plan_jpeg(info: ImageInfo, plan: Plan | None, render: dict[str, Any]) -> Jpe
     shrink = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
     reduce = next(r for r in (8, 4, 2, 1) if shrink >= r or r == 1)
     scaled = (-(-width // reduce), -(-height // reduce))  # libjpeg rounds each side up
-    interpolation = render.get("interpolation", "bilinear")
+    interpolation = view.options(render).get("interpolation", "bilinear")
     scale = (scaled[0] / width, scaled[1] / height)
     region = kernel_region(
         box,

@@ -335,7 +335,7 @@ def _stream(
         **_collate(pipeline),
     )
     if label == STOCK:
-        loader = torch.utils.data.DataLoader(
+        loader = torch.utils.data.dataloader.DataLoader(
             _StandIn(ds), pin_memory=target.type == "cuda", **common
         )
         stream = _to_device(endless(loader), target)

@@ -148,5 +148,3 @@ def normalizing_of(
     return Normalizing(
         (factors[0], factors[1], factors[2]), (shifts[0], shifts[1], shifts[2]), channels_last
     )
-
-

@@ -39,7 +39,7 @@ __all__ = ["EpochShard", "prepare"]
 
 _TORCH_PARAMETERS = [
     name
-    for name in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    for name in inspect.signature(torch.utils.data.dataloader.DataLoader.__init__).parameters
     if name not in ("self", "shuffle")
 ]
 

@@ -40,7 +40,7 @@ __all__ = ["STATE_FORMAT", "DataLoader"]
 
 T_co = TypeVar("T_co", covariant=True)
 
-_TORCH_INIT = inspect.signature(torch.utils.data.DataLoader.__init__)
+_TORCH_INIT = inspect.signature(torch.utils.data.dataloader.DataLoader.__init__)
 # what a delivery path is derived from: setting one of these derives it again
 _PLANNED_FROM = frozenset(
     {*(n for n in _TORCH_INIT.parameters if n != "self"), *NAMES, "multiprocessing_context"}
@@ -49,7 +49,7 @@ STATE_FORMAT = 1  # of state_dict()
 log = logging.getLogger("fastload")
 
 
-class DataLoader(torch.utils.data.DataLoader[T_co]):
+class DataLoader(torch.utils.data.dataloader.DataLoader[T_co]):
     """A drop-in ``torch.utils.data.DataLoader`` that can also deliver batches on a CUDA device.
 
     Every parameter of the installed torch's ``DataLoader`` is accepted in the same order, with

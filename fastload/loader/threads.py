@@ -40,7 +40,7 @@ class ThreadWorkersIter(BaseDataLoaderIter):
         loader: The path's own torch loader (map-style dataset, ``num_workers >= 1``).
     """
 
-    def __init__(self, loader: torch.utils.data.DataLoader) -> None:
+    def __init__(self, loader: torch.utils.data.dataloader.DataLoader) -> None:
         super().__init__(loader)
         self._fetcher: Any = DatasetKind.create_fetcher(
             self._dataset_kind,
@@ -101,7 +101,9 @@ class ThreadWorkersIter(BaseDataLoaderIter):
         self._fill()
         return data
 
-    def _reset(self, loader: torch.utils.data.DataLoader, first_iter: bool = False) -> None:
+    def _reset(
+        self, loader: torch.utils.data.dataloader.DataLoader, first_iter: bool = False
+    ) -> None:
         """The next epoch of a ``persistent_workers`` loader: a new pass, new threads."""
         super()._reset(loader, first_iter)
         self._shutdown()

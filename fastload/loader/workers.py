@@ -50,7 +50,7 @@ __all__ = ["WorkerPath", "dead_workers"]
 # (whatever the installed torch has: in_order, pin_memory_device, ...)
 _AS_GIVEN = tuple(
     name
-    for name in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+    for name in inspect.signature(torch.utils.data.dataloader.DataLoader.__init__).parameters
     if name
     not in (
         "self",
@@ -152,7 +152,7 @@ class WorkerPath:
         self.epochs.load(state["epochs"])
 
 
-class _TorchLoader(torch.utils.data.DataLoader):
+class _TorchLoader(torch.utils.data.dataloader.DataLoader):
     """torch's loader over the planned dataset, whose iterators count what they hand out."""
 
     def _get_iterator(self) -> Any:
@@ -162,7 +162,7 @@ class _TorchLoader(torch.utils.data.DataLoader):
         return _MultiProcessingDataLoaderIter(self)
 
 
-class _ThreadsLoader(torch.utils.data.DataLoader):
+class _ThreadsLoader(torch.utils.data.dataloader.DataLoader):
     """The path's loader when its workers are threads (:mod:`fastload.loader.threads`)."""
 
     def _get_iterator(self) -> Any:

@@ -55,12 +55,15 @@ class View:
         width: Output width in pixels.
         height: Output height in pixels.
         mirror: Whether the output is mirrored left-right.
+        interpolation: The resampling drawn for this image by an op that draws it per image
+            (timm's ``interpolation="random"``); ``None``: the pipeline's own.
     """
 
     box: tuple[float, float, float, float]
     width: int
     height: int
     mirror: bool = False
+    interpolation: str | None = None
 
     @classmethod
     def full(cls, width: int, height: int) -> View:
@@ -76,15 +79,27 @@ class View:
             nx0, nx1 = x1 - (left + width) * sx, x1 - left * sx
         else:
             nx0, nx1 = x0 + left * sx, x0 + (left + width) * sx
-        return View((nx0, y0 + top * sy, nx1, y0 + (top + height) * sy), width, height, self.mirror)
+        box = (nx0, y0 + top * sy, nx1, y0 + (top + height) * sy)
+        return View(box, width, height, self.mirror, self.interpolation)
 
     def resize(self, width: int, height: int) -> View:
         """The same region at another output size."""
-        return View(self.box, width, height, self.mirror)  # dataclasses.replace costs 4x
+        # dataclasses.replace costs 4x
+        return View(self.box, width, height, self.mirror, self.interpolation)
 
     def mirrored(self) -> View:
         """The same view, mirrored left-right."""
-        return View(self.box, self.width, self.height, not self.mirror)
+        return View(self.box, self.width, self.height, not self.mirror, self.interpolation)
+
+    def resampled(self, interpolation: str) -> View:
+        """The same view, resampled with ``interpolation`` whatever the pipeline's."""
+        return View(self.box, self.width, self.height, self.mirror, interpolation)
+
+    def options(self, render: dict[str, Any]) -> dict[str, Any]:
+        """The resampling options ``render`` with this view's own interpolation, if it has one."""
+        if self.interpolation is None:
+            return render
+        return {**render, "interpolation": self.interpolation}
 
 
 def interpolation_name(mode: Any) -> str:
@@ -454,6 +469,7 @@ def _resample_padded(
 
 def render(array: np.ndarray, view: View, **options: Any) -> np.ndarray:
     """Produce a planned view from the full source ``array`` (H x W x C)."""
+    options = view.options(options)
     return resample(array, view.box, view.width, view.height, mirror=view.mirror, **options)
 
 

@@ -70,6 +70,9 @@ class Transform:
 
     interpolation: str = "bilinear"
     antialias: bool = True
+    # an op that draws its resampling per image (timm's random interpolation) sets it on the
+    # view it plans, and says so here: what renders one interpolation a batch cannot run it
+    draws_interpolation: bool = False
 
     def make_params(self, view: View) -> Any:
         """Draw this op's random parameters for ``view`` (from torch's CPU stream, as

@@ -112,6 +112,27 @@ def test_fused_crop_equals_crop_after_full_decode(
     assert mad(fused, after) <= 1.0
 
 
+@pytest.mark.parametrize("kind", ["good", "exif_rotated", "png_named_jpg"])
+def test_an_images_own_interpolation_is_the_one_rendered(
+    backend: backends.Backend, files: dict[str, Path], kind: str
+) -> None:
+    """A view that carries its interpolation (an op that draws it per image: timm's
+    ``interpolation="random"``) renders with it, whatever the pipeline's."""
+    data = files[kind].read_bytes()
+
+    def crop(view):
+        return view.crop(10, 20, view.height // 2, view.width // 2).resize(48, 40)
+
+    def own(view):
+        return crop(view).resampled("bicubic")
+
+    drawn = backend.decode(data, plan=own, render={"interpolation": "bilinear"})
+    bicubic = backend.decode(data, plan=crop, render={"interpolation": "bicubic"})
+    bilinear = backend.decode(data, plan=crop, render={"interpolation": "bilinear"})
+    assert np.array_equal(drawn, bicubic)
+    assert not np.array_equal(drawn, bilinear)
+
+
 def test_dct_reduced_decoding_stays_close(backend: backends.Backend) -> None:
     """A crop at least twice the output is decoded at 1/2..1/8 scale: still the same picture."""
     big = photo(1600, 1200, seed=7)

@@ -9,12 +9,16 @@ import random
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pytest
+import timm.data as timm_data
 import torch
 from garbage import Finalized
 
 from fastload import transforms as T
+from fastload.accelerate import translate_transform
 from fastload.backends.executor import plan_views
 from fastload.backends.executor.reading import start_planner
+from fastload.backends.executor.translation import translate
 from fastload.pixels.resampling import View
 from fastload.transforms import split_transform
 
@@ -82,3 +86,15 @@ def test_a_forked_planner_process_does_not_finalize_the_main_process_garbage(
         gc.enable()
     gc.collect()
     assert record.read_text().split() == [str(os.getpid())]
+
+
+def test_an_op_that_draws_its_interpolation_per_image_is_refused_by_name() -> None:
+    """An executor renders a batch with one interpolation: timm's interpolation='random' is
+    refused, naming the op, rather than rendered one way."""
+    pipeline = timm_data.create_transform(64, is_training=True, interpolation="random")
+    fused = translate_transform(pipeline.transforms[:2]).fused
+    with pytest.raises(ValueError, match="draws the interpolation per image"):
+        translate(split_transform(T.Compose(list(fused))), "dali")
+    one_way = timm_data.create_transform(64, is_training=True, interpolation="bicubic")
+    fused = translate_transform(one_way.transforms[:2]).fused
+    assert translate(split_transform(T.Compose(list(fused))), "dali").interpolation == "bicubic"

@@ -383,3 +383,26 @@ def test_starting_workers_leaves_the_main_process_collector_as_it_was(context: s
         gc.callbacks.remove(note)
     assert full == [] and gc.isenabled() and (gc.get_freeze_count() > 0) == (frozen > 0)
     assert [tuple(sample) for sample in batches] == [(True, True)] * 4
+
+
+def test_torchs_loader_rebound_before_fastloads_import_is_no_trouble(indexed: Path) -> None:
+    """A script that rebinds ``torch.utils.data.DataLoader`` to fastload's before fastload's
+    loader is imported (as a swap of a script one cannot edit does) still gets a working
+    loader, with worker processes."""
+    code = textwrap.dedent(
+        f"""
+        import torch.utils.data
+        import fastload
+        def swapped(*args, **kwargs):  # fastload's loader first imported when called
+            return fastload.DataLoader(*args, accelerate=True, **kwargs)
+        torch.utils.data.DataLoader = swapped
+        from fastload.datasets import ImageFolder
+        from fastload import transforms as T
+        dataset = ImageFolder({str(indexed)!r}, T.Resize((16, 16)))
+        loader = torch.utils.data.DataLoader(dataset, batch_size=10, num_workers=2)
+        print(type(loader).__name__, [tuple(x.shape) for x, _ in loader])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "DataLoader " + str([(10, 3, 16, 16)] * 3)

@@ -74,9 +74,7 @@ def test_every_kind_of_target_batches_as_torchs_loader_batches_it(
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_folders_labels_batch_as_torchs_loader_batches_them(
-    indexed: Path, workers: int
-) -> None:
+def test_a_folders_labels_batch_as_torchs_loader_batches_them(indexed: Path, workers: int) -> None:
     dataset = fastload.ImageFolder(indexed, T.Resize((32, 24)))
     theirs = batches(torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=workers))
     assert batches(fastload.DataLoader(dataset, batch_size=4, num_workers=workers)) == theirs

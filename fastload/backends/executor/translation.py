@@ -51,6 +51,12 @@ def translate(split: TransformSplit, backend: str) -> Translation:
             "run batch ops as batch_transforms=fastload.gpu..., or use a CPU backend for this "
             "transform"
         )
+    drawn = next((op for op in split.fused if op.draws_interpolation), None)
+    if drawn is not None:
+        raise ValueError(
+            f"the {backend} backend resamples a batch one way, and {drawn!r} draws the "
+            "interpolation per image; give the op one interpolation, or use a CPU backend"
+        )
     return Translation(
         split.plan,
         interpolation=split.render.get("interpolation", "bilinear"),
