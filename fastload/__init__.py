@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fastload import autotune, backends, detection, gpu, ray, train, transforms
     from fastload._optional import MissingDependencyError
     from fastload.accelerate import explain
-    from fastload.datasets import ImageFolder, ImageList
+    from fastload.datasets import ImageFolder, ImageList, ImageTable
     from fastload.datasets.skipping import Skipped
     from fastload.diagnosis import doctor
     from fastload.errors import ImageDecodeError, UnreadableImageWarning
@@ -35,6 +35,7 @@ _WHERE = {
     "ImageFolder": "fastload.datasets",
     "ImageList": "fastload.datasets",
     "ImageShards": "fastload.shards.dataset",
+    "ImageTable": "fastload.datasets",
     "MissingDependencyError": "fastload._optional",
     "ShardError": "fastload.shards.dataset",
     "ShardSampler": "fastload.shards.sampler",
@@ -60,6 +61,7 @@ __all__ = [
     "ImageFolder",
     "ImageList",
     "ImageShards",
+    "ImageTable",
     "MissingDependencyError",
     "ShardError",
     "ShardSampler",

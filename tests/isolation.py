@@ -16,3 +16,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if WORKER is not None or "RAY_TMPDIR" not in os.environ:
     os.environ["RAY_TMPDIR"] = os.path.join(tempfile.gettempdir(), f"ray-{WORKER or 'main'}")
+# Nothing is downloaded in tests: Hugging Face's libraries (datasets, transformers) stay offline
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

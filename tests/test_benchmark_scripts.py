@@ -187,6 +187,18 @@ def test_timm_swap_measures_timms_loader_against_the_swap(tmp_path: Path) -> Non
     assert len(ratios) == 2 and all(float(r) > 0 for r in ratios)
 
 
+def test_tables_measures_the_hf_pattern_and_parquet_against_shards(tmp_path: Path) -> None:
+    data = make_image_folder(tmp_path / "set", images=16, classes=2)
+    args = ["--data", str(data), "--work", str(tmp_path / "work"), "--workers", "0"]
+    args += ["--batch-size", "4", "--size", "32", "--seconds", "0.2", "--rounds", "1"]
+    args += ["--json", str(tmp_path / "figures.json")]
+    done = run_script("tables", *args, timeout=300)
+    assert_figures(tmp_path / "figures.json", "tables")
+    for row in ("hf + torch", "ImageTable(dataset)", "ImageTable(parquet)", "ImageShards"):
+        assert re.search(rf"{re.escape(row)}: +[\d.]+ images/s", done.stdout), done.stdout
+    assert re.search(r"ImageTable\(parquet\) / ImageShards: [\d.]+x", done.stdout)
+
+
 def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Path) -> None:
     data = make_image_folder(tmp_path / "set", images=16, classes=2)
     args = ["--data", str(data), "--archs", "resnet18", "--cores", "1", "--device", "cpu"]

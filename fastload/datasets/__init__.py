@@ -5,6 +5,8 @@
 - :mod:`~fastload.datasets.stacking`: a batch's samples decoded straight into one tensor;
 - :mod:`~fastload.datasets.folders`: :class:`ImageList` and :class:`ImageFolder`, which read
   files (``fastload.ImageShards`` reads members of tar shards);
+- :mod:`~fastload.datasets.tables`: :class:`ImageTable`, which reads a table's column of encoded
+  images (Parquet files, a Hugging Face ``datasets.Dataset``);
 - :mod:`~fastload.datasets.skipping`: ``on_error="skip"``: the markers, their collate and the
   report.
 """
@@ -12,12 +14,14 @@
 from fastload.datasets.folders import ImageFolder, ImageList
 from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
 from fastload.datasets.skipping import Skipped
+from fastload.datasets.tables import ImageTable
 from fastload.errors import UnreadableImageWarning
 
 __all__ = [
     "ImageDataset",
     "ImageFolder",
     "ImageList",
+    "ImageTable",
     "OnError",
     "Skipped",
     "UnreadableImageWarning",

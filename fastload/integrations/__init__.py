@@ -5,4 +5,7 @@
 * Hugging Face Accelerate's ``prepare`` always builds torch's own ``DataLoader`` from a
   loader's dataset and batch sampler, which drops what fastload runs: prepare fastload loaders
   with :func:`fastload.integrations.hf_accelerate.prepare` instead.
+* OpenCLIP's trainer and timm's ``train.py`` build their own loaders: ``python -m
+  fastload.integrations.open_clip`` and ``python -m fastload.integrations.timm train.py`` run
+  them unchanged with fastload's.
 """

@@ -100,6 +100,7 @@ def test_every_python_block_of_the_page_compiles_and_runs(
     (tmp_path / "data").symlink_to(snippet_data)
     payload = [[str(b.page), b.line, b.source] for b in running]
     env = {**os.environ, "FASTLOAD_CACHE_DIR": str(tmp_path / "cache"), "PYTHONWARNINGS": ""}
+    env["HF_HOME"] = str(tmp_path / "huggingface")  # datasets' cache: the test's own
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, str(SETUP)],
         input=json.dumps(payload),

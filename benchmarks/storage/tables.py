@@ -1,0 +1,183 @@
+"""Images in tables: the Hugging Face pattern with torch's DataLoader against
+``fastload.ImageTable``, and a Parquet image column read in place against the same images
+packed as fastload shards.
+
+The rows, on the same photos, with the same torchvision v2 train pipeline (RandomResizedCrop,
+flip, ToImage, ToDtype float32, Normalize):
+
+- ``hf + torch``: the pattern of transformers' image-classification example:
+  ``datasets.load_dataset("parquet", ...)``, ``with_transform`` applying the pipeline to each
+  ``image.convert("RGB")`` (``datasets`` decodes each image whole with Pillow), a ``collate_fn``
+  building ``{"pixel_values", "labels"}``, torch's ``DataLoader``;
+- ``ImageTable(dataset)``: ``fastload.ImageTable`` over the same ``datasets.Dataset``, the
+  pipeline as its transform, ``fastload.DataLoader(..., accelerate=True)``;
+- ``ImageTable(parquet)``: the same over the Parquet files, read in place;
+- ``ImageShards``: the same photos packed by ``fastload.pack``, read by ``fastload.ImageShards``.
+
+Rounds are interleaved (``results.loader_rates``). Run:
+python benchmarks/storage/tables.py [--data DIR] [--work DIR] [--workers 2] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchvision.transforms.v2 as v2
+
+import fastload
+from fastload.synthetic import default_data
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: results, the groups
+
+import results
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def pipeline(size: int) -> v2.Compose:
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(size),
+            v2.RandomHorizontalFlip(),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+
+
+def write_tables(data: str, work: Path) -> tuple[Path, Path]:
+    """The photos as Parquet files with embedded bytes (two files, as the Hub splits a
+    dataset), and as fastload shards; made once in ``work``."""
+    import datasets
+
+    parquet, shards = work / "parquet", work / "shards"
+    if not parquet.exists():
+        folder = fastload.ImageFolder(data)
+        features = datasets.Features(
+            {"image": datasets.Image(), "label": datasets.ClassLabel(names=folder.classes)}
+        )
+        rows = {
+            "image": [{"bytes": Path(p).read_bytes(), "path": None} for p, _ in folder.samples],
+            "label": folder.targets,
+        }
+        table = datasets.Dataset.from_dict(rows, features=features)
+        making = Path(tempfile.mkdtemp(dir=work))
+        half = len(table) // 2
+        table.select(range(half)).to_parquet(str(making / "train-00000-of-00002.parquet"))
+        table.select(range(half, len(table))).to_parquet(
+            str(making / "train-00001-of-00002.parquet")
+        )
+        making.rename(parquet)
+    if not shards.exists():
+        fastload.pack(data, shards, progress=False)
+    return parquet, shards
+
+
+def hf_loader(dataset: Any, size: int, common: dict[str, Any]) -> Any:
+    """transformers' example's way: the pipeline in ``with_transform``, torch's loader."""
+    train = pipeline(size)
+
+    def transforms(batch: dict[str, Any]) -> dict[str, Any]:
+        batch["pixel_values"] = [train(image.convert("RGB")) for image in batch["image"]]
+        return batch
+
+    def collate_fn(examples: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+        pixels = torch.stack([e["pixel_values"] for e in examples])
+        return pixels, torch.tensor([e["label"] for e in examples])
+
+    return torch.utils.data.DataLoader(
+        dataset.with_transform(transforms), collate_fn=collate_fn, **common
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="a class-folder image set (default: the cached default)")
+    parser.add_argument("--work", help="where the tables and shards are made (kept)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--seconds", type=float, default=8.0, help="timed reading a round")
+    parser.add_argument("--rounds", type=int, default=4)
+    results.add_argument(parser)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    data = str(args.data or default_data())
+    work = Path(args.work or Path(tempfile.gettempdir()) / "fastload-bench-tables")
+    work.mkdir(parents=True, exist_ok=True)
+    parquet, shards = write_tables(data, work)
+    loaded = datasets.load_dataset(
+        "parquet",
+        data_files=str(parquet / "*.parquet"),
+        split="train",
+        cache_dir=str(work / "hf-cache"),
+    )
+    common = {
+        "batch_size": args.batch_size,
+        "num_workers": args.workers,
+        "shuffle": True,
+        "persistent_workers": args.workers > 0,
+    }
+
+    def fast(dataset: Any) -> Any:
+        return fastload.DataLoader(dataset, accelerate=True, **common)
+
+    loaders = {
+        "hf + torch": hf_loader(loaded, args.size, common),
+        "ImageTable(dataset)": fast(fastload.ImageTable(loaded, pipeline(args.size))),
+        "ImageTable(parquet)": fast(fastload.ImageTable(parquet, pipeline(args.size))),
+        "ImageShards": fast(fastload.ImageShards(shards, pipeline(args.size), target="cls")),
+    }
+    print(
+        f"fastload {fastload.__version__}, datasets {datasets.__version__}; {args.workers} "
+        f"workers, batch {args.batch_size}, size {args.size}, {args.rounds} interleaved rounds "
+        f"of {args.seconds:g} s; {len(loaded)} photos from {data}"
+    )
+    started = time.perf_counter()
+    rates = results.loader_rates(
+        loaders, rounds=args.rounds, seconds=args.seconds, warmup=2 * args.workers + 1
+    )
+    for name, values in rates.items():
+        print(f"{name:>20}: " + ", ".join(f"{v:7.1f}" for v in values) + " images/s")
+    hf, table = rates["hf + torch"], rates["ImageTable(dataset)"]
+    print(f"ImageTable(dataset) / hf + torch: {results.spread(table, hf)}")
+    print(
+        "ImageTable(parquet) / ImageShards: "
+        f"{results.spread(rates['ImageTable(parquet)'], rates['ImageShards'])}"
+    )
+    print(f"({time.perf_counter() - started:.0f} s)")
+    results.write(
+        args.json,
+        benchmark="tables",
+        title="Images in tables: the Hugging Face pattern against fastload.ImageTable",
+        baseline="hf + torch",
+        rows=[
+            results.row("hf + torch", hf, group="against the pattern"),
+            results.row("ImageTable(dataset)", table, hf, group="against the pattern", target=2.0),
+            results.row("ImageShards", rates["ImageShards"], group="in place against shards"),
+            results.row(
+                "ImageTable(parquet)",
+                rates["ImageTable(parquet)"],
+                rates["ImageShards"],
+                group="in place against shards",
+                target=0.95,
+                against="ImageShards",
+            ),
+        ],
+        settings={k: getattr(args, k) for k in ("workers", "batch_size", "size", "seconds")}
+        | {"rounds": args.rounds, "data": data},
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+""":class:`ImageTable`: images stored as encoded bytes in a column of a table, read where they
+are: Parquet files (the Hugging Face Hub's layout, local or at any fsspec URL) or a Hugging Face
+``datasets.Dataset``, decoded by fastload's backends fused with the transform."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fastload import backends
+from fastload._optional import MissingDependencyError
+from fastload.backends.files import read_file
+from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
+
+__all__ = ["ImageTable"]
+
+Source = Any  # a path, URL or glob (or a list of them), a pyarrow.Table, a datasets.Dataset
+
+
+class ImageTable(ImageDataset):
+    """Images from a column of encoded image files in a table, with an optional target column.
+
+    ``ds[i]`` returns ``(image, target)`` (see :class:`ImageDataset` for the image), or the
+    image alone with ``target=None``. The image column holds each image's encoded bytes: a
+    binary column, or the ``{"bytes", "path"}`` struct of Hugging Face's ``Image`` feature,
+    whose rows without bytes are read from their ``path`` (what
+    ``datasets.load_dataset("imagefolder")`` stores). The bytes are never decoded by Pillow
+    whole before the crop: they go to fastload's backend with the transform's planned ops.
+
+    Parquet files are read once into memory (the image and target columns only), in the
+    process that makes the dataset; worker processes forked from it share those pages. A
+    ``datasets.Dataset`` is read row by row from its own memory-mapped Arrow files, in its
+    order (``select``, ``shuffle`` and ``train_test_split`` kept). For data larger than
+    memory, pack it into shards (``fastload.pack``) and read them with
+    :class:`fastload.ImageShards`.
+
+    Args:
+        source: A Parquet file, a folder of them, a glob, a list of those (local paths or
+            fsspec URLs: ``s3://``, ``hf://``, ``https://``), a ``pyarrow.Table``, or a
+            ``datasets.Dataset``.
+        transform: What to do with each image (see :class:`ImageDataset`).
+        target_transform: Called on each target.
+        image: The image column.
+        target: The target column (a class index, a string, any value), or ``None``.
+        storage_options: Passed to fsspec for a URL (credentials, endpoint).
+        backend: As :class:`fastload.ImageList`'s.
+        on_error: As :class:`fastload.ImageList`'s; an unreadable row is named by its row and,
+            where the table has one, its file's path.
+        max_pixels: Refuse images whose header claims more pixels.
+        exif_orientation: Apply each image's EXIF orientation (``datasets`` and Pillow do not:
+            ``False`` keeps the stored pixels as they do).
+
+    Attributes:
+        classes: The class names of a Hugging Face ``ClassLabel`` target column (from the
+            ``datasets.Dataset``'s features, or the Parquet files' Hugging Face metadata);
+            empty otherwise.
+
+    Raises:
+        ValueError: A column that is not in the table (with the columns it has), no Parquet
+            file at ``source``, or a bad option.
+        fastload.MissingDependencyError: pyarrow (or fsspec, for a URL) is not installed.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
+        *,
+        image: str = "image",
+        target: str | None = "label",
+        storage_options: dict[str, Any] | None = None,
+        backend: str = "auto",
+        on_error: OnError = "raise",
+        max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+        exif_orientation: bool = True,
+    ) -> None:
+        check_options(on_error, max_pixels)
+        self.image, self.target = image, target
+        self.has_targets = target is not None
+        columns = [image] if target is None else [image, target]
+        if _is_hf_dataset(source):
+            self._rows: Any = _hf_rows(source, columns)
+            self._table = None
+            self.classes = _class_names(source.features.get(target) if target else None)
+            self._parts = [("dataset", len(self._rows))]
+        else:
+            self._rows = None
+            self._table, metadata, self._parts = _arrow_table(source, columns, storage_options)
+            self.classes = _classes_from_metadata(metadata, target)
+        self._starts = np.cumsum([0] + [rows for _, rows in self._parts])
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
+
+    def __len__(self) -> int:
+        return len(self._rows) if self._table is None else self._table.num_rows
+
+    def _cell(self, index: int) -> tuple[Any, Any]:
+        """Row ``index``'s image cell and target, as Python values."""
+        if self._table is None:
+            row = self._rows[index]
+            return row[self.image], row[self.target] if self.target else None
+        image = self._table.column(self.image)[index].as_py()
+        target = self._table.column(self.target)[index].as_py() if self.target else None
+        return image, target
+
+    def path(self, index: int) -> str:
+        """Row ``index``, named by its row and, where the table has it, its file's path."""
+        try:
+            cell, _ = self._cell(index)
+        except Exception:  # a name for an error must not raise one of its own
+            cell = None
+        where = cell.get("path") if isinstance(cell, dict) else None
+        part = int(np.searchsorted(self._starts, index, side="right")) - 1
+        name = self._parts[min(part, len(self._parts) - 1)][0]
+        row = index - int(self._starts[min(part, len(self._parts) - 1)])
+        return f"{name} row {row}" + (f" ({where})" if where else "")
+
+    def read_sample(self, index: int) -> tuple[bytes, Any]:
+        """The encoded image of row ``index`` and its target."""
+        cell, target = self._cell(index)
+        if isinstance(cell, dict):
+            data, where = cell.get("bytes"), cell.get("path")
+            if data is None:
+                if not where:
+                    raise ValueError("the row has neither the image's bytes nor its path")
+                data = read_file(where)
+        else:
+            data = cell
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(f"the {self.image!r} column holds {type(data).__name__}, not bytes")
+        return bytes(data), target
+
+
+def _is_hf_dataset(source: Any) -> bool:
+    """Whether ``source`` is a Hugging Face ``datasets.Dataset`` (without importing datasets
+    when it is not installed)."""
+    module = type(source).__module__
+    if not module.startswith("datasets"):
+        return False
+    import datasets
+
+    return isinstance(source, datasets.Dataset)
+
+
+def _hf_rows(dataset: Any, columns: list[str]) -> Any:
+    """The dataset's image and target columns, its images as undecoded ``{"bytes", "path"}``.
+
+    Raises:
+        ValueError: A column it does not have, with the ones it has.
+    """
+    _check_columns(columns, list(dataset.column_names))
+    import datasets
+
+    rows = dataset.select_columns(columns)
+    if isinstance(rows.features[columns[0]], datasets.Image):
+        rows = rows.cast_column(columns[0], datasets.Image(decode=False))
+    return rows
+
+
+def _arrow_table(
+    source: Any, columns: list[str], storage_options: dict[str, Any] | None
+) -> tuple[Any, dict[bytes, bytes], list[tuple[str, int]]]:
+    """The columns of a pyarrow Table, or of the Parquet files at ``source``; the schema's
+    metadata; and each file's name with its number of rows, in order."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"fastload.ImageTable reads tables with pyarrow ({exc}). Install it with: "
+            "pip install pyarrow"
+        ) from exc
+    if isinstance(source, pa.Table):
+        _check_columns(columns, source.column_names)
+        table = source.select(columns)
+        return table, dict(source.schema.metadata or {}), [("table", table.num_rows)]
+    filesystem, files = _parquet_files(source, storage_options)
+    tables = []
+    for name in files:
+        schema = pq.read_schema(name, filesystem=filesystem)
+        _check_columns(columns, schema.names, where=name)
+        tables.append(pq.read_table(name, columns=columns, filesystem=filesystem))
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    parts = [(name, t.num_rows) for name, t in zip(files, tables, strict=True)]
+    return table, dict(tables[0].schema.metadata or {}), parts
+
+
+def _parquet_files(source: Any, storage_options: dict[str, Any] | None) -> tuple[Any, list[str]]:
+    """The fsspec filesystem and the Parquet files that ``source`` names (a file, a folder of
+    them, a glob, or a list of those), in sorted order within each.
+
+    Raises:
+        ValueError: No Parquet file there.
+    """
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"fastload.ImageTable finds Parquet files with fsspec ({exc}). Install it with: "
+            "pip install fsspec"
+        ) from exc
+    names = (
+        [os.fspath(s) for s in source]
+        if isinstance(source, Sequence) and not isinstance(source, str)
+        else [os.fspath(source)]
+    )
+    filesystem, files = None, []
+    for name in names:
+        filesystem, path = fsspec.core.url_to_fs(name, **(storage_options or {}))
+        if any(c in path for c in "*?["):
+            found = sorted(filesystem.glob(path))
+        elif filesystem.isdir(path):
+            found = sorted(p for p in filesystem.find(path) if p.endswith(".parquet"))
+        else:
+            found = [path] if filesystem.exists(path) else []
+        if not found:
+            raise ValueError(f"no Parquet file at {name!r}")
+        files += found
+    return filesystem, files
+
+
+def _check_columns(wanted: list[str], present: list[str], *, where: str = "the table") -> None:
+    missing = [c for c in wanted if c not in present]
+    if missing:
+        raise ValueError(
+            f"column {missing[0]!r} is not in {where}; its columns: {', '.join(present)} "
+            "(choose them with image= and target=)"
+        )
+
+
+def _class_names(feature: Any) -> list[str]:
+    """The names of a Hugging Face ``ClassLabel`` feature; empty for any other."""
+    names = getattr(feature, "names", None)
+    return list(names) if isinstance(names, list) else []
+
+
+def _classes_from_metadata(metadata: dict[bytes, bytes], target: str | None) -> list[str]:
+    """A ``ClassLabel`` target's names from the Hugging Face metadata a Parquet file written
+    by ``datasets`` carries; empty when there is none."""
+    raw = metadata.get(b"huggingface")
+    if raw is None or target is None:
+        return []
+    try:
+        features = json.loads(raw)["info"]["features"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    feature = features.get(target, {}) if isinstance(features, dict) else {}
+    names = feature.get("names") if feature.get("_type") == "ClassLabel" else None
+    return list(names) if isinstance(names, list) else []
