@@ -221,6 +221,13 @@ def accelerate_dataset(
     from torchvision.datasets.folder import default_loader, pil_loader
 
     name = type(dataset).__name__
+    if type(dataset).__module__.startswith("datasets.") and hasattr(dataset, "features"):
+        raise NotAccelerated(
+            name,
+            "a Hugging Face dataset: its transform runs as you wrote it; read its images "
+            "with fastload.ImageTable(dataset, transform) to have them decoded fused with "
+            "the transform",
+        )
     if not isinstance(dataset, DatasetFolder):
         raise NotAccelerated(
             name,

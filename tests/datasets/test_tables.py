@@ -162,3 +162,11 @@ def test_bad_sources_and_columns_say_what_there_is(parquet: Path, tmp_path: Path
         fastload.ImageTable(parquet, image="img")
     with pytest.raises(ValueError, match="no Parquet file at"):
         fastload.ImageTable(tmp_path / "nothing-*.parquet")
+
+
+def test_a_datasets_dataset_given_to_the_loader_is_pointed_at_imagetable(files) -> None:
+    """Its with_transform runs as written, and explain says how to have it fused."""
+    ds = _dataset(files).with_transform(lambda batch: batch)
+    loader = fastload.DataLoader(ds, batch_size=4, accelerate=True)
+    assert not loader.acceleration.accelerated
+    assert "fastload.ImageTable(dataset, transform)" in str(loader.acceleration)
