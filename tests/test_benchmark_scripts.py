@@ -194,7 +194,8 @@ def test_tables_measures_the_hf_pattern_and_parquet_against_shards(tmp_path: Pat
     args += ["--json", str(tmp_path / "figures.json")]
     done = run_script("tables", *args, timeout=300)
     assert_figures(tmp_path / "figures.json", "tables")
-    for row in ("hf + torch", "ImageTable(dataset)", "ImageTable(parquet)", "ImageShards"):
+    rows = ("hf + torch", "hf + fastload", "ImageTable(dataset)", "ImageTable(parquet)")
+    for row in (*rows, "ImageShards"):
         assert re.search(rf"{re.escape(row)}: +[\d.]+ images/s", done.stdout), done.stdout
     assert re.search(r"ImageTable\(parquet\) / ImageShards: [\d.]+x", done.stdout)
 

@@ -9,6 +9,9 @@ flip, ToImage, ToDtype float32, Normalize):
   ``datasets.load_dataset("parquet", ...)``, ``with_transform`` applying the pipeline to each
   ``image.convert("RGB")`` (``datasets`` decodes each image whole with Pillow), a ``collate_fn``
   building ``{"pixel_values", "labels"}``, torch's ``DataLoader``;
+- ``hf + fastload``: the same script with ``fastload.DataLoader(..., accelerate=True)`` in place
+  of torch's (the ``with_transform`` function read as the example writes it, the images decoded
+  fused with its pipeline);
 - ``ImageTable(dataset)``: ``fastload.ImageTable`` over the same ``datasets.Dataset``, the
   pipeline as its transform, ``fastload.DataLoader(..., accelerate=True)``;
 - ``ImageTable(parquet)``: the same over the Parquet files, read in place;
@@ -21,6 +24,7 @@ python benchmarks/storage/tables.py [--data DIR] [--work DIR] [--workers 2] [--r
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -81,8 +85,9 @@ def write_tables(data: str, work: Path) -> tuple[Path, Path]:
     return parquet, shards
 
 
-def hf_loader(dataset: Any, size: int, common: dict[str, Any]) -> Any:
-    """transformers' example's way: the pipeline in ``with_transform``, torch's loader."""
+def hf_loader(dataset: Any, size: int, common: dict[str, Any], loader: Any) -> Any:
+    """transformers' example's way: the pipeline in ``with_transform``, the loader given
+    (torch's, or fastload's swapped in with ``accelerate=True``)."""
     train = pipeline(size)
 
     def transforms(batch: dict[str, Any]) -> dict[str, Any]:
@@ -93,9 +98,7 @@ def hf_loader(dataset: Any, size: int, common: dict[str, Any]) -> Any:
         pixels = torch.stack([e["pixel_values"] for e in examples])
         return pixels, torch.tensor([e["label"] for e in examples])
 
-    return torch.utils.data.DataLoader(
-        dataset.with_transform(transforms), collate_fn=collate_fn, **common
-    )
+    return loader(dataset.with_transform(transforms), collate_fn=collate_fn, **common)
 
 
 def main() -> None:
@@ -133,7 +136,10 @@ def main() -> None:
         return fastload.DataLoader(dataset, accelerate=True, **common)
 
     loaders = {
-        "hf + torch": hf_loader(loaded, args.size, common),
+        "hf + torch": hf_loader(loaded, args.size, common, torch.utils.data.DataLoader),
+        "hf + fastload": hf_loader(
+            loaded, args.size, common, functools.partial(fastload.DataLoader, accelerate=True)
+        ),
         "ImageTable(dataset)": fast(fastload.ImageTable(loaded, pipeline(args.size))),
         "ImageTable(parquet)": fast(fastload.ImageTable(parquet, pipeline(args.size))),
         "ImageShards": fast(fastload.ImageShards(shards, pipeline(args.size), target="cls")),
@@ -150,6 +156,8 @@ def main() -> None:
     for name, values in rates.items():
         print(f"{name:>20}: " + ", ".join(f"{v:7.1f}" for v in values) + " images/s")
     hf, table = rates["hf + torch"], rates["ImageTable(dataset)"]
+    swapped = rates["hf + fastload"]
+    print(f"hf + fastload / hf + torch: {results.spread(swapped, hf)}")
     print(f"ImageTable(dataset) / hf + torch: {results.spread(table, hf)}")
     print(
         "ImageTable(parquet) / ImageShards: "
@@ -163,6 +171,7 @@ def main() -> None:
         baseline="hf + torch",
         rows=[
             results.row("hf + torch", hf, group="against the pattern"),
+            results.row("hf + fastload", swapped, hf, group="against the pattern", target=2.0),
             results.row("ImageTable(dataset)", table, hf, group="against the pattern", target=2.0),
             results.row("ImageShards", rates["ImageShards"], group="in place against shards"),
             results.row(

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from fastload import transforms as ft
+from fastload.accelerate.hf_datasets import is_hf_dataset, rows_transform
 from fastload.accelerate.table import conversion_forms, translators
 from fastload.accelerate.timm_ops import timm_folder
 from fastload.accelerate.walk import (
@@ -22,6 +23,7 @@ from fastload.accelerate.walk import (
 )
 from fastload.callables.handover import HandBack, HandOn
 from fastload.datasets import ImageDataset, ImageList
+from fastload.datasets.tables import TableRows
 from fastload.gpu.transforms import Normalize
 
 __all__ = ["accelerate_dataset", "translate_transform"]
@@ -211,6 +213,8 @@ def accelerate_dataset(
         return accelerate_detection(dataset, float_on_device=float_on_device)
     if isinstance(dataset, ImageDataset):  # fastload's own: a folder, a list, shards
         return _accelerate_own(dataset, batches=batches, policies=policies)
+    if is_hf_dataset(dataset):  # its with_transform, of transformers' example's shape
+        return _accelerate_rows(dataset, policies=policies)
     timm = timm_folder(dataset)  # timm's ImageDataset over a folder (its train.py's)
     if timm is not None:
         classes = sorted(timm.class_to_idx, key=timm.class_to_idx.__getitem__)
@@ -221,13 +225,6 @@ def accelerate_dataset(
     from torchvision.datasets.folder import default_loader, pil_loader
 
     name = type(dataset).__name__
-    if type(dataset).__module__.startswith("datasets.") and hasattr(dataset, "features"):
-        raise NotAccelerated(
-            name,
-            "a Hugging Face dataset: its transform runs as you wrote it; read its images "
-            "with fastload.ImageTable(dataset, transform) to have them decoded fused with "
-            "the transform",
-        )
     if not isinstance(dataset, DatasetFolder):
         raise NotAccelerated(
             name,
@@ -271,6 +268,29 @@ def _as_list(
     )
     fast.class_to_idx = dict(class_to_idx)
     return fast, translated
+
+
+def _accelerate_rows(dataset: Any, *, policies: bool) -> tuple[ImageDataset, Translated]:
+    """:func:`accelerate_dataset` for a Hugging Face dataset whose ``with_transform`` is of
+    transformers' example's shape (:mod:`fastload.accelerate.hf_datasets`): its rows read as
+    :class:`TableRows`, the image column decoded fused with the function's pipeline (EXIF
+    orientation applied, as ``datasets`` applies it).
+
+    Raises:
+        NotAccelerated: The function is not of that shape (and the hint that
+            :class:`fastload.ImageTable` reads the images), or its pipeline cannot be fused.
+    """
+    try:
+        work = rows_transform(dataset)
+    except NotAccelerated as why:
+        raise NotAccelerated(
+            why.what,
+            f"{why.why}: it runs as you wrote it; fastload.ImageTable(dataset, transform) reads "
+            "the images fused with the transform",
+        ) from None
+    rows = TableRows(dataset, work.pipeline, image=work.image, key=work.key)
+    # the rows are dicts, collated by the user's function or torch's: conversions per sample
+    return _accelerate_own(rows, batches=False, policies=policies)
 
 
 def _accelerate_own(

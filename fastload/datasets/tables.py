@@ -16,7 +16,7 @@ from fastload._optional import MissingDependencyError
 from fastload.backends.files import read_file
 from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
 
-__all__ = ["ImageTable"]
+__all__ = ["ImageTable", "TableRows"]
 
 Source = Any  # a path, URL or glob (or a list of them), a pyarrow.Table, a datasets.Dataset
 
@@ -45,14 +45,15 @@ class ImageTable(ImageDataset):
         transform: What to do with each image (see :class:`ImageDataset`).
         target_transform: Called on each target.
         image: The image column.
-        target: The target column (a class index, a string, any value), or ``None``.
+        target: The target column (a class index, a string, any value), several columns (the
+            target is then a dict of their values, by name), or ``None``.
         storage_options: Passed to fsspec for a URL (credentials, endpoint).
         backend: As :class:`fastload.ImageList`'s.
         on_error: As :class:`fastload.ImageList`'s; an unreadable row is named by its row and,
             where the table has one, its file's path.
         max_pixels: Refuse images whose header claims more pixels.
-        exif_orientation: Apply each image's EXIF orientation (``datasets`` and Pillow do not:
-            ``False`` keeps the stored pixels as they do).
+        exif_orientation: Apply each image's EXIF orientation, as ``datasets`` does when it
+            decodes an image; ``False`` keeps the stored pixels.
 
     Attributes:
         classes: The class names of a Hugging Face ``ClassLabel`` target column (from the
@@ -72,7 +73,7 @@ class ImageTable(ImageDataset):
         target_transform: Callable[[Any], Any] | None = None,
         *,
         image: str = "image",
-        target: str | None = "label",
+        target: str | Sequence[str] | None = "label",
         storage_options: dict[str, Any] | None = None,
         backend: str = "auto",
         on_error: OnError = "raise",
@@ -82,16 +83,20 @@ class ImageTable(ImageDataset):
         check_options(on_error, max_pixels)
         self.image, self.target = image, target
         self.has_targets = target is not None
-        columns = [image] if target is None else [image, target]
+        self._targets = (
+            [] if target is None else [target] if isinstance(target, str) else list(target)
+        )
+        columns = [image, *self._targets]
+        one = target if isinstance(target, str) else None  # a ClassLabel's names: one column's
         if _is_hf_dataset(source):
             self._rows: Any = _hf_rows(source, columns)
             self._table = None
-            self.classes = _class_names(source.features.get(target) if target else None)
+            self.classes = _class_names(source.features.get(one) if one else None)
             self._parts = [("dataset", len(self._rows))]
         else:
             self._rows = None
             self._table, metadata, self._parts = _arrow_table(source, columns, storage_options)
-            self.classes = _classes_from_metadata(metadata, target)
+            self.classes = _classes_from_metadata(metadata, one)
         self._starts = np.cumsum([0] + [rows for _, rows in self._parts])
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
@@ -103,10 +108,13 @@ class ImageTable(ImageDataset):
         """Row ``index``'s image cell and target, as Python values."""
         if self._table is None:
             row = self._rows[index]
-            return row[self.image], row[self.target] if self.target else None
-        image = self._table.column(self.image)[index].as_py()
-        target = self._table.column(self.target)[index].as_py() if self.target else None
-        return image, target
+            image, values = row[self.image], [row[name] for name in self._targets]
+        else:
+            image = self._table.column(self.image)[index].as_py()
+            values = [self._table.column(name)[index].as_py() for name in self._targets]
+        if isinstance(self.target, str):
+            return image, values[0]
+        return image, dict(zip(self._targets, values, strict=True)) if self._targets else None
 
     def path(self, index: int) -> str:
         """Row ``index``, named by its row and, where the table has it, its file's path."""
@@ -156,7 +164,7 @@ def _hf_rows(dataset: Any, columns: list[str]) -> Any:
     _check_columns(columns, list(dataset.column_names))
     import datasets
 
-    rows = dataset.select_columns(columns)
+    rows = dataset.with_format(None).select_columns(columns)  # no transform of its own
     if isinstance(rows.features[columns[0]], datasets.Image):
         rows = rows.cast_column(columns[0], datasets.Image(decode=False))
     return rows
@@ -252,3 +260,56 @@ def _classes_from_metadata(metadata: dict[bytes, bytes], target: str | None) -> 
     feature = features.get(target, {}) if isinstance(features, dict) else {}
     names = feature.get("names") if feature.get("_type") == "ClassLabel" else None
     return list(names) if isinstance(names, list) else []
+
+
+class TableRows(ImageTable):
+    """An :class:`ImageTable` whose samples are its rows as dicts, the decoded image under
+    ``key`` and every other column by name: the rows a Hugging Face ``with_transform`` of the
+    shape ``batch[key] = [transform(image) for image in batch[image_column]]`` leaves, less the
+    image column itself (decoded here: a collate function that reads it gets a KeyError naming
+    it).
+
+    Args:
+        source: A ``datasets.Dataset`` (its format and transform left aside), Parquet files or
+            a ``pyarrow.Table``, as :class:`ImageTable` takes.
+        transform: Run on each image, as :class:`ImageTable` runs it.
+        image: The image column.
+        key: Where each row holds its transformed image.
+        **options: :class:`ImageTable`'s other options.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        transform: Callable[[Any], Any] | None,
+        *,
+        image: str,
+        key: str,
+        **options: Any,
+    ) -> None:
+        names = source.column_names if _is_hf_dataset(source) else _column_names(source)
+        others = [name for name in names if name != image]
+        super().__init__(source, transform, image=image, target=others, **options)
+        self.key = key
+
+    def _cell(self, index: int) -> tuple[Any, Any]:
+        image, values = super()._cell(index)
+        return image, values or {}
+
+    def __getitem__(self, index: int) -> Any:
+        sample = super().__getitem__(index)
+        if not isinstance(sample, tuple):  # a Skipped marker (on_error="skip")
+            return sample
+        image, values = sample
+        return {**values, self.key: image}
+
+
+def _column_names(source: Any) -> list[str]:
+    """The columns of a ``pyarrow.Table``, or of the first Parquet file a source names."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(source, pa.Table):
+        return list(source.column_names)
+    filesystem, files = _parquet_files(source, None)
+    return list(pq.read_schema(files[0], filesystem=filesystem).names)
