@@ -24,7 +24,7 @@ from typing import Any
 
 from fastload.accelerate.walk import NotAccelerated
 
-__all__ = ["RowsTransform", "is_hf_dataset", "rows_transform"]
+__all__ = ["RowsTransform", "rows_transform"]
 
 
 @dataclass(frozen=True)
@@ -40,16 +40,6 @@ class RowsTransform:
     image: str
     key: str
     pipeline: Any
-
-
-def is_hf_dataset(dataset: Any) -> bool:
-    """Whether ``dataset`` is a Hugging Face ``datasets.Dataset`` (datasets not imported for
-    any other)."""
-    if not type(dataset).__module__.startswith("datasets."):
-        return False
-    import datasets
-
-    return isinstance(dataset, datasets.Dataset)
 
 
 def rows_transform(dataset: Any) -> RowsTransform:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from fastload import transforms as ft
-from fastload.accelerate.hf_datasets import is_hf_dataset, rows_transform
+from fastload.accelerate.hf_datasets import rows_transform
 from fastload.accelerate.table import conversion_forms, translators
 from fastload.accelerate.timm_ops import timm_folder
 from fastload.accelerate.walk import (
@@ -23,7 +23,7 @@ from fastload.accelerate.walk import (
 )
 from fastload.callables.handover import HandBack, HandOn
 from fastload.datasets import ImageDataset, ImageList
-from fastload.datasets.tables import TableRows
+from fastload.datasets.tables import TableRows, is_hf_dataset
 from fastload.gpu.transforms import Normalize
 
 __all__ = ["accelerate_dataset", "translate_transform"]

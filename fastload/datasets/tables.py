@@ -16,7 +16,7 @@ from fastload._optional import MissingDependencyError
 from fastload.backends.files import read_file
 from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
 
-__all__ = ["ImageTable", "TableRows"]
+__all__ = ["ImageTable", "TableRows", "is_hf_dataset"]
 
 Source = Any  # a path, URL or glob (or a list of them), a pyarrow.Table, a datasets.Dataset
 
@@ -88,7 +88,7 @@ class ImageTable(ImageDataset):
         )
         columns = [image, *self._targets]
         one = target if isinstance(target, str) else None  # a ClassLabel's names: one column's
-        if _is_hf_dataset(source):
+        if is_hf_dataset(source):
             self._rows: Any = _hf_rows(source, columns)
             self._table = None
             self.classes = _class_names(source.features.get(one) if one else None)
@@ -144,11 +144,11 @@ class ImageTable(ImageDataset):
         return bytes(data), target
 
 
-def _is_hf_dataset(source: Any) -> bool:
+def is_hf_dataset(source: Any) -> bool:
     """Whether ``source`` is a Hugging Face ``datasets.Dataset`` (without importing datasets
     when it is not installed)."""
     module = type(source).__module__
-    if not module.startswith("datasets"):
+    if module != "datasets" and not module.startswith("datasets."):
         return False
     import datasets
 
@@ -287,7 +287,7 @@ class TableRows(ImageTable):
         key: str,
         **options: Any,
     ) -> None:
-        names = source.column_names if _is_hf_dataset(source) else _column_names(source)
+        names = source.column_names if is_hf_dataset(source) else _column_names(source)
         others = [name for name in names if name != image]
         super().__init__(source, transform, image=image, target=others, **options)
         self.key = key
