@@ -5,6 +5,8 @@ runs as written, and explain says why."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import datasets
 import pytest
 import torch
@@ -15,7 +17,17 @@ import fastload
 from fastload.accelerate.hf_datasets import rows_transform
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-image_column_name, label_column_name = "image", "label"  # as the example's arguments name them
+
+
+@dataclass
+class DataTrainingArguments:
+    """The example's data arguments, parsed by transformers' HfArgumentParser there."""
+
+    image_column_name: str = "image"
+    label_column_name: str = "label"
+
+
+data_args = DataTrainingArguments()
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +46,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> datasets.Dataset:
 
 
 def example_transforms(dataset: datasets.Dataset, size: int) -> datasets.Dataset:
-    """transformers' run_image_classification.py: the pipeline in a closure, the column in a
-    module name, the function given to with_transform."""
+    """transformers' run_image_classification.py: the pipeline in a closure, the column a
+    field of its arguments, the function given to with_transform."""
     _train_transforms = v2.Compose(
         [
             v2.RandomResizedCrop(size),
@@ -50,7 +62,7 @@ def example_transforms(dataset: datasets.Dataset, size: int) -> datasets.Dataset
         """Apply _train_transforms across a batch."""
         example_batch["pixel_values"] = [
             _train_transforms(pil_img.convert("RGB"))
-            for pil_img in example_batch[image_column_name]
+            for pil_img in example_batch[data_args.image_column_name]
         ]
         return example_batch
 
@@ -59,7 +71,7 @@ def example_transforms(dataset: datasets.Dataset, size: int) -> datasets.Dataset
 
 def collate_fn(examples):
     pixel_values = torch.stack([example["pixel_values"] for example in examples])
-    labels = torch.tensor([example[label_column_name] for example in examples])
+    labels = torch.tensor([example[data_args.label_column_name] for example in examples])
     return {"pixel_values": pixel_values, "labels": labels}
 
 
@@ -76,12 +88,35 @@ def test_the_examples_script_is_accelerated_with_its_draws(dataset, workers: int
     fast = fastload.DataLoader(train, accelerate=True, **common)
     assert fast.acceleration.accelerated, fast.acceleration
     assert fast.acceleration.fused[0].startswith("RandomResizedCrop")
+    # the collate function stacks the images and reads them nowhere else: the conversion and
+    # Normalize run once on its batch's 'pixel_values', after it
+    assert any(op.startswith("Normalize") for op in fast.acceleration.batch)
+    assert "on the batch's 'pixel_values', which your collate_fn stacks" in fast.acceleration.batch
+    assert not fast.acceleration.blockers
     want = epoch(torch.utils.data.DataLoader(train, **common))
     got = epoch(fast)
     assert torch.equal(want["labels"], got["labels"])
     scale = torch.tensor(STD).view(1, 3, 1, 1) * 255
     per_image = ((want["pixel_values"] - got["pixel_values"]).abs() * scale).mean(dim=(1, 2, 3))
     assert per_image.mean() < 1.0 and per_image.max() < 2.5, per_image
+
+
+def test_a_collate_that_reads_the_images_keeps_the_conversion_per_row(dataset) -> None:
+    """A collate function that reads the transformed images past stacking them (here their
+    shape) gets them as the pipeline makes them, float32 and normalized: its result is torch's."""
+    train = example_transforms(dataset, 40)
+
+    def peeking(examples):
+        pixel_values = torch.stack([example["pixel_values"] for example in examples])
+        dtype = examples[0]["pixel_values"].dtype
+        return {"pixel_values": pixel_values, "dtype": dtype}
+
+    fast = fastload.DataLoader(train, batch_size=4, collate_fn=peeking, accelerate=True)
+    assert fast.acceleration.accelerated
+    assert not any(op.startswith("Normalize") for op in fast.acceleration.batch)
+    assert any("peeking" in b and "read nowhere else" in b for b in fast.acceleration.blockers)
+    batch = next(iter(fast))
+    assert batch["dtype"] == torch.float32 and batch["pixel_values"].dtype == torch.float32
 
 
 def test_the_rows_keep_every_other_column_and_leave_the_image_out(dataset) -> None:
@@ -132,3 +167,74 @@ def test_an_exif_rotated_image_is_turned_as_datasets_turns_it() -> None:
     assert got["pixel_values"].shape == want["pixel_values"].shape == (1, 3, 50, 30)
     diff = (got["pixel_values"].float() - want["pixel_values"].float()).abs().mean()
     assert diff < 1.0
+
+
+def test_the_examples_script_on_a_cuda_device_converts_on_the_device(
+    dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a CUDA device (faked here) the collate function's dict crosses with uint8 images
+    and the conversion runs on its 'pixel_values' after the copy: torch's batches."""
+    from fakecuda import FakeCuda
+
+    train = example_transforms(dataset, 40)
+    common = {"batch_size": 6, "shuffle": True, "collate_fn": collate_fn}
+    torch.manual_seed(3)
+    want = list(torch.utils.data.DataLoader(train, **common))
+    FakeCuda(monkeypatch)
+    fast = fastload.DataLoader(train, accelerate=True, device="cuda", pin_memory=False, **common)
+    assert fast.acceleration.where.startswith("on cuda")
+    torch.manual_seed(3)
+    got = list(fast)
+    for w, g in zip(want, got, strict=True):
+        assert set(g) == {"pixel_values", "labels"} and torch.equal(w["labels"], g["labels"])
+        assert g["pixel_values"].dtype == torch.float32
+        scale = torch.tensor(STD).view(1, 3, 1, 1) * 255
+        assert ((w["pixel_values"] - g["pixel_values"]).abs() * scale).mean() < 1.0
+
+
+def stacked_then_mixed(examples):
+    pixel_values = torch.stack([example["pixel_values"] for example in examples])
+    labels = torch.tensor([example["label"] for example in examples])
+    pixel_values, labels = pixel_values.flip(0), labels.flip(0)
+    return {"pixel_values": pixel_values, "labels": labels}
+
+
+def stacked_twice(examples):
+    first = torch.stack([example["pixel_values"] for example in examples])
+    second = torch.stack([example["pixel_values"] for example in examples])
+    return {"first": first, "second": second}
+
+
+def read_by_get(examples):
+    return {
+        "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
+        "sizes": [example.get("pixel_values").shape for example in examples],
+    }
+
+
+def stacked_inline(examples):
+    """The example's older form: the dict built in the return."""
+    return {
+        "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
+        "labels": torch.tensor([example["label"] for example in examples]),
+    }
+
+
+@pytest.mark.parametrize(
+    ("function", "stacked"),
+    [
+        (collate_fn, ("pixel_values", "pixel_values")),
+        (stacked_inline, ("pixel_values", "pixel_values")),
+        (stacked_then_mixed, None),  # the stacked images are read again after stacking
+        (stacked_twice, None),
+        (read_by_get, None),
+        (lambda examples: {"x": torch.stack([e["x"] for e in examples])}, None),  # not a def
+    ],
+)
+def test_only_a_collate_that_stacks_the_images_and_reads_them_nowhere_else_is_proved(
+    function, stacked
+) -> None:
+    from fastload.accelerate.hf_datasets import stacked_column
+
+    found = stacked_column(function)
+    assert (None if found is None else (found.key, found.into)) == stacked

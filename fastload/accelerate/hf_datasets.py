@@ -7,10 +7,22 @@ The shape, proved from the function's source (never from its name)::
         batch["pixel_values"] = [pipeline(image.convert("RGB")) for image in batch["image"]]
         return batch
 
-(a docstring allowed; ``.convert("RGB")`` or the image alone; the keys as strings or as names
-the function reads from its closure or its module). ``pipeline`` is then the transform of a
-:class:`fastload.datasets.tables.TableRows` over the same rows, which :func:`accelerate_rows`
-returns with the key and the image column; anything else is :class:`NotAccelerated`, saying why.
+(a docstring allowed; ``.convert("RGB")`` or the image alone; the keys as strings, as names
+the function reads from its closure or its module, or as a field of such a name's object, as
+the example's ``data_args.image_column_name``). ``pipeline`` is then the transform of a
+:class:`fastload.datasets.tables.TableRows` over the same rows; anything else is
+:class:`NotAccelerated`, saying why.
+
+The example's collate function is proved too (:func:`stacked_column`)::
+
+    def collate_fn(examples):
+        pixel_values = torch.stack([example["pixel_values"] for example in examples])
+        labels = torch.tensor([example["label"] for example in examples])
+        return {"pixel_values": pixel_values, "labels": labels}
+
+It stacks the transformed images and reads them nowhere else, so the pipeline's conversion
+(``ToDtype``, ``Normalize``) may run on the stacked batch instead of on each image: the same
+values, converted once a batch, and uint8 crossing from the workers.
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ from typing import Any
 
 from fastload.accelerate.walk import NotAccelerated
 
-__all__ = ["RowsTransform", "rows_transform"]
+__all__ = ["RowsTransform", "StackedColumn", "rows_transform", "stacked_column"]
 
 
 @dataclass(frozen=True)
@@ -72,19 +84,148 @@ def rows_transform(dataset: Any) -> RowsTransform:
     return RowsTransform(column, key, pipeline)
 
 
-def _shape(function: types.FunctionType) -> tuple[ast.expr, ast.expr, ast.expr] | None:
-    """The key, the column and the transform of the example's shape, as expressions of the
-    function's source; ``None`` when the function is not exactly that shape."""
+@dataclass(frozen=True)
+class StackedColumn:
+    """A collate function of transformers' example's shape (see the module's notes).
+
+    Attributes:
+        key: The samples' key whose images it stacks.
+        into: The key of its batch that holds them.
+    """
+
+    key: str
+    into: str
+
+
+def stacked_column(collate_fn: Any) -> StackedColumn | None:
+    """Where ``collate_fn`` stacks the samples' images, when it is provably of transformers'
+    example's shape: a Python function whose last statement returns a dict literal, one of
+    whose values is ``torch.stack([e[key] for e in examples])`` (or a name assigned it once
+    before and read nowhere else), ``torch`` the torch module as it is now; nothing else in it
+    names ``key`` (a string, a name or a name's field, as the dataset's transform). ``None``:
+    not of the shape, so the samples it gets must be what the pipeline makes, whole."""
+    if not isinstance(collate_fn, types.FunctionType):
+        return None
+    node = _parsed(collate_fn)
+    if node is None or len(node.args.args) != 1 or node.args.vararg or node.args.kwarg:
+        return None
+    body = _without_docstring(node.body)
+    if not body or not isinstance(body[-1], ast.Return):
+        return None
+    out = body[-1].value
+    if not isinstance(out, ast.Dict) or None in out.keys:
+        return None
+    assigned = {
+        stmt.targets[0].id: stmt.value
+        for stmt in body[:-1]
+        if isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+    }
+    samples = node.args.args[0].arg
+    found: list[tuple[str, ast.expr, ast.expr, str]] = []  # into, value, the stack, its key
+    for entry, value in zip(out.keys, out.values, strict=True):
+        stack = assigned.get(value.id) if isinstance(value, ast.Name) else value
+        key = _stacked(collate_fn, stack, samples) if stack is not None else None
+        if key is not None and stack is not None:
+            name = entry.value if isinstance(entry, ast.Constant) else None
+            if not isinstance(name, str):
+                return None
+            found.append((name, value, stack, key))
+    if len(found) != 1:
+        return None
+    into, value, stack, key = found[0]
+    if not _only_there(collate_fn, node, out, stack, value, key):
+        return None
+    return StackedColumn(key, into)
+
+
+def _stacked(function: types.FunctionType, node: ast.expr, samples: str) -> str | None:
+    """The key of ``torch.stack([e[key] for e in samples])``, when ``node`` is that."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+        return None
+    call = node.func
+    if not (isinstance(call, ast.Attribute) and call.attr == "stack"):
+        return None
+    import torch
+
+    if not isinstance(call.value, ast.Name) or _value(function, call.value) is not torch:
+        return None
+    listed = node.args[0]
+    if not isinstance(listed, ast.ListComp) or len(listed.generators) != 1:
+        return None
+    loop = listed.generators[0]
+    if loop.ifs or loop.is_async or not isinstance(loop.target, ast.Name):
+        return None
+    if not (isinstance(loop.iter, ast.Name) and loop.iter.id == samples):
+        return None
+    if not _item_of(listed.elt, loop.target.id):
+        return None
+    assert isinstance(listed.elt, ast.Subscript)
+    key = _value(function, listed.elt.slice)
+    return key if isinstance(key, str) else None
+
+
+def _only_there(
+    function: types.FunctionType,
+    node: ast.FunctionDef,
+    out: ast.Dict,
+    stack: ast.expr,
+    value: ast.expr,
+    key: str,
+) -> bool:
+    """Whether the stacked images are read only by the stack, and the stack only by the dict:
+    no other string, name or field in the function is ``key``, and a name given the stack is
+    read once."""
+    inside = {id(n) for n in ast.walk(stack)}
+    keys = {id(k) for k in out.keys if k is not None}
+    for n in ast.walk(node):
+        if id(n) in inside or id(n) in keys:
+            continue
+        if isinstance(n, (ast.Constant, ast.Attribute)) and _value(function, n) == key:
+            return False
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            if isinstance(value, ast.Name) and n.id == value.id and n is not value:
+                return False
+            if n.id not in function.__code__.co_varnames and _value(function, n) == key:
+                return False
+    if isinstance(value, ast.Name):  # assigned once, before the return
+        stores = [
+            n
+            for n in ast.walk(node)
+            if isinstance(n, ast.Name) and n.id == value.id and not isinstance(n.ctx, ast.Load)
+        ]
+        if len(stores) != 1:
+            return False
+    return True
+
+
+def _parsed(function: types.FunctionType) -> ast.FunctionDef | None:
+    """The function's definition, parsed from its source; ``None`` when there is none to read
+    or it is decorated."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
         return None
     node = tree.body[0] if tree.body else None
-    if not isinstance(node, ast.FunctionDef) or len(node.args.args) != 1 or node.decorator_list:
+    if not isinstance(node, ast.FunctionDef) or node.decorator_list:
         return None
-    batch, body = node.args.args[0].arg, list(node.body)
+    return node
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # the docstring
+        return body[1:]
+    return list(body)
+
+
+def _shape(function: types.FunctionType) -> tuple[ast.expr, ast.expr, ast.expr] | None:
+    """The key, the column and the transform of the example's shape, as expressions of the
+    function's source; ``None`` when the function is not exactly that shape."""
+    node = _parsed(function)
+    if node is None or len(node.args.args) != 1:
+        return None
+    batch, body = node.args.args[0].arg, _without_docstring(node.body)
     if len(body) != 2:
         return None
     assign, ret = body
@@ -113,13 +254,20 @@ def _shape(function: types.FunctionType) -> tuple[ast.expr, ast.expr, ast.expr] 
 
 
 def _item_of(node: ast.expr, batch: str) -> bool:
-    """Whether ``node`` is ``batch[<a string or a name>]``."""
+    """Whether ``node`` is ``batch[<a string, a name or a name's field>]``."""
     return (
         isinstance(node, ast.Subscript)
         and isinstance(node.value, ast.Name)
         and node.value.id == batch
-        and isinstance(node.slice, (ast.Constant, ast.Name))
+        and _is_key(node.slice)
     )
+
+
+def _is_key(node: ast.expr) -> bool:
+    """Whether ``node`` is a constant, a name, or a field of a name (``args.column``)."""
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name)
+    return isinstance(node, (ast.Constant, ast.Name))
 
 
 def _image_of(node: ast.expr, image: str) -> bool:
@@ -140,10 +288,15 @@ def _image_of(node: ast.expr, image: str) -> bool:
 
 
 def _value(function: types.FunctionType, node: ast.expr) -> Any:
-    """What a string or a name of the function's source is when it runs: a closure cell's
-    value, or its module's global (a builtin or an unbound name: ``None``)."""
+    """What a string, a name or a name's field of the function's source is when it runs: a
+    closure cell's value, or its module's global (a builtin or an unbound name: ``None``); a
+    field only from the object's own ``__dict__`` (a dataclass's field; never a property, whose
+    code would run)."""
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        owner = _value(function, node.value)
+        return getattr(owner, "__dict__", {}).get(node.attr) if owner is not None else None
     if not isinstance(node, ast.Name):
         return None
     free = function.__code__.co_freevars

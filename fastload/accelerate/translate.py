@@ -183,7 +183,12 @@ def _batch_tail(ops: list[Any], start: int, policies: bool) -> Translated | None
 
 
 def accelerate_dataset(
-    dataset: Any, *, batches: bool = True, policies: bool = False, float_on_device: bool = False
+    dataset: Any,
+    *,
+    batches: bool = True,
+    policies: bool = False,
+    float_on_device: bool = False,
+    stacks: str | None = None,
 ) -> tuple[ImageDataset, Translated]:
     """A fastload dataset that runs ``dataset``'s pipeline fused with decoding.
 
@@ -198,6 +203,10 @@ def accelerate_dataset(
             :func:`translate_transform`).
         float_on_device: Detection: the image's float conversion may be left to the device
             (see :func:`fastload.accelerate.detection_ops.translate_joint`).
+        stacks: A Hugging Face dataset's rows: the key whose images the loader's collate
+            function provably stacks and reads nowhere else
+            (:func:`fastload.accelerate.hf_datasets.stacked_column`); when it is the key the
+            rows' transform writes, the conversion runs on the stacked batch.
 
     Returns:
         The dataset to load from (same samples, labels, classes and ``target_transform``;
@@ -214,7 +223,7 @@ def accelerate_dataset(
     if isinstance(dataset, ImageDataset):  # fastload's own: a folder, a list, shards
         return _accelerate_own(dataset, batches=batches, policies=policies)
     if is_hf_dataset(dataset):  # its with_transform, of transformers' example's shape
-        return _accelerate_rows(dataset, policies=policies)
+        return _accelerate_rows(dataset, policies=policies, stacks=stacks)
     timm = timm_folder(dataset)  # timm's ImageDataset over a folder (its train.py's)
     if timm is not None:
         classes = sorted(timm.class_to_idx, key=timm.class_to_idx.__getitem__)
@@ -270,11 +279,14 @@ def _as_list(
     return fast, translated
 
 
-def _accelerate_rows(dataset: Any, *, policies: bool) -> tuple[ImageDataset, Translated]:
+def _accelerate_rows(
+    dataset: Any, *, policies: bool, stacks: str | None
+) -> tuple[ImageDataset, Translated]:
     """:func:`accelerate_dataset` for a Hugging Face dataset whose ``with_transform`` is of
     transformers' example's shape (:mod:`fastload.accelerate.hf_datasets`): its rows read as
     :class:`TableRows`, the image column decoded fused with the function's pipeline (EXIF
-    orientation applied, as ``datasets`` applies it).
+    orientation applied, as ``datasets`` applies it); the conversion on the stacked batch when
+    the collate function stacks the images the function writes (``stacks``), else per row.
 
     Raises:
         NotAccelerated: The function is not of that shape (and the hint that
@@ -289,8 +301,7 @@ def _accelerate_rows(dataset: Any, *, policies: bool) -> tuple[ImageDataset, Tra
             "the images fused with the transform",
         ) from None
     rows = TableRows(dataset, work.pipeline, image=work.image, key=work.key)
-    # the rows are dicts, collated by the user's function or torch's: conversions per sample
-    return _accelerate_own(rows, batches=False, policies=policies)
+    return _accelerate_own(rows, batches=stacks == work.key, policies=policies)
 
 
 def _accelerate_own(

@@ -69,6 +69,9 @@ class BatchStage:
             :func:`fastload.callables.wrappers.collated_then` found), called on the ops' result
             unpacked (``then(images, labels, ...)``); its result is the batch. ``None``: the
             ops' result is.
+        images_at: The batches are dicts (a collate function of one's own made them) whose
+            images are at this key; the ops get those images alone, and the batch is a copy
+            of the dict with the ops' result in their place.
     """
 
     def __init__(
@@ -77,10 +80,12 @@ class BatchStage:
         *,
         channels_last: bool,
         then: Callable[..., Any] | None = None,
+        images_at: str | None = None,
     ) -> None:
         if transforms is not None and not callable(transforms):
             raise ValueError(f"batch_transforms={transforms!r} is not callable")
         self.transforms, self.channels_last, self.then = transforms, channels_last, then
+        self.images_at = images_at
 
     def split_normalize(self) -> tuple[Normalizing, BatchStage] | None:
         """The ops' leading float32 :class:`Normalize`, as the normalizing a fastload dataset
@@ -92,7 +97,10 @@ class BatchStage:
             return None
         op, rest = split
         normalizing = normalizing_of(op.mean, op.std, channels_last=self.channels_last)
-        return normalizing, BatchStage(rest, channels_last=self.channels_last, then=self.then)
+        stage = BatchStage(
+            rest, channels_last=self.channels_last, then=self.then, images_at=self.images_at
+        )
+        return normalizing, stage
 
     def __call__(
         self,
@@ -128,6 +136,8 @@ class BatchStage:
             return self.then.draw(samples)
 
     def _apply(self, batch: Any) -> Any:
+        if self.images_at is not None:
+            return self._apply_at(batch, self.images_at)
         if self.channels_last:  # the ops that make a new batch make it in that layout
             with buffers.channels_last():
                 out = self._transform(batch)
@@ -143,6 +153,15 @@ class BatchStage:
             return out
         items = (_channels_last(out[0]), *out[1:])
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+
+    def _apply_at(self, batch: Any, key: str) -> Any:
+        if not isinstance(batch, dict) or not isinstance(batch.get(key), torch.Tensor):
+            raise TypeError(
+                f"the batch ops run on the images your collate_fn stacks at {key!r}; its batch "
+                f"was {type(batch).__name__} with no tensor there"
+            )
+        stage = BatchStage(self.transforms, channels_last=self.channels_last)
+        return {**batch, key: stage._apply(batch[key])}
 
     def _transform(self, batch: Any) -> Any:
         if isinstance(batch, torch.Tensor):

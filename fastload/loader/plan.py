@@ -33,6 +33,7 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from fastload import backends, system
 from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
+from fastload.accelerate.hf_datasets import stacked_column
 from fastload.backends.executor import translate as executor_translation
 from fastload.callables.wrappers import collated_then
 from fastload.checks import check_choice
@@ -130,12 +131,16 @@ class PipelineTranslation:
         then: The rest of the user's ``collate_fn`` after torch's default collate, run at the
             end of the batch stage (:func:`collate_then`); ``None``: the collate function
             runs as the loader holds it.
+        images_at: The key of the user's collate function's dict batch that holds the
+            images the batch ops run on (:func:`fastload.accelerate.hf_datasets.stacked_column`);
+            ``None``: the batch is images, or a sequence led by them.
     """
 
     dataset: Any
     acceleration: Acceleration
     batch_ops: Callable[..., Any] | None
     then: Callable[..., Any] | None = None
+    images_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,8 @@ class WorkerPlan:
         then: The rest of the user's ``collate_fn``, run after ``batch_ops`` (the workers then
             collate with torch's ``default_collate``); ``None``: they collate with the
             loader's ``collate_fn``.
+        images_at: The key of the collate function's dict batch whose images ``batch_ops``
+            run on (``None``: the batch is images, or a sequence led by them).
         device: Where batches are delivered (``None``: as torch yields them).
         device_prefetch: Batches copied ahead with a CUDA device.
         channels_last: Deliver 4-D images channels-last.
@@ -172,6 +179,7 @@ class WorkerPlan:
     decoder: str | None = None
     then: Callable[..., Any] | None = None
     threads: bool = False
+    images_at: str | None = None
 
     @property
     def deferred(self) -> bool:
@@ -327,11 +335,19 @@ def translate(
         return PipelineTranslation(dataset, Acceleration(False, why, kind), ops)
     default = is_default_collate(loader.collate_fn)
     then = None if default else collate_then(loader.collate_fn, cuda=cuda)
+    batched = loader.batch_sampler is not None
+    stacked = (
+        None if default or then is not None or not batched else stacked_column(loader.collate_fn)
+    )
     try:
-        batches = (default or then is not None) and loader.batch_sampler is not None
+        batches = (default or then is not None) and batched
         later = cuda and leaves_images(loader.collate_fn)  # detection: floats on the device
         fast, translated = accelerate_dataset(
-            dataset, batches=batches, policies=cuda, float_on_device=later
+            dataset,
+            batches=batches,
+            policies=cuda,
+            float_on_device=later,
+            stacks=stacked.key if stacked is not None else None,
         )
     except NotAccelerated as why:
         blockers = tuple(f"{what}: {reason}" for what, reason in why.blockers)
@@ -342,6 +358,8 @@ def translate(
         ops = translated.batch_ops if ops is None else BatchCompose([translated.batch_ops, ops])
     else:
         then = None  # nothing moved to the batches: the collate function runs as it is
+    # the conversion moved to the batches past a collate of one's own: it stacked the images
+    images_at = stacked.into if stacked is not None and translated.batch_ops is not None else None
     name = options.named_backend if options.named_backend is not None else fast.backend
     decoding = "in the worker processes" if loader.num_workers else "in this process"
     where = f"{decoding}, after collating"
@@ -355,21 +373,23 @@ def translate(
         decoder=name,
         decoding=decoding,
         fused=translated.fused_from,
-        batch=translated.batch_from + _collating(then),
+        batch=translated.batch_from + _collating(then, images_at),
         where=where,
         dtype=str(translated.dtype).replace("torch.", "") if translated.dtype else "",
         rest=translated.rest_from,
         handed=_HANDED[translated.hand_on.form] if translated.hand_on else "",
-        blockers=_collate_blocker(loader, default, then, cuda)
+        blockers=_collate_blocker(loader, default, then, cuda, images_at)
         + tuple(f"{what}: {reason}" for what, reason in translated.blockers),
     )
     _say(acceleration)
-    return PipelineTranslation(fast, acceleration, ops, then)
+    return PipelineTranslation(fast, acceleration, ops, then, images_at)
 
 
-def _collate_blocker(loader: Any, default: bool, then: Any, cuda: bool) -> tuple[str, ...]:
+def _collate_blocker(
+    loader: Any, default: bool, then: Any, cuda: bool, images_at: str | None
+) -> tuple[str, ...]:
     """Why the loader's ``collate_fn`` keeps the conversion per sample, if it does."""
-    if default or then is not None or loader.batch_sampler is None:
+    if default or then is not None or loader.batch_sampler is None or images_at is not None:
         return ()
     name = name_of(loader.collate_fn)
     if cuda and collated_then(loader.collate_fn) is not None:
@@ -380,12 +400,15 @@ def _collate_blocker(loader: Any, default: bool, then: Any, cuda: bool) -> tuple
         )
     return (
         f"collate_fn={name}: not provably torch's default_collate, nor one callable on its "
-        "result (f(*default_collate(batch))), so it gets the samples",
+        "result (f(*default_collate(batch))), nor a dict of the images stacked and read "
+        "nowhere else, so it gets the samples",
     )
 
 
-def _collating(then: Any) -> tuple[str, ...]:
+def _collating(then: Any, images_at: str | None = None) -> tuple[str, ...]:
     """How explain names the rest of the user's collate function on the batch."""
+    if images_at is not None:
+        return (f"on the batch's {images_at!r}, which your collate_fn stacks",)
     if then is None:
         return ()
     if isinstance(then, DeferredBatch):
@@ -538,6 +561,7 @@ def worker_plan(
         decoder=decoder,
         then=translation.then,
         threads=threads,
+        images_at=translation.images_at,
     )
 
 

@@ -77,7 +77,12 @@ class WorkerPath:
         self.plan = plan
         has_ops = plan.batch_ops is not None or plan.channels_last
         self.stage = (
-            BatchStage(plan.batch_ops, channels_last=plan.channels_last, then=plan.then)
+            BatchStage(
+                plan.batch_ops,
+                channels_last=plan.channels_last,
+                then=plan.then,
+                images_at=plan.images_at,
+            )
             if has_ops
             else None
         )
