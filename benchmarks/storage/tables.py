@@ -11,7 +11,8 @@ flip, ToImage, ToDtype float32, Normalize):
   building ``{"pixel_values", "labels"}``, torch's ``DataLoader``;
 - ``hf + fastload``: the same script with ``fastload.DataLoader(..., accelerate=True)`` in place
   of torch's (the ``with_transform`` function read as the example writes it, the images decoded
-  fused with its pipeline);
+  fused with its pipeline; the example's ``collate_fn`` proved to stack the images, so the
+  conversion runs once a batch on them);
 - ``ImageTable(dataset)``: ``fastload.ImageTable`` over the same ``datasets.Dataset``, the
   pipeline as its transform, ``fastload.DataLoader(..., accelerate=True)``;
 - ``ImageTable(parquet)``: the same over the Parquet files, read in place;
@@ -94,9 +95,10 @@ def hf_loader(dataset: Any, size: int, common: dict[str, Any], loader: Any) -> A
         batch["pixel_values"] = [train(image.convert("RGB")) for image in batch["image"]]
         return batch
 
-    def collate_fn(examples: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
-        pixels = torch.stack([e["pixel_values"] for e in examples])
-        return pixels, torch.tensor([e["label"] for e in examples])
+    def collate_fn(examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        pixel_values = torch.stack([example["pixel_values"] for example in examples])
+        labels = torch.tensor([example["label"] for example in examples])
+        return {"pixel_values": pixel_values, "labels": labels}
 
     return loader(dataset.with_transform(transforms), collate_fn=collate_fn, **common)
 

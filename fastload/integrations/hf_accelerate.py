@@ -11,6 +11,10 @@ that happens (Accelerate asks every loader it prepares whether it is prepared al
 * **the shard**: with several processes, a loader that samples with what ``shuffle=`` makes
   reads a ``DistributedSampler`` shard of its own that moves to the next epoch at each pass,
   as Accelerate's loaders do; a sampler that shards itself (``DistributedSampler``) is kept;
+* **the order**: with Accelerate's ``use_seedable_sampler`` (transformers' ``Trainer`` turns it
+  on), a loader that shuffles with what ``shuffle=True`` makes draws its order from
+  Accelerate's ``SeedableRandomSampler`` (seeded by ``data_seed`` or torch's initial seed, plus
+  the epoch), as Accelerate's own loaders do: the same order as theirs;
 * **the device**: with Accelerate's device placement, a loader with no ``device`` delivers its
   batches on ``accelerator.device`` (through fastload's CUDA prefetcher);
 * **the state**: the loader is registered with ``accelerator.register_for_checkpointing``, so
@@ -35,7 +39,7 @@ from fastload import compat
 from fastload.loader import DataLoader
 from fastload.options import NAMES
 
-__all__ = ["EpochShard", "prepare"]
+__all__ = ["EpochShard", "prepare", "skip_first_batches"]
 
 _TORCH_PARAMETERS = [
     name
@@ -60,7 +64,12 @@ class EpochShard(DistributedSampler):
         return indices
 
 
-def prepare(accelerator: Any, *objects: Any, device_placement: bool | None = None) -> Any:
+def prepare(
+    accelerator: Any,
+    *objects: Any,
+    device_placement: bool | None = None,
+    checkpoint: bool = True,
+) -> Any:
     """``accelerator.prepare(*objects)``, with each ``fastload.DataLoader`` prepared fastload's
     way (see the module's notes); everything else goes to ``accelerator.prepare`` as it is.
 
@@ -69,6 +78,9 @@ def prepare(accelerator: Any, *objects: Any, device_placement: bool | None = Non
         *objects: What you would pass to ``accelerator.prepare``, in any order.
         device_placement: Put batches on ``accelerator.device`` (default: the accelerator's
             own ``device_placement``).
+        checkpoint: Register each fastload loader for ``accelerator.save_state``. The
+            accelerator then holds it for good: leave it ``False`` for loaders made again and
+            again (an evaluation's) that ``save_state`` need not resume.
 
     Returns:
         The prepared objects in the order given (one object alone when one was given).
@@ -88,28 +100,91 @@ def prepare(accelerator: Any, *objects: Any, device_placement: bool | None = Non
     place = accelerator.device_placement if device_placement is None else device_placement
     for i, obj in enumerate(objects):
         if isinstance(obj, DataLoader):
-            results[i] = _prepared(accelerator, obj, place=place)
+            results[i] = _prepared(accelerator, obj, place=place, checkpoint=checkpoint)
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def _prepared(accelerator: Any, loader: DataLoader, *, place: bool) -> DataLoader:
+def skip_first_batches(loader: Any, num_batches: int = 0) -> Any:
+    """Accelerate's ``skip_first_batches``, with a fastload loader kept fastload's: a loader of
+    the same options whose batch sampler passes over the first ``num_batches`` batches of this
+    one's without reading them (as Accelerate's does). Any other loader goes to Accelerate's.
+
+    Raises:
+        ValueError: A fastload loader with no batch sampler (``batch_size=None``, or an
+            ``IterableDataset``): it has no batches to pass over unread.
+    """
+    from accelerate.data_loader import SkipBatchSampler
+
+    if not isinstance(loader, DataLoader):
+        from accelerate import skip_first_batches as accelerates
+
+        return accelerates(loader, num_batches)
+    if loader.batch_sampler is None or isinstance(loader.dataset, torch.utils.data.IterableDataset):
+        raise ValueError(
+            "skip_first_batches passes over a batch sampler's first batches; this "
+            f"fastload loader has none ({type(loader.dataset).__name__}, batch_size="
+            f"{loader.batch_size}): resume it with its state_dict instead"
+        )
+    arguments = {name: getattr(loader, name) for name in _TORCH_PARAMETERS}
+    arguments.update(
+        batch_size=1,
+        drop_last=False,
+        sampler=None,
+        batch_sampler=SkipBatchSampler(loader.batch_sampler, skip_batches=num_batches),
+    )
+    return _marked(type(loader)(**arguments, **_options(loader)))
+
+
+def _prepared(accelerator: Any, loader: DataLoader, *, place: bool, checkpoint: bool) -> DataLoader:
     if loader in _PREPARED:
         return loader
     arguments = {name: getattr(loader, name) for name in _TORCH_PARAMETERS}
-    options = {name: getattr(loader, name) for name in NAMES}
+    options = _options(loader)
     if _made_by_torch(loader):
         arguments["batch_sampler"] = None  # made again from the sampler and batch_size
     elif loader.batch_sampler is not None:
         arguments.update(batch_size=1, drop_last=False, sampler=None)
     if accelerator.num_processes > 1:
         arguments["sampler"] = _shard(loader, accelerator)
+    elif _seedable(accelerator, loader):
+        arguments["sampler"] = _seedable_sampler(loader.sampler, accelerator)
     if place and options["device"] is None and accelerator.device.type == "cuda":
         options["device"] = accelerator.device
     new = type(loader)(**arguments, **options)
-    accelerator.register_for_checkpointing(new)
-    _PREPARED.add(new)
-    setattr(new, compat.ACCELERATE_PREPARED, True)  # so that accelerator.prepare() leaves it
-    return new
+    if checkpoint:
+        accelerator.register_for_checkpointing(new)
+    return _marked(new)
+
+
+def _seedable(accelerator: Any, loader: DataLoader) -> bool:
+    """Whether Accelerate would draw this loader's order from its ``SeedableRandomSampler``."""
+    asked = getattr(accelerator, "use_seedable_sampler", False)
+    return bool(asked) and type(loader.sampler) is RandomSampler and _made_by_torch(loader)
+
+
+def _seedable_sampler(sampler: Any, accelerator: Any) -> Any:
+    """The ``SeedableRandomSampler`` Accelerate's ``prepare_data_loader`` puts in place of
+    ``sampler``: its seed the accelerator's ``data_seed``, or torch's initial seed."""
+    from accelerate.data_loader import SeedableRandomSampler
+
+    return SeedableRandomSampler(
+        data_source=sampler.data_source,
+        replacement=sampler.replacement,
+        num_samples=sampler.num_samples,
+        generator=sampler.generator,
+        data_seed=accelerator.dataloader_config.data_seed,
+    )
+
+
+def _options(loader: DataLoader) -> dict[str, Any]:
+    return {name: getattr(loader, name) for name in NAMES}
+
+
+def _marked(loader: DataLoader) -> DataLoader:
+    """``loader``, marked as prepared, so that ``accelerator.prepare()`` leaves it."""
+    _PREPARED.add(loader)
+    setattr(loader, compat.ACCELERATE_PREPARED, True)
+    return loader
 
 
 def _made_by_torch(loader: DataLoader) -> bool:

@@ -254,6 +254,16 @@ class DataLoader(torch.utils.data.dataloader.DataLoader[T_co]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return self._path().batches()
 
+    def set_epoch(self, epoch: int) -> None:
+        """Pass ``epoch`` to the sampler's ``set_epoch`` (``DistributedSampler``, Accelerate's
+        seedable sampler), as Accelerate's loaders pass it on; a sampler without one (torch's
+        ``RandomSampler``) is left as it is."""
+        for sampler in (self.sampler, getattr(self.batch_sampler, "sampler", None)):
+            setter = getattr(sampler, "set_epoch", None)
+            if callable(setter):
+                setter(epoch)
+                return
+
     def next_epoch_keys(self) -> EpochKeys:
         """The next epoch's batches of indices (or the rest of the epoch a
         :meth:`load_state_dict` resumes), drawn as a pass over this loader draws them, for

@@ -33,7 +33,7 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from fastload import backends, system
 from fastload._optional import require
 from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
-from fastload.accelerate.hf_datasets import stacked_column
+from fastload.accelerate.hf_datasets import StackedColumn, stacked_column
 from fastload.backends.executor import translate as executor_translation
 from fastload.callables.wrappers import collated_then
 from fastload.checks import check_choice
@@ -333,14 +333,9 @@ def translate(
             )
         )
         return PipelineTranslation(dataset, Acceleration(False, why, kind), ops)
-    default = is_default_collate(loader.collate_fn)
-    then = None if default else collate_then(loader.collate_fn, cuda=cuda)
-    batched = loader.batch_sampler is not None
-    stacked = (
-        None if default or then is not None or not batched else stacked_column(loader.collate_fn)
-    )
+    default, then, stacked = _collate_shape(loader, cuda=cuda)
     try:
-        batches = (default or then is not None) and batched
+        batches = (default or then is not None) and loader.batch_sampler is not None
         later = cuda and leaves_images(loader.collate_fn)  # detection: floats on the device
         fast, translated = accelerate_dataset(
             dataset,
@@ -383,6 +378,17 @@ def translate(
     )
     _say(acceleration)
     return PipelineTranslation(fast, acceleration, ops, then, images_at)
+
+
+def _collate_shape(loader: Any, *, cuda: bool) -> tuple[bool, Any, StackedColumn | None]:
+    """What the loader's ``collate_fn`` provably is: torch's default (the first), default
+    collate then one callable (that callable, :func:`collate_then`), or a dict of the images
+    stacked and read nowhere else (where, :func:`stacked_column`); ``None`` for each it is not."""
+    default = is_default_collate(loader.collate_fn)
+    then = None if default else collate_then(loader.collate_fn, cuda=cuda)
+    if default or then is not None or loader.batch_sampler is None:
+        return default, then, None
+    return default, then, stacked_column(loader.collate_fn)
 
 
 def _collate_blocker(

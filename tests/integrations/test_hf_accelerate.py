@@ -78,3 +78,61 @@ def test_prepare_shards_between_processes_and_reshuffles(indexed: Path, tmp_path
     firsts = [flat(seen["epochs"][0]) for seen in ranks]
     seconds = [flat(seen["epochs"][1]) for seen in ranks]
     assert firsts != seconds  # the next epoch is another shuffle
+
+
+def test_skip_first_batches_keeps_a_fastload_loader_and_gives_the_rest(indexed: Path) -> None:
+    """Accelerate's skip_first_batches (what transformers' Trainer resumes mid-epoch with)
+    on a fastload loader: a fastload loader of the same options, whose epoch is the rest of
+    the original's, the first batches passed over unread."""
+    import torch
+
+    import fastload
+    from fastload.integrations.hf_accelerate import skip_first_batches
+
+    def loader() -> fastload.DataLoader:
+        generator = torch.Generator().manual_seed(3)
+        return fastload.DataLoader(
+            fastload.ImageFolder(indexed, fastload.transforms.CenterCrop(32)),
+            batch_size=4,
+            shuffle=True,
+            generator=generator,
+            accelerate=True,
+        )
+
+    whole = [labels.tolist() for _, labels in loader()]
+    skipped = skip_first_batches(loader(), 3)
+    assert isinstance(skipped, fastload.DataLoader)
+    assert len(skipped) == len(whole) - 3
+    assert [labels.tolist() for _, labels in skipped] == whole[3:]
+    with pytest.raises(ValueError, match="resume it with its state_dict"):
+        skip_first_batches(fastload.DataLoader(skipped.dataset, batch_size=None), 1)
+
+
+def test_a_seedable_accelerator_draws_the_order_accelerates_own_loader_draws(
+    indexed: Path,
+) -> None:
+    """Accelerate's use_seedable_sampler (on in transformers' Trainer): a fastload loader
+    prepared fastload's way shuffles in the order Accelerate's own prepared loader does,
+    epoch after epoch, and set_epoch moves it as it moves theirs."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    import fastload
+    from fastload.integrations.hf_accelerate import prepare
+
+    torch.manual_seed(5)
+    accelerator = Accelerator(
+        cpu=True, dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True)
+    )
+    dataset = fastload.ImageFolder(indexed, fastload.transforms.CenterCrop(32))
+    theirs = accelerator.prepare(torch.utils.data.DataLoader(dataset, batch_size=8, shuffle=True))
+    ours = prepare(accelerator, fastload.DataLoader(dataset, batch_size=8, shuffle=True))
+
+    def epoch(loader) -> list[int]:
+        return [label for _, labels in loader for label in labels.tolist()]
+
+    assert [epoch(ours) for _ in range(2)] == [epoch(theirs) for _ in range(2)]
+    theirs.set_epoch(7)
+    ours.set_epoch(7)
+    assert epoch(ours) == epoch(theirs)
