@@ -5,7 +5,8 @@
 * Hugging Face Accelerate's ``prepare`` always builds torch's own ``DataLoader`` from a
   loader's dataset and batch sampler, which drops what fastload runs: prepare fastload loaders
   with :func:`fastload.integrations.hf_accelerate.prepare` instead.
-* OpenCLIP's trainer and timm's ``train.py`` build their own loaders: ``python -m
-  fastload.integrations.open_clip`` and ``python -m fastload.integrations.timm train.py`` run
-  them unchanged with fastload's.
+* OpenCLIP's trainer, timm's ``train.py`` and transformers' ``Trainer`` build their own
+  loaders: ``python -m fastload.integrations.open_clip``, ``python -m
+  fastload.integrations.timm train.py`` and ``python -m fastload.integrations.transformers
+  script.py`` run them unchanged with fastload's.
 """
