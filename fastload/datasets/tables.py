@@ -15,6 +15,7 @@ from fastload import backends
 from fastload._optional import MissingDependencyError
 from fastload.backends.files import read_file
 from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
+from fastload.datasets.row_groups import RowGroups
 
 __all__ = ["ImageTable", "TableRows", "is_hf_dataset"]
 
@@ -32,11 +33,14 @@ class ImageTable(ImageDataset):
     whole before the crop: they go to fastload's backend with the transform's planned ops.
 
     Parquet files are read once into memory (the image and target columns only), in the
-    process that makes the dataset; worker processes forked from it share those pages. A
-    ``datasets.Dataset`` is read row by row from its own memory-mapped Arrow files, in its
-    order (``select``, ``shuffle`` and ``train_test_split`` kept). For data larger than
-    memory, pack it into shards (``fastload.pack``) and read them with
-    :class:`fastload.ImageShards`.
+    process that makes the dataset; worker processes forked from it share those pages. With
+    ``in_memory=False`` they are read a row group at a time as samples ask for them, each
+    process keeping the last few (:mod:`fastload.datasets.row_groups`), for tables larger than
+    memory: the row groups are the table's shards (``shard_sizes``), so that
+    ``fastload.ShardSampler(table)`` orders the samples a few row groups at a time (with
+    ``shuffle=True`` every sample would read a row group of its own). A ``datasets.Dataset``
+    is read row by row from its own memory-mapped Arrow files, in its order (``select``,
+    ``shuffle`` and ``train_test_split`` kept).
 
     Args:
         source: A Parquet file, a folder of them, a glob, a list of those (local paths or
@@ -54,15 +58,22 @@ class ImageTable(ImageDataset):
         max_pixels: Refuse images whose header claims more pixels.
         exif_orientation: Apply each image's EXIF orientation, as ``datasets`` does when it
             decodes an image; ``False`` keeps the stored pixels.
+        in_memory: Read Parquet files whole into memory once (``False``: a row group at a
+            time, see above).
 
     Attributes:
         classes: The class names of a Hugging Face ``ClassLabel`` target column (from the
             ``datasets.Dataset``'s features, or the Parquet files' Hugging Face metadata);
             empty otherwise.
+        shard_sizes: With ``in_memory=False``, each row group's number of rows (what
+            :class:`fastload.ShardSampler` orders by); ``None`` otherwise.
 
     Raises:
         ValueError: A column that is not in the table (with the columns it has), no Parquet
-            file at ``source``, or a bad option.
+            file at ``source``, ``in_memory=False`` for a source that is no Parquet files, or
+            a bad option.
+        TypeError: A streaming ``datasets.IterableDataset``, which has no random access (its
+            Parquet files with ``in_memory=False`` are read as it streams them).
         fastload.MissingDependencyError: pyarrow (or fsspec, for a URL) is not installed.
     """
 
@@ -79,8 +90,10 @@ class ImageTable(ImageDataset):
         on_error: OnError = "raise",
         max_pixels: int = backends.DEFAULT_MAX_PIXELS,
         exif_orientation: bool = True,
+        in_memory: bool = True,
     ) -> None:
         check_options(on_error, max_pixels)
+        _check_source(source, in_memory)
         self.image, self.target = image, target
         self.has_targets = target is not None
         self._targets = (
@@ -88,13 +101,19 @@ class ImageTable(ImageDataset):
         )
         columns = [image, *self._targets]
         one = target if isinstance(target, str) else None  # a ClassLabel's names: one column's
+        self._rows: Any = None
+        self._table: Any = None
+        self._groups: RowGroups | None = None
+        self.shard_sizes: list[int] | None = None
         if is_hf_dataset(source):
-            self._rows: Any = _hf_rows(source, columns)
-            self._table = None
+            self._rows = _hf_rows(source, columns)
             self.classes = _class_names(source.features.get(one) if one else None)
             self._parts = [("dataset", len(self._rows))]
+        elif not in_memory:
+            self._groups = _row_groups(source, columns, storage_options)
+            self.classes = _classes_from_metadata(self._groups.metadata, one)
+            self._parts, self.shard_sizes = self._groups.parts, list(self._groups.sizes)
         else:
-            self._rows = None
             self._table, metadata, self._parts = _arrow_table(source, columns, storage_options)
             self.classes = _classes_from_metadata(metadata, one)
         self._starts = np.cumsum([0] + [rows for _, rows in self._parts])
@@ -102,12 +121,14 @@ class ImageTable(ImageDataset):
         self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
 
     def __len__(self) -> int:
+        if self._groups is not None:
+            return len(self._groups)
         return len(self._rows) if self._table is None else self._table.num_rows
 
     def _cell(self, index: int) -> tuple[Any, Any]:
         """Row ``index``'s image cell and target, as Python values."""
         if self._table is None:
-            row = self._rows[index]
+            row = self._rows[index] if self._groups is None else self._groups.row(index)
             image, values = row[self.image], [row[name] for name in self._targets]
         else:
             image = self._table.column(self.image)[index].as_py()
@@ -153,6 +174,43 @@ def is_hf_dataset(source: Any) -> bool:
     import datasets
 
     return isinstance(source, datasets.Dataset)
+
+
+def _check_source(source: Any, in_memory: bool) -> None:
+    """Refuse what ImageTable cannot read the way asked, saying what to give instead.
+
+    Raises:
+        TypeError: A streaming ``datasets.IterableDataset``.
+        ValueError: ``in_memory=False`` for a source that is not Parquet files.
+    """
+    module = type(source).__module__
+    if module.split(".")[0] == "datasets" and type(source).__name__ == "IterableDataset":
+        raise TypeError(
+            "fastload.ImageTable reads a table by row, and a streaming datasets.IterableDataset "
+            "has no rows to index: give it the dataset's Parquet files (a folder, a glob, or "
+            "'hf://datasets/<repo>/<path>/*.parquet') with in_memory=False, which reads them a "
+            "row group at a time as streaming does"
+        )
+    in_arrow = type(source).__module__.split(".")[0] == "pyarrow"
+    if not in_memory and (is_hf_dataset(source) or in_arrow):
+        raise ValueError(
+            f"in_memory=False reads Parquet files a row group at a time; a "
+            f"{type(source).__name__} is in memory (or memory-mapped) already: leave it True"
+        )
+
+
+def _row_groups(source: Any, columns: list[str], storage_options: dict[str, Any] | None) -> Any:
+    """The Parquet files at ``source``, read a row group at a time.
+
+    Raises:
+        ValueError: A column the files do not have, with the ones they have.
+    """
+    import pyarrow.parquet as pq
+
+    filesystem, files = _parquet_files(source, storage_options)
+    for name in files:
+        _check_columns(columns, pq.read_schema(name, filesystem=filesystem).names, where=name)
+    return RowGroups(filesystem, files, columns)
 
 
 def _hf_rows(dataset: Any, columns: list[str]) -> Any:

@@ -118,7 +118,8 @@ class ShardSampler(Sampler[int]):
     dataset's read-ahead of this rank's shards, in this order (``ImageShards.read_ahead``).
 
     Args:
-        dataset: A :class:`fastload.ImageShards` (anything with ``shard_sizes``).
+        dataset: A :class:`fastload.ImageShards`, a :class:`fastload.ImageTable` read a row
+            group at a time (anything with ``shard_sizes``).
         shuffle: Shuffle the shards, and the samples within each window.
         seed: The seed, the same on every rank.
         window: How many shards' samples are shuffled together: more mixes better, and keeps
@@ -153,7 +154,8 @@ class ShardSampler(Sampler[int]):
         if sizes is None:
             raise TypeError(
                 f"ShardSampler orders the samples of shards: the dataset must be a "
-                f"fastload.ImageShards, got {type(dataset).__name__}"
+                f"fastload.ImageShards or a fastload.ImageTable with in_memory=False (its row "
+                f"groups), got {type(dataset).__name__}"
             )
         world, here = _world()
         self.num_replicas = world if num_replicas is None else num_replicas

@@ -170,3 +170,61 @@ def test_a_datasets_dataset_given_to_the_loader_is_pointed_at_imagetable(files) 
     loader = fastload.DataLoader(ds, batch_size=4, accelerate=True)
     assert not loader.acceleration.accelerated
     assert "fastload.ImageTable(dataset, transform)" in str(loader.acceleration)
+
+
+@pytest.fixture(scope="module")
+def grouped(files, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The images in two Parquet files of row groups of 3 rows (7 rows: 3 + 3 + 1, then 5:
+    3 + 2)."""
+    folder = tmp_path_factory.mktemp("grouped")
+    table = _dataset(files).with_format("arrow")[:]
+    pq.write_table(table.slice(0, 7), folder / "train-0.parquet", row_group_size=3)
+    pq.write_table(table.slice(7), folder / "train-1.parquet", row_group_size=3)
+    return folder
+
+
+def test_row_groups_read_as_asked_are_the_files_images(files, grouped: Path) -> None:
+    """in_memory=False: the same images, targets and classes, each process keeping only the
+    last row groups it read; the row groups are the table's shards."""
+    from fastload.datasets import row_groups
+
+    table = fastload.ImageTable(grouped, T.Resize((32, 40)), in_memory=False)
+    assert table.shard_sizes == [3, 3, 1, 3, 2] and len(table) == 12
+    assert table.classes == CLASSES
+    want, labels = _all(_reference(files))
+    got, targets = _all(table)
+    assert torch.equal(got, want) and targets == labels
+    kept = table._groups._kept
+    assert len(kept) <= row_groups.KEPT and sorted(kept) == [0, 1, 2, 3, 4]
+    assert table.path(8) == f"{grouped / 'train-1.parquet'} row 1 (img_08.jpg)"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_row_groups_under_the_shard_sampler_give_every_sample_once(
+    files, grouped: Path, workers: int
+) -> None:
+    """fastload.ShardSampler orders the samples a few row groups at a time; forked worker
+    processes read their own row groups."""
+    table = fastload.ImageTable(grouped, T.Resize((32, 40)), in_memory=False)
+    sampler = fastload.ShardSampler(table, window=2, seed=1, num_replicas=1, rank=0)
+    loader = fastload.DataLoader(table, batch_size=4, sampler=sampler, num_workers=workers)
+    want, _ = _all(_reference(files))
+    order = list(iter(sampler))
+    images = torch.cat([x for x, _ in loader])
+    assert sorted(order) == list(range(12)) and order != list(range(12))
+    sampler.set_epoch(0)
+    assert torch.equal(images, want[list(iter(sampler))])
+
+
+def test_row_groups_are_only_for_parquet_files_and_a_stream_is_pointed_at_them(
+    files, grouped: Path
+) -> None:
+    with pytest.raises(ValueError, match="in_memory=False reads Parquet files"):
+        fastload.ImageTable(_dataset(files), in_memory=False)
+    streaming = datasets.load_dataset(
+        "parquet", data_files=str(grouped / "*.parquet"), split="train", streaming=True
+    )
+    with pytest.raises(TypeError, match=r"Parquet files .* with in_memory=False"):
+        fastload.ImageTable(streaming)
+    with pytest.raises(TypeError, match="ImageTable with in_memory=False"):
+        fastload.ShardSampler(fastload.ImageTable(grouped))
