@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fastload import autotune, backends, detection, gpu, ray, train, transforms
     from fastload._optional import MissingDependencyError
     from fastload.accelerate import explain
-    from fastload.datasets import ImageFolder, ImageList, ImageTable
+    from fastload.datasets import ImageFolder, ImageList, ImageTable, ImageTableStream
     from fastload.datasets.skipping import Skipped
     from fastload.diagnosis import doctor
     from fastload.errors import ImageDecodeError, UnreadableImageWarning
@@ -36,6 +36,7 @@ _WHERE = {
     "ImageList": "fastload.datasets",
     "ImageShards": "fastload.shards.dataset",
     "ImageTable": "fastload.datasets",
+    "ImageTableStream": "fastload.datasets",
     "MissingDependencyError": "fastload._optional",
     "ShardError": "fastload.shards.dataset",
     "ShardSampler": "fastload.shards.sampler",
@@ -62,6 +63,7 @@ __all__ = [
     "ImageList",
     "ImageShards",
     "ImageTable",
+    "ImageTableStream",
     "MissingDependencyError",
     "ShardError",
     "ShardSampler",

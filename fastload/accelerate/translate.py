@@ -23,7 +23,7 @@ from fastload.accelerate.walk import (
 )
 from fastload.callables.handover import HandBack, HandOn
 from fastload.datasets import ImageDataset, ImageList
-from fastload.datasets.tables import TableRows, is_hf_dataset
+from fastload.datasets.tables import TableRows, is_hf_dataset, is_hf_stream
 from fastload.gpu.transforms import Normalize
 
 __all__ = ["accelerate_dataset", "translate_transform"]
@@ -224,6 +224,13 @@ def accelerate_dataset(
         return _accelerate_own(dataset, batches=batches, policies=policies)
     if is_hf_dataset(dataset):  # its with_transform, of transformers' example's shape
         return _accelerate_rows(dataset, policies=policies, stacks=stacks)
+    if is_hf_stream(dataset):
+        raise NotAccelerated(
+            type(dataset).__name__,
+            "a streaming datasets.IterableDataset runs as written; "
+            "fastload.ImageTableStream(stream, transform) reads its images fused with the "
+            "transform",
+        )
     timm = timm_folder(dataset)  # timm's ImageDataset over a folder (its train.py's)
     if timm is not None:
         classes = sorted(timm.class_to_idx, key=timm.class_to_idx.__getitem__)

@@ -6,7 +6,9 @@
 - :mod:`~fastload.datasets.folders`: :class:`ImageList` and :class:`ImageFolder`, which read
   files (``fastload.ImageShards`` reads members of tar shards);
 - :mod:`~fastload.datasets.tables`: :class:`ImageTable`, which reads a table's column of encoded
-  images (Parquet files, a Hugging Face ``datasets.Dataset``);
+  images (Parquet files, a Hugging Face ``datasets.Dataset``), and :class:`ImageTableStream`,
+  a streaming ``datasets.IterableDataset``'s; :mod:`~fastload.datasets.row_groups`: Parquet
+  files read a row group at a time;
 - :mod:`~fastload.datasets.skipping`: ``on_error="skip"``: the markers, their collate and the
   report.
 """
@@ -14,7 +16,7 @@
 from fastload.datasets.folders import ImageFolder, ImageList
 from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
 from fastload.datasets.skipping import Skipped
-from fastload.datasets.tables import ImageTable
+from fastload.datasets.tables import ImageTable, ImageTableStream
 from fastload.errors import UnreadableImageWarning
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "ImageFolder",
     "ImageList",
     "ImageTable",
+    "ImageTableStream",
     "OnError",
     "Skipped",
     "UnreadableImageWarning",

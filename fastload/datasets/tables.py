@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+from torch.utils.data import IterableDataset
 
 from fastload import backends
 from fastload._optional import MissingDependencyError
@@ -17,7 +18,7 @@ from fastload.backends.files import read_file
 from fastload.datasets.image_dataset import ImageDataset, OnError, check_options
 from fastload.datasets.row_groups import RowGroups
 
-__all__ = ["ImageTable", "TableRows", "is_hf_dataset"]
+__all__ = ["ImageTable", "ImageTableStream", "TableRows", "is_hf_dataset", "is_hf_stream"]
 
 Source = Any  # a path, URL or glob (or a list of them), a pyarrow.Table, a datasets.Dataset
 
@@ -72,8 +73,9 @@ class ImageTable(ImageDataset):
         ValueError: A column that is not in the table (with the columns it has), no Parquet
             file at ``source``, ``in_memory=False`` for a source that is no Parquet files, or
             a bad option.
-        TypeError: A streaming ``datasets.IterableDataset``, which has no random access (its
-            Parquet files with ``in_memory=False`` are read as it streams them).
+        TypeError: A streaming ``datasets.IterableDataset``, which has no random access
+            (:class:`ImageTableStream` reads it; its Parquet files with ``in_memory=False``
+            are read a row group at a time).
         fastload.MissingDependencyError: pyarrow (or fsspec, for a URL) is not installed.
     """
 
@@ -152,17 +154,26 @@ class ImageTable(ImageDataset):
     def read_sample(self, index: int) -> tuple[bytes, Any]:
         """The encoded image of row ``index`` and its target."""
         cell, target = self._cell(index)
-        if isinstance(cell, dict):
-            data, where = cell.get("bytes"), cell.get("path")
-            if data is None:
-                if not where:
-                    raise ValueError("the row has neither the image's bytes nor its path")
-                data = read_file(where)
-        else:
-            data = cell
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ValueError(f"the {self.image!r} column holds {type(data).__name__}, not bytes")
-        return bytes(data), target
+        return _image_bytes(cell, self.image), target
+
+
+def _image_bytes(cell: Any, column: str) -> bytes:
+    """The encoded image an image cell holds: its bytes, or the file at its ``path``.
+
+    Raises:
+        ValueError: The cell holds neither.
+    """
+    if isinstance(cell, dict):
+        data, where = cell.get("bytes"), cell.get("path")
+        if data is None:
+            if not where:
+                raise ValueError("the row has neither the image's bytes nor its path")
+            data = read_file(where)
+    else:
+        data = cell
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ValueError(f"the {column!r} column holds {type(data).__name__}, not bytes")
+    return bytes(data)
 
 
 def is_hf_dataset(source: Any) -> bool:
@@ -183,13 +194,12 @@ def _check_source(source: Any, in_memory: bool) -> None:
         TypeError: A streaming ``datasets.IterableDataset``.
         ValueError: ``in_memory=False`` for a source that is not Parquet files.
     """
-    module = type(source).__module__
-    if module.split(".")[0] == "datasets" and type(source).__name__ == "IterableDataset":
+    if is_hf_stream(source):
         raise TypeError(
             "fastload.ImageTable reads a table by row, and a streaming datasets.IterableDataset "
-            "has no rows to index: give it the dataset's Parquet files (a folder, a glob, or "
-            "'hf://datasets/<repo>/<path>/*.parquet') with in_memory=False, which reads them a "
-            "row group at a time as streaming does"
+            "has no rows to index: read it with fastload.ImageTableStream, or give ImageTable "
+            "its Parquet files (a folder, a glob, 'hf://datasets/<repo>/<path>/*.parquet') "
+            "with in_memory=False, which reads them a row group at a time"
         )
     in_arrow = type(source).__module__.split(".")[0] == "pyarrow"
     if not in_memory and (is_hf_dataset(source) or in_arrow):
@@ -371,3 +381,131 @@ def _column_names(source: Any) -> list[str]:
         return list(source.column_names)
     filesystem, files = _parquet_files(source, None)
     return list(pq.read_schema(files[0], filesystem=filesystem).names)
+
+
+class ImageTableStream(ImageDataset, IterableDataset):
+    """:class:`ImageTable` for a streaming Hugging Face ``datasets.IterableDataset``
+    (``load_dataset(..., streaming=True)``): its rows in the order it streams them, each
+    image's encoded bytes decoded by fastload's backend fused with the transform (``datasets``
+    would decode each image whole with Pillow first).
+
+    A torch ``IterableDataset``: in a loader's worker processes, ``datasets`` gives each worker
+    its own part of the stream's files (a stream of fewer files than workers leaves workers
+    idle), and ranks split it with ``datasets.distributed.split_dataset_by_node``; shuffle it
+    with its own ``shuffle(buffer_size=...)``. A row that does not decode follows
+    ``on_error``, named by its place in this worker's part of the stream.
+
+    Args:
+        source: A ``datasets.IterableDataset``.
+        transform: What to do with each image (see :class:`ImageDataset`).
+        target_transform: Called on each target.
+        image: The image column (Hugging Face's ``Image`` feature, or bytes).
+        target: The target column, several columns (a dict of their values), or ``None``.
+        backend: As :class:`fastload.ImageList`'s.
+        on_error: As :class:`fastload.ImageList`'s.
+        max_pixels: Refuse images whose header claims more pixels.
+        exif_orientation: Apply each image's EXIF orientation, as ``datasets`` does.
+
+    Attributes:
+        classes: The class names of a ``ClassLabel`` target column; empty otherwise.
+
+    Raises:
+        TypeError: ``source`` is no ``datasets.IterableDataset``.
+        ValueError: A column the stream does not have (with the ones it has), or a bad option.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
+        *,
+        image: str = "image",
+        target: str | Sequence[str] | None = "label",
+        backend: str = "auto",
+        on_error: OnError = "raise",
+        max_pixels: int = backends.DEFAULT_MAX_PIXELS,
+        exif_orientation: bool = True,
+    ) -> None:
+        check_options(on_error, max_pixels)
+        if not is_hf_stream(source):
+            raise TypeError(
+                f"fastload.ImageTableStream reads a datasets.IterableDataset, got "
+                f"{type(source).__name__} (a datasets.Dataset or Parquet files: "
+                "fastload.ImageTable)"
+            )
+        self.image, self.target = image, target
+        self.has_targets = target is not None
+        self._targets = (
+            [] if target is None else [target] if isinstance(target, str) else list(target)
+        )
+        columns = [image, *self._targets]
+        self._rows = _stream_rows(source, columns)
+        one = target if isinstance(target, str) else None
+        features = source.features or {}
+        self.classes = _class_names(features.get(one) if one else None)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self._current: tuple[int, dict[str, Any]] | None = None
+        self._setup(transform, target_transform, backend, on_error, max_pixels, exif_orientation)
+
+    def __len__(self) -> int:
+        raise TypeError("a stream has no length: count its rows as they come")
+
+    def __iter__(self) -> Iterator[Any]:
+        for index, row in enumerate(self._rows):
+            self._current = (index, row)
+            yield self._load(index)
+        self._current = None
+
+    def read_sample(self, index: int) -> tuple[bytes, Any]:
+        """The encoded image and target of the row the stream is at (``index``)."""
+        row = self._row(index)
+        values = [row[name] for name in self._targets]
+        if isinstance(self.target, str):
+            target: Any = values[0]
+        else:
+            target = dict(zip(self._targets, values, strict=True)) if self._targets else None
+        return _image_bytes(row[self.image], self.image), target
+
+    def path(self, index: int) -> str:
+        """The row: its place in this worker's part of the stream, and its file's path where
+        the image cell has one."""
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        part = f"worker {info.id}'s part of the stream" if info is not None else "the stream"
+        cell = self._current[1].get(self.image) if self._current is not None else None
+        where = cell.get("path") if isinstance(cell, dict) else None
+        return f"{part} row {index}" + (f" ({where})" if where else "")
+
+    def _row(self, index: int) -> dict[str, Any]:
+        if self._current is None or self._current[0] != index:
+            raise IndexError(f"row {index} is not the row the stream is at: iterate the stream")
+        return self._current[1]
+
+
+def is_hf_stream(source: Any) -> bool:
+    """Whether ``source`` is a Hugging Face ``datasets.IterableDataset``."""
+    if type(source).__module__.split(".")[0] != "datasets":
+        return False
+    import datasets
+
+    return isinstance(source, datasets.IterableDataset)
+
+
+def _stream_rows(source: Any, columns: list[str]) -> Any:
+    """The stream's image and target columns, its images as undecoded ``{"bytes", "path"}``.
+
+    Raises:
+        ValueError: A column it does not have, with the ones it has.
+    """
+    names = list(source.column_names) if source.column_names is not None else None
+    if names is not None:
+        _check_columns(columns, names, where="the stream")
+    import datasets
+
+    rows = source.select_columns(columns)
+    feature = (source.features or {}).get(columns[0])
+    if isinstance(feature, datasets.Image):
+        rows = rows.cast_column(columns[0], datasets.Image(decode=False))
+    return rows

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+import torchvision.transforms.v2 as v2
 from images import jpeg_bytes, photo
 
 import fastload
@@ -224,7 +225,68 @@ def test_row_groups_are_only_for_parquet_files_and_a_stream_is_pointed_at_them(
     streaming = datasets.load_dataset(
         "parquet", data_files=str(grouped / "*.parquet"), split="train", streaming=True
     )
-    with pytest.raises(TypeError, match=r"Parquet files .* with in_memory=False"):
+    with pytest.raises(TypeError, match="ImageTableStream, or give ImageTable its Parquet"):
         fastload.ImageTable(streaming)
     with pytest.raises(TypeError, match="ImageTable with in_memory=False"):
         fastload.ShardSampler(fastload.ImageTable(grouped))
+
+
+@pytest.fixture(scope="module")
+def stream(files, grouped: Path) -> datasets.IterableDataset:
+    """The Parquet files as ``datasets`` streams them (``streaming=True``)."""
+    return datasets.load_dataset(
+        "parquet", data_files=str(grouped / "*.parquet"), split="train", streaming=True
+    )
+
+
+def test_a_stream_gives_the_files_images_in_its_order(files, stream) -> None:
+    table = fastload.ImageTableStream(stream, T.Resize((32, 40)))
+    assert table.classes == CLASSES
+    want, labels = _all(_reference(files))
+    samples = list(table)
+    assert torch.equal(torch.stack([x for x, _ in samples]), want)
+    assert [y for _, y in samples] == labels
+    with pytest.raises(TypeError, match="a stream has no length"):
+        len(table)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stream_batches_as_torchs_loader_batches_it(files, stream, workers: int) -> None:
+    """In worker processes ``datasets`` gives each worker its files: the same batches as
+    torch's loader, every row once."""
+    table = fastload.ImageTableStream(stream, T.Resize((32, 40)))
+    ours = list(fastload.DataLoader(table, batch_size=4, num_workers=workers))
+    torchs = list(torch.utils.data.DataLoader(table, batch_size=4, num_workers=workers))
+    for (a, y), (b, z) in zip(ours, torchs, strict=True):
+        assert torch.equal(a, b) and torch.equal(y, z)
+    assert sorted(torch.cat([y for _, y in ours]).tolist()) == sorted(files[1])
+
+
+def test_a_streams_pipeline_is_accelerated_and_its_bad_rows_named(
+    files, stream, tmp_path: Path
+) -> None:
+    pipeline = v2.Compose(
+        [v2.RandomResizedCrop(24), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
+    )
+    loader = fastload.DataLoader(
+        fastload.ImageTableStream(stream, pipeline), batch_size=6, accelerate=True
+    )
+    assert loader.acceleration.accelerated and loader.acceleration.dtype == "float32"
+    images, _ = next(iter(loader))
+    assert images.shape == (6, 3, 24, 24) and images.dtype == torch.float32
+    # a stream given to the loader as it is runs as written, and explain names the class
+    plain = fastload.DataLoader(stream, batch_size=4, accelerate=True)
+    assert "fastload.ImageTableStream(stream, transform)" in str(plain.acceleration)
+    table = pa.table({"image": [files[0][0].read_bytes(), b"not a jpeg"], "label": [0, 1]})
+    pq.write_table(table, tmp_path / "bad.parquet")
+    bad = datasets.load_dataset(
+        "parquet", data_files=str(tmp_path / "bad.parquet"), split="train", streaming=True
+    )
+    with pytest.raises(fastload.ImageDecodeError, match="the stream row 1"):
+        list(fastload.ImageTableStream(bad))
+    skipping = fastload.ImageTableStream(bad, T.Resize((8, 8)), on_error="skip")
+    with pytest.warns(fastload.UnreadableImageWarning):
+        batches = list(fastload.DataLoader(skipping, batch_size=2))
+    assert batches[0][0].shape == (1, 3, 8, 8)
+    with pytest.raises(TypeError, match=r"fastload\.ImageTableStream"):
+        fastload.ImageTable(stream)
