@@ -15,8 +15,15 @@ flip, ToImage, ToDtype float32, Normalize):
   conversion runs once a batch on them);
 - ``ImageTable(dataset)``: ``fastload.ImageTable`` over the same ``datasets.Dataset``, the
   pipeline as its transform, ``fastload.DataLoader(..., accelerate=True)``;
-- ``ImageTable(parquet)``: the same over the Parquet files, read in place;
+- ``ImageTable(parquet)``: the same over the Parquet files, read in place (into memory once);
+- ``ImageTable(row groups)``: the same files read a row group at a time
+  (``in_memory=False``), ordered by ``fastload.ShardSampler`` a few row groups at a time;
+- ``ImageTableStream``: the files streamed by ``datasets`` (``streaming=True``, its shuffle
+  buffer of 256), read by ``fastload.ImageTableStream``;
 - ``ImageShards``: the same photos packed by ``fastload.pack``, read by ``fastload.ImageShards``.
+
+The Parquet files are written by ``datasets`` in row groups of 100 rows, as it writes image
+datasets for the Hub.
 
 Rounds are interleaved (``results.loader_rates``). Run:
 python benchmarks/storage/tables.py [--data DIR] [--work DIR] [--workers 2] [--rounds 4]
@@ -63,7 +70,7 @@ def write_tables(data: str, work: Path) -> tuple[Path, Path]:
     dataset), and as fastload shards; made once in ``work``."""
     import datasets
 
-    parquet, shards = work / "parquet", work / "shards"
+    parquet, shards = work / "parquet-100", work / "shards"
     if not parquet.exists():
         folder = fastload.ImageFolder(data)
         features = datasets.Features(
@@ -76,10 +83,9 @@ def write_tables(data: str, work: Path) -> tuple[Path, Path]:
         table = datasets.Dataset.from_dict(rows, features=features)
         making = Path(tempfile.mkdtemp(dir=work))
         half = len(table) // 2
-        table.select(range(half)).to_parquet(str(making / "train-00000-of-00002.parquet"))
-        table.select(range(half, len(table))).to_parquet(
-            str(making / "train-00001-of-00002.parquet")
-        )
+        for k, rows in enumerate((range(half), range(half, len(table)))):
+            name = making / f"train-{k:05}-of-00002.parquet"
+            table.select(rows).to_parquet(str(name), batch_size=100)  # a row group a batch
         making.rename(parquet)
     if not shards.exists():
         fastload.pack(data, shards, progress=False)
@@ -134,8 +140,13 @@ def main() -> None:
         "persistent_workers": args.workers > 0,
     }
 
-    def fast(dataset: Any) -> Any:
-        return fastload.DataLoader(dataset, accelerate=True, **common)
+    def fast(dataset: Any, **options: Any) -> Any:
+        return fastload.DataLoader(dataset, accelerate=True, **(common | options))
+
+    grouped = fastload.ImageTable(parquet, pipeline(args.size), in_memory=False)
+    stream = datasets.load_dataset(
+        "parquet", data_files=str(parquet / "*.parquet"), split="train", streaming=True
+    ).shuffle(seed=0, buffer_size=256)
 
     loaders = {
         "hf + torch": hf_loader(loaded, args.size, common, torch.utils.data.DataLoader),
@@ -144,6 +155,12 @@ def main() -> None:
         ),
         "ImageTable(dataset)": fast(fastload.ImageTable(loaded, pipeline(args.size))),
         "ImageTable(parquet)": fast(fastload.ImageTable(parquet, pipeline(args.size))),
+        "ImageTable(row groups)": fast(
+            grouped, shuffle=None, sampler=fastload.ShardSampler(grouped, seed=0)
+        ),
+        "ImageTableStream": fast(
+            fastload.ImageTableStream(stream, pipeline(args.size)), shuffle=None
+        ),
         "ImageShards": fast(fastload.ImageShards(shards, pipeline(args.size), target="cls")),
     }
     print(
@@ -161,10 +178,8 @@ def main() -> None:
     swapped = rates["hf + fastload"]
     print(f"hf + fastload / hf + torch: {results.spread(swapped, hf)}")
     print(f"ImageTable(dataset) / hf + torch: {results.spread(table, hf)}")
-    print(
-        "ImageTable(parquet) / ImageShards: "
-        f"{results.spread(rates['ImageTable(parquet)'], rates['ImageShards'])}"
-    )
+    for name in ("ImageTable(parquet)", "ImageTable(row groups)", "ImageTableStream"):
+        print(f"{name} / ImageShards: {results.spread(rates[name], rates['ImageShards'])}")
     print(f"({time.perf_counter() - started:.0f} s)")
     results.write(
         args.json,
@@ -183,6 +198,16 @@ def main() -> None:
                 group="in place against shards",
                 target=0.95,
                 against="ImageShards",
+            ),
+            *(
+                results.row(
+                    name,
+                    rates[name],
+                    rates["ImageShards"],
+                    group="in place against shards",
+                    against="ImageShards",
+                )
+                for name in ("ImageTable(row groups)", "ImageTableStream")
             ),
         ],
         settings={k: getattr(args, k) for k in ("workers", "batch_size", "size", "seconds")}
