@@ -576,9 +576,9 @@ def test_info_says_which_gpu_decoders_and_which_nvjpeg_it_finds() -> None:
     entry = next(b for b in collect()["backends"] if b["name"] == "nvimgcodec")
     assert entry["usable"] and entry["kind"] == "executor"
     details = entry["details"]
-    assert set(details) == {"gpu_decoder", "hybrid_decoder", "hardware_decoder", "nvjpeg"}
+    assert set(details) == {"cuda_decoder", "hardware_decoder", "nvjpeg"}
     if not torch.cuda.is_available():
-        assert details["gpu_decoder"] == details["hybrid_decoder"] == "no (no CUDA device)"
+        assert details["cuda_decoder"] == details["hardware_decoder"] == "no (no CUDA device)"
     version = nvjpeg_version()
     if version is None:
         assert details["nvjpeg"] == "not loaded"

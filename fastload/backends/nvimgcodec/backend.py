@@ -50,13 +50,18 @@ class NvImageCodecBackend(Backend):
 
     @classmethod
     def details(cls) -> dict[str, Any]:
-        """Whether nvImageCodec decodes JPEGs here with nvJPEG's CUDA decoder (Huffman decoding
-        on the GPU, or on the CPU: "hybrid") and on a hardware JPEG engine (A100, H100, H200),
-        found by decoding a tiny JPEG with each; and which nvJPEG they use, which decides
-        whether crops are decoded as regions on the GPU."""
+        """Whether nvImageCodec decodes JPEGs here with nvJPEG's CUDA decoder and with a
+        hardware JPEG engine (A100, H100, H200), found by decoding a tiny JPEG with each; and
+        which nvJPEG they use, which decides whether crops are decoded as regions on the GPU.
+
+        nvImageCodec files nvJPEG's CUDA decoder under the ``HYBRID_CPU_GPU`` backend kind
+        (it decodes the Huffman code on the CPU, or on the GPU for large images), and has no
+        JPEG decoder of the ``GPU_ONLY`` kind: a decoder asked for ``GPU_ONLY`` alone fails on
+        JPEGs with "Could not create decoder", whatever the install. So the CUDA decoder is
+        probed as the hybrid kind.
+        """
         found = {
-            "gpu_decoder": _decodes_with("GPU_ONLY"),
-            "hybrid_decoder": _decodes_with("HYBRID_CPU_GPU"),
+            "cuda_decoder": _decodes_with("HYBRID_CPU_GPU"),
             "hardware_decoder": _decodes_with("HW_GPU_ONLY"),
         }
         version = nvjpeg_version()

@@ -139,6 +139,8 @@ def make_decoder(device_index: int | None, threads: int) -> Any:
         if load in (0.0, 1.0)
         else nv.LoadHintPolicy.ADAPTIVE_MINIMIZE_IDLE_TIME
     )
+    # nvJPEG's CUDA decoder is nvImageCodec's HYBRID_CPU_GPU kind; GPU_ONLY holds the GPU
+    # decoders of other formats (JPEG 2000, TIFF), so a JPEG the engine leaves passes it by
     backends = [
         nv.Backend(nv.BackendKind.HW_GPU_ONLY, load_hint=load, load_hint_policy=policy),
         nv.Backend(nv.BackendKind.GPU_ONLY),
