@@ -140,6 +140,15 @@ def parts(python: str) -> list[Part]:
             "gpu_tests.txt",
             3,
         ),
+        Part(
+            "nvimgcodec decoders",
+            # each decoder alone and fastload's mix: the hardware engine, nvJPEG's CUDA decoder
+            # with its Huffman decoding on the CPU (nvImageCodec's setting) and on the GPU
+            [python, "benchmarks/decoding/seekable_nvimgcodec.py", "--rounds", "3"],
+            True,
+            150,
+            "nvimgcodec_decoders.txt",
+        ),
         Part("bench train", [*bench, "--pipeline", "train"], True, 120, "bench_train.json", 4),
         Part("bench val", [*bench, "--pipeline", "val"], True, 120, "bench_val.json", 4),
         Part(

@@ -4,17 +4,20 @@ Every JPEG under ``--data`` (as ``benchmarks/decoding/seekable.py`` finds them) 
 pack rewrites it (``region.add_restarts``). Batches of 64 are decoded by nvImageCodec from the files
 and from their rewrites, rounds interleaved, whole and as random crop regions (RandomResizedCrop
 windows, seeded), with each set of nvImageCodec backends: the mix fastload's ``nvimgcodec`` backend
-makes on a GPU (the hardware JPEG engine, nvJPEG's CUDA and hybrid decoders, the CPU behind them),
-and each GPU decoder alone. Printed per row: images/s of each, their ratio per round, how many
-images each decoded (a decoder alone returns nothing for a file it refuses: the hardware engine
-refuses progressive JPEGs, which the rewrite makes baseline), and the largest pixel difference
-between the two where the same decoder decoded both.
+makes on a GPU (the hardware JPEG engine, nvJPEG's CUDA decoder, the CPU behind them), and each
+GPU decoder alone: the engine, and the CUDA decoder (nvImageCodec's ``HYBRID_CPU_GPU`` kind; it
+has no JPEG decoder of the ``GPU_ONLY`` kind) with its Huffman decoding on the CPU below a
+megapixel, as nvImageCodec sets it, and on the GPU for every image
+(``nvjpeg_cuda_decoder:hybrid_huffman_threshold=0``). Printed per row: images/s of each, their
+ratio per round, how many images each decoded (a decoder alone returns nothing for a file it
+refuses: the hardware engine refuses progressive JPEGs, which the rewrite makes baseline), and
+the largest pixel difference between the two where the same decoder decoded both.
 
 nvImageCodec opens nvJPEG by its library name and gets the first copy in the process:
 torchvision's older one once torchvision is imported, which nvImageCodec refuses region
 decodes with. So the decoders are made before fastload (and torchvision) are imported.
 
-Run: python benchmarks/decoding/seekable_nvimgcodec.py --data DIR_OR_TARS [--device cuda]
+Run: python benchmarks/decoding/seekable_nvimgcodec.py [--data DIR_OR_TARS] [--device cuda]
      [--rounds 5]
      (``--device cpu``: nvImageCodec's CPU decoder, to try the script without a GPU)
 """
@@ -42,26 +45,30 @@ LIMIT = 10**9
 def decoders(nv: Any, device: str) -> dict[str, Any]:
     """The nvImageCodec decoders to compare, by name; a name whose decoder cannot be made on
     this machine maps to the reason."""
+    on_gpu = "nvjpeg_cuda_decoder:hybrid_huffman_threshold=0"  # nvImageCodec's decoder options
     if device == "cpu":
-        kinds = {"cpu": [nv.BackendKind.CPU_ONLY]}
+        kinds = {"cpu": ([nv.BackendKind.CPU_ONLY], "")}
     else:
         kinds = {  # a GPU decoder made first loads nvImageCodec's nvJPEG, then fastload's
-            "hardware engine": [nv.BackendKind.HW_GPU_ONLY],
-            "CUDA": [nv.BackendKind.GPU_ONLY],
-            "hybrid": [nv.BackendKind.HYBRID_CPU_GPU],
+            "hardware engine": ([nv.BackendKind.HW_GPU_ONLY], ""),
+            "CUDA, Huffman on the CPU": ([nv.BackendKind.HYBRID_CPU_GPU], ""),
+            "CUDA, Huffman on the GPU": ([nv.BackendKind.HYBRID_CPU_GPU], on_gpu),
             "fastload's mix": None,
         }
     made: dict[str, Any] = {}
-    for name, backends in kinds.items():
+    for name, chosen in kinds.items():
         try:
-            if backends is None:
+            if chosen is None:
                 from fastload.backends.nvimgcodec.decoder import make_decoder
 
                 made[name] = make_decoder(0, threads=4)
             else:
+                backends, options = chosen
                 device_id = nv.NVIMGCODEC_DEVICE_CPU_ONLY if device == "cpu" else 0
                 made[name] = nv.Decoder(
-                    device_id=device_id, backends=[nv.Backend(kind) for kind in backends]
+                    device_id=device_id,
+                    backends=[nv.Backend(kind) for kind in backends],
+                    options=options,
                 )
         except RuntimeError as error:  # e.g. no CUDA decoder on this GPU
             made[name] = f"not made: {error}"
@@ -132,7 +139,9 @@ def largest_difference(nv: Any, decoder: Any, files: list[bytes], rewritten: lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, help="a folder of JPEGs, or tar shards")
+    parser.add_argument(
+        "--data", help="a folder of JPEGs, or tar shards (default: the cached default photos)"
+    )
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
@@ -144,6 +153,10 @@ def main() -> None:
     from decoding.seekable import jpegs
     from fastload.backends.region import add_restarts
 
+    if args.data is None:  # fastload is imported by now, after the decoders were made
+        from fastload.synthetic import default_data
+
+        args.data = str(default_data())
     files = jpegs(Path(args.data))
     if not files:
         parser.error(f"no .jpg or .jpeg files or tar members under {args.data}")
