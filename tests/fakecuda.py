@@ -32,6 +32,15 @@ class FakeEvent:
     def record(self, stream: FakeStream) -> None:
         self.log.append(("record", stream.name, self.id))
 
+    done = True  # what query() answers: a test holds a copy in flight with False
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        self.log.append(("synchronize", self.id))
+        self.done = True
+
 
 class FakeCuda:
     """Stands in for a CUDA device: records stream, event and copy calls in order."""

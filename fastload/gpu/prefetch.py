@@ -2,10 +2,13 @@
 
 Who owns what, at each moment:
 
-* A host batch belongs to the prefetcher from the moment it is drawn from the source until the
-  device copy of it is handed out. Unpinned tensors are pinned first (one host copy) so that the
-  transfer can run asynchronously; batches from ``fastload.DataLoader(device="cuda")`` arrive
-  pinned already, from torch's pin-memory thread.
+* A host batch belongs to the prefetcher from the moment it is drawn from the source until its
+  copy to the device has finished on the GPU (an event recorded after the copy, queried, never
+  waited on while batches flow): memory that is pinned in place (a worker's kept slot
+  registered with CUDA, :mod:`fastload.gpu.registered`) is read by the copy after
+  ``non_blocking`` returns, and must not be written again before. Unpinned tensors are pinned
+  first (one host copy) so that the transfer can run asynchronously; batches from
+  ``fastload.DataLoader(device="cuda")`` arrive pinned already.
 * A device batch is allocated on the prefetcher's side stream. When it is handed out, the
   consumer's current stream is made to wait for the copy (``wait_event``), and every tensor is
   marked with ``record_stream(consumer)``, so the caching allocator does not reuse its memory
@@ -82,6 +85,9 @@ class CUDAPrefetcher:
         self._source: Iterator[Any] | None = None
         # Each entry: (device batch, the tensors in it, event recorded after its copy).
         self._queue: deque[tuple[Any, list[torch.Tensor], torch.cuda.Event]] = deque()
+        # The host batches whose copies may still be reading them, each with the event recorded
+        # right after its copy, oldest first (events on one stream complete in that order).
+        self._landing: deque[tuple[torch.cuda.Event, Any]] = deque()
         self._error: Exception | None = None
         self._started = False
 
@@ -106,6 +112,7 @@ class CUDAPrefetcher:
         batch, tensors, copied = self._queue.popleft()
         # Issue the next copies before handing this batch out, so they overlap its use.
         self._fill(self.depth)
+        self._let_go()
         consumer = torch.cuda.current_stream(self.device)
         consumer.wait_event(copied)
         for tensor in tensors:
@@ -128,6 +135,9 @@ class CUDAPrefetcher:
         is closed. Safe to call more than once.
         """
         self._queue.clear()
+        for landed, _ in self._landing:  # their memory may go back to a worker once let go
+            landed.synchronize()
+        self._landing.clear()
         self._error = None
         source, self._source = self._source, None
         close = getattr(source, "close", None)
@@ -155,10 +165,18 @@ class CUDAPrefetcher:
 
         with torch.cuda.stream(self._stream):
             batch = map_tensors(to_device, host)
+            landed = torch.cuda.Event()
+            landed.record(self._stream)
             if self.transform is not None:
                 batch = self.transform(batch)
             copied = torch.cuda.Event()
             copied.record(self._stream)
+        self._landing.append((landed, host))
         tensors: list[torch.Tensor] = []
         map_tensors(tensors.append, batch)  # what the consumer will own
         return batch, tensors, copied
+
+    def _let_go(self) -> None:
+        """Drop the host batches whose copies have finished on the GPU."""
+        while self._landing and self._landing[0][0].query():
+            self._landing.popleft()

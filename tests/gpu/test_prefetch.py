@@ -151,14 +151,58 @@ def test_consumer_waits_for_each_copy_and_owns_the_memory(fake_cuda: FakeCuda) -
         during = log[start:]
         (wait,) = [e for e in during if e[0] == "wait"]
         assert wait[1] == "consumer"
-        # the event waited on was recorded on the side stream right after this batch's copy
+        # the event waited on was recorded on the side stream after this batch's copy (and the
+        # event its host batch is let go by)
         recorded = log.index(("record", "side", wait[2]))
-        assert log[recorded - 1] == ("copy", "side", True)
+        assert log[recorded - 2] == ("copy", "side", True) and log[recorded - 1][0] == "record"
         # the consumer takes ownership only after waiting
         owned = ("record_stream", "consumer", id(batch["x"]))
         assert during.index(wait) < during.index(owned)
     with pytest.raises(StopIteration):
         next(prefetcher)
+
+
+class Tag:
+    """A host batch's marker, whose life shows how long the prefetcher holds the batch."""
+
+
+def test_a_host_batch_is_held_until_its_copy_has_finished_on_the_gpu(
+    fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory pinned in place (a worker's registered slot) is read by the copy after
+    non_blocking returns: the prefetcher holds each host batch until the event recorded after
+    its copy has completed, asked without waiting; close() waits for the rest."""
+    import gc
+    import weakref
+
+    from fakecuda import FakeEvent
+
+    alive: list[weakref.ref] = []
+
+    def source():  # each batch made as it is drawn, so only the prefetcher holds it
+        for _ in range(4):
+            tag = Tag()
+            alive.append(weakref.ref(tag))
+            yield {"x": pinned(2), "tag": tag}
+
+    monkeypatch.setattr(FakeEvent, "done", False)  # every copy still in flight
+    prefetcher = iter(CUDAPrefetcher(source(), depth=1))
+    next(prefetcher), next(prefetcher)  # batches 0 and 1 handed out, batch 2 copied ahead
+    gc.collect()
+    assert alive[0]() is not None and alive[1]() is not None  # their copies may still read
+    monkeypatch.setattr(FakeEvent, "done", True)  # the copies have landed
+    next(prefetcher)
+    gc.collect()
+    assert alive[0]() is None and alive[1]() is None and alive[2]() is None
+    # closed with copies in flight: it waits for them before letting their batches go
+    alive.clear()
+    monkeypatch.setattr(FakeEvent, "done", False)
+    prefetcher = iter(CUDAPrefetcher(source(), depth=2))
+    next(prefetcher)
+    prefetcher.close()
+    gc.collect()
+    assert len(alive) == 3 and all(ref() is None for ref in alive)
+    assert [entry[0] for entry in fake_cuda.log].count("synchronize") == 3
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
