@@ -26,6 +26,7 @@ from fastload.compat import (
     pins_in_thread,
 )
 from fastload.datasets.skipping import SkipReport
+from fastload.gpu import registered
 from fastload.gpu.prefetch import CUDAPrefetcher
 from fastload.gpu.stage import BatchStage, DeviceStage
 from fastload.loader.collate import collate_chain
@@ -105,6 +106,11 @@ class WorkerPath:
                 arguments["batch_sampler"] = self.epochs
             else:
                 arguments.update(sampler=self.epochs, batch_size=None)
+        # the workers' kept slots registered with CUDA: the batches need no pinned copy, so
+        # torch's pin-memory thread is off (and with it the reason to make each batch anew)
+        registers = plan.cuda and not plan.threads and registered.enabled()
+        if registers:
+            arguments["pin_memory"] = False
         arguments["collate_fn"] = collate_chain(
             loader.collate_fn if plan.then is None else torch.utils.data.default_collate,
             stage=self.stage,
@@ -122,6 +128,7 @@ class WorkerPath:
             arguments["worker_init_fn"] = start
         kind = _ThreadsLoader if plan.threads else _TorchLoader
         self.torch_loader = kind(plan.dataset, **arguments)
+        self.torch_loader.registers_slots = registers
 
     def __len__(self) -> int:
         return len(self.torch_loader)
@@ -159,6 +166,8 @@ class WorkerPath:
 
 class _TorchLoader(torch.utils.data.dataloader.DataLoader):
     """torch's loader over the planned dataset, whose iterators count what they hand out."""
+
+    registers_slots = False  # its workers' kept slots are registered with CUDA (gpu.registered)
 
     def _get_iterator(self) -> Any:
         if self.num_workers == 0:
@@ -216,7 +225,11 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
             fds = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
             ring = shared_buffers.enabled() and fds and not pins_in_thread(loader)
             init.table = SlotTable(loader.num_workers) if ring else None
-            self._returns = Returns(init.table) if init.table is not None else None
+            if init.table is not None:
+                registry = None
+                if getattr(loader, "registers_slots", False):
+                    registry = registered.HostRegistry()
+                self._returns = Returns(init.table, registry)
         collects = gc.isenabled()
         if isinstance(init, _WorkerStart):
             init.collects = collects
@@ -227,6 +240,12 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
         finally:
             if collects:
                 gc.enable()
+
+    def _shutdown_workers(self) -> None:
+        super()._shutdown_workers()
+        returns = getattr(self, "_returns", None)  # torch may call this from its own __init__
+        if returns is not None:
+            returns.close()  # the slots' memory goes with the workers' last references
 
     def _try_get_data(self, timeout: float = MP_STATUS_CHECK_INTERVAL) -> Any:
         try:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -251,13 +252,23 @@ class Returns:
 
     Args:
         table: The iterator's :class:`SlotTable`.
+        registry: Registers each kept storage with CUDA, and unregisters it before it is let
+            go of (:class:`fastload.gpu.registered.HostRegistry`); ``None``: nothing is.
     """
 
-    def __init__(self, table: SlotTable) -> None:
+    def __init__(self, table: SlotTable, registry: Any = None) -> None:
         self.ring_id = table.ring_id
         self._states = table.states.numpy()
         self._kept: dict[tuple[int, int], torch.UntypedStorage] = {}
         self._out: set[tuple[int, int]] = set()
+        self._registry = registry
+        if registry is not None:  # unregistered before the storages it keeps are let go of
+            weakref.finalize(self, registry.close)
+
+    def close(self) -> None:
+        """Unregister the kept storages (the iterator is done); nothing without a registry."""
+        if self._registry is not None:
+            self._registry.close()
 
     def received(self, data: Any) -> None:
         """Free the slots let go of since the last call, then note the ring storages in
@@ -268,7 +279,7 @@ class Returns:
             self._states[key] = _FREE
         for key in [key for key in self._kept if key not in self._out]:
             if self._states[key] == _DROPPED:
-                del self._kept[key]
+                self._let_go(key)
         for storage in _shared_storages(data):
             nbytes = storage.nbytes()
             if nbytes < _TAIL or nbytes % 8:
@@ -278,8 +289,18 @@ class Returns:
                 continue
             key = (where >> 20, where & 0xFFFFF)
             if key[0] < self._states.shape[0] and key[1] < self._states.shape[1]:
-                self._kept[key] = storage  # replaces a smaller storage the slot had before
+                old = self._kept.get(key)
+                if old is not None and old.data_ptr() != storage.data_ptr():
+                    self._let_go(key)  # the slot's smaller storage, made again larger
+                self._kept[key] = storage
                 self._out.add(key)
+                if self._registry is not None:
+                    self._registry.register(storage)
+
+    def _let_go(self, key: tuple[int, int]) -> None:
+        storage = self._kept.pop(key)
+        if self._registry is not None:
+            self._registry.unregister(storage)
 
 
 def _shared_storages(data: Any, depth: int = 0) -> list[torch.UntypedStorage]:

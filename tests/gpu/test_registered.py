@@ -1,0 +1,159 @@
+"""The workers' kept slots registered with CUDA (``FASTLOAD_REGISTER_SLOTS=1``): each storage
+registered once when the main process first receives it, unregistered before it is let go of
+(a slot's storage made again larger, a storage the worker dropped, the iterator's end), and a
+registration CUDA refuses turning it off with one message. CUDA's runtime is a recorder here;
+the device path is FakeCuda's (tests/fakecuda.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+import fastload
+from fastload.gpu import registered
+from fastload.gpu.registered import HostRegistry
+from fastload.memory.shared_buffers import Returns, SlotTable, WorkerRing
+
+
+class Runtime:
+    """CUDA's runtime as torch exposes it, recording what is pinned; refuses with ``error``."""
+
+    def __init__(self, error: int = 0) -> None:
+        self.pinned: dict[int, int] = {}
+        self.calls: list[tuple[str, int]] = []
+        self.error = error
+
+    def cudaHostRegister(self, pointer: int, nbytes: int, flags: int) -> int:
+        self.calls.append(("register", pointer))
+        if self.error:
+            return self.error
+        assert pointer not in self.pinned and flags == 0
+        self.pinned[pointer] = nbytes
+        return 0
+
+    def cudaHostUnregister(self, pointer: int) -> int:
+        self.calls.append(("unregister", pointer))
+        del self.pinned[pointer]  # a KeyError: unregistered twice, or never registered
+        return 0
+
+
+def _received(returns: Returns, storage: torch.UntypedStorage) -> torch.Tensor:
+    """What the main process gets from a worker: a tensor in the ring storage."""
+    batch = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (64,))
+    returns.received([batch])
+    return batch
+
+
+def test_a_storage_is_registered_once_and_unregistered_once() -> None:
+    runtime = Runtime()
+    registry = HostRegistry(runtime)
+    storage = torch.UntypedStorage(4096)
+    assert registry.register(storage) and registry.register(storage)
+    assert storage in registry and runtime.pinned == {storage.data_ptr(): 4096}
+    registry.unregister(storage)
+    registry.unregister(storage)  # nothing: it is not registered any more
+    assert runtime.pinned == {} and storage not in registry
+    registry.register(storage)
+    registry.close()
+    assert runtime.pinned == {}
+
+
+def test_a_refused_registration_turns_it_off_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runtime = Runtime(error=1)  # cudaErrorInvalidValue
+    registry = HostRegistry(runtime)
+    with caplog.at_level(logging.INFO, logger="fastload"):
+        assert not registry.register(torch.UntypedStorage(64))
+        assert not registry.register(torch.UntypedStorage(64))
+    assert len(runtime.calls) == 1  # not asked again
+    assert registry.failed == "cudaHostRegister returned CUDA error 1 for 64 bytes"
+    assert [r.message for r in caplog.records].count(
+        f"{registry.failed}: the workers' batches are pinned by copying them, as without "
+        "FASTLOAD_REGISTER_SLOTS=1"
+    ) == 1
+
+
+def test_the_main_process_registers_what_it_keeps_and_unregisters_it_before_letting_go() -> None:
+    table = SlotTable(1, slots=2)
+    ring = WorkerRing(table, 0)
+    runtime = Runtime()
+    returns = Returns(table, HostRegistry(runtime))
+    small = ring.take(64)
+    assert small is not None
+    batch = _received(returns, small)
+    assert set(runtime.pinned) == {small.data_ptr()}
+    _received(returns, small)  # the same slot again: registered already
+    assert runtime.calls == [("register", small.data_ptr())]
+    del batch
+    table.states[0, 0] = 0  # the main process let it go; the worker makes it again larger
+    large = ring.take(1 << 16)
+    assert large is not None and large.data_ptr() != small.data_ptr()
+    _received(returns, large)
+    assert set(runtime.pinned) == {large.data_ptr()}  # the small one unregistered first
+    returns.close()  # the iterator's end
+    assert runtime.pinned == {}
+
+
+def test_a_storage_the_worker_dropped_is_unregistered() -> None:
+    table = SlotTable(1, slots=2)
+    ring = WorkerRing(table, 0)
+    runtime = Runtime()
+    returns = Returns(table, HostRegistry(runtime))
+    storage = ring.take(256)
+    assert storage is not None
+    batch = _received(returns, storage)
+    del batch, storage
+    returns.received([])  # the consumer let go: the slot is marked free
+    table.states[0, 0] = 2  # the worker dropped its storage (not taken lately)
+    returns.received([])
+    assert runtime.pinned == {}
+
+
+class Ramps(Dataset):
+    def __len__(self) -> int:
+        return 48
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3, 32, 32), i % 256, dtype=torch.uint8), i
+
+
+def test_a_cuda_loader_registers_its_workers_slots_and_skips_the_pinned_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With FASTLOAD_REGISTER_SLOTS=1 a loader with a CUDA device (faked) turns torch's
+    pin-memory thread off, its workers write their batches into kept slots, the main process
+    registers each slot once, and no batch is pinned by copying; every slot is unregistered
+    at the epoch's end. The batches are the dataset's."""
+    from fakecuda import FakeCuda
+
+    fake = FakeCuda(monkeypatch)
+    runtime = Runtime()
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: runtime)
+    monkeypatch.setattr(  # what CUDA answers for registered memory
+        torch.Tensor,
+        "is_pinned",
+        lambda t: (
+            t.untyped_storage().data_ptr() in runtime.pinned or getattr(t, "fake_pinned", False)
+        ),
+    )
+    monkeypatch.setenv(registered.ENV, "1")
+    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
+    assert not loader.plan.threads
+    labels = []
+    for images, batch_labels in loader:
+        assert torch.equal(images[:, 0, 0, 0].long(), batch_labels % 256)
+        labels += batch_labels.tolist()
+    assert labels == list(range(48))
+    registers = [pointer for kind, pointer in runtime.calls if kind == "register"]
+    assert 2 <= len(set(registers)) <= 8  # a few slots a worker, not one a batch
+    assert runtime.pinned == {}  # all unregistered at the end
+    pins = [entry for entry in fake.log if entry == ("pin",)]
+    assert len(pins) == 12  # the labels alone (not in a slot); never the images
+
+
+def test_off_by_default() -> None:
+    assert not registered.enabled()
