@@ -149,6 +149,16 @@ def parts(python: str) -> list[Part]:
             150,
             "nvimgcodec_decoders.txt",
         ),
+        Part(
+            "delivery",
+            # the same loader left on the CPU, on the device pinned by copying, and pinned in
+            # place (the workers' kept slots registered with CUDA)
+            [python, "benchmarks/gpu/delivery.py", "--seconds", "6", "--rounds", "3"],
+            True,
+            180,
+            "delivery.txt",
+            figures="delivery.json",
+        ),
         Part("bench train", [*bench, "--pipeline", "train"], True, 120, "bench_train.json", 4),
         Part("bench val", [*bench, "--pipeline", "val"], True, 120, "bench_val.json", 4),
         Part(

@@ -419,6 +419,15 @@ def test_prefetch_overlap_writes_the_pass_through_cost(tmp_path: Path) -> None:
     assert groups == ["pass-through, 0 workers"] * 2 + ["pass-through, 2 workers"] * 2
 
 
+def test_delivery_runs_its_cpu_row_without_a_gpu(tmp_path: Path) -> None:
+    """Its device rows, each a ratio to this one, need CUDA."""
+    out = tmp_path / "delivery.json"
+    args = ["--device", "cpu", "--workers", "1", "--seconds", "0.2", "--rounds", "1"]
+    run_script("delivery", *args, "--json", str(out))
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["name"] == "left on the CPU" and len(row["rates"]) == 1
+
+
 def test_worker_memory_sets_the_sample_arrays_against_a_list(tmp_path: Path) -> None:
     doc = run_benchmark(tmp_path, "worker_memory", "--files", "20000", "--epochs", "2")
     base, ours = doc["rows"]
