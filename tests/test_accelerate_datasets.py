@@ -101,6 +101,56 @@ def test_the_examples_script_is_accelerated_with_its_draws(dataset, workers: int
     assert per_image.mean() < 1.0 and per_image.max() < 2.5, per_image
 
 
+def erasing_transforms(dataset: datasets.Dataset, size: int) -> datasets.Dataset:
+    """The example's shape with random erasing after Normalize: drawn per sample, applied on
+    the stacked batch."""
+    pipeline = v2.Compose(
+        [
+            v2.RandomResizedCrop(size),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+            v2.RandomErasing(1.0),
+        ]
+    )
+
+    def train_transforms(example_batch):
+        example_batch["pixel_values"] = [
+            pipeline(image.convert("RGB")) for image in example_batch["image"]
+        ]
+        return example_batch
+
+    return dataset.with_transform(train_transforms)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_per_sample_draws_reach_the_stacked_batch_as_torchs_loader_draws_them(
+    dataset, workers: int, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RandomErasing's draws are made per row where torch's loader makes them, and applied on
+    the collate function's stacked 'pixel_values' (after the copy, with a CUDA device, faked
+    here): torch's batches, erased where torch erased them."""
+    train = erasing_transforms(dataset, 40)
+    common = {"batch_size": 4, "num_workers": workers, "collate_fn": collate_fn}
+    torch.manual_seed(2)
+    want = list(torch.utils.data.DataLoader(train, **common))
+    if device == "cuda":
+        from fakecuda import FakeCuda
+
+        FakeCuda(monkeypatch)
+        common["pin_memory"] = False
+    fast = fastload.DataLoader(train, accelerate=True, device=device, **common)
+    assert fast.acceleration.batch[-2].endswith("(drawn per sample)")
+    torch.manual_seed(2)
+    got = list(fast)
+    scale = torch.tensor(STD).view(1, 3, 1, 1) * 255
+    for w, g in zip(want, got, strict=True):
+        assert torch.equal(w["labels"], g["labels"])
+        per_image = ((w["pixel_values"] - g["pixel_values"]).abs() * scale).mean(dim=(1, 2, 3))
+        assert per_image.max() < 1.0, per_image
+
+
 def test_a_collate_that_reads_the_images_keeps_the_conversion_per_row(dataset) -> None:
     """A collate function that reads the transformed images past stacking them (here their
     shape) gets them as the pipeline makes them, float32 and normalized: its result is torch's."""

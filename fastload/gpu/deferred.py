@@ -67,9 +67,10 @@ class DrawPerSample:
 
 def split_drawn(samples: Any) -> tuple[Any, list[tuple[Any, ...]] | None]:
     """The samples with plain images, and the draws of each sample that held a
-    :class:`Pending` (``None`` when none did). Samples are ``(image, target, ...)`` tuples;
-    anything else (the markers of unreadable files) is kept as it is, without draws, so the
-    draws line up with the batch once those are dropped.
+    :class:`Pending` (``None`` when none did). Samples are ``(image, target, ...)`` tuples, or
+    dicts holding one :class:`Pending` (a Hugging Face dataset's rows, for a collate function
+    that stacks their images); anything else (the markers of unreadable files) is kept as it
+    is, without draws, so the draws line up with the batch once those are dropped.
 
     A list subclass carrying a ``seed`` (the batch's) is kept as that class.
     """
@@ -81,6 +82,9 @@ def split_drawn(samples: Any) -> tuple[Any, list[tuple[Any, ...]] | None]:
         if isinstance(sample, (tuple, list)) and sample and isinstance(sample[0], Pending):
             plain.append((sample[0].image, *sample[1:]))
             draws.append(sample[0].draws)
+        elif isinstance(sample, dict) and (key := _pending_key(sample)) is not None:
+            plain.append({**sample, key: sample[key].image})
+            draws.append(sample[key].draws)
         else:
             plain.append(sample)
     if not draws:
@@ -91,6 +95,12 @@ def split_drawn(samples: Any) -> tuple[Any, list[tuple[Any, ...]] | None]:
         kept.__dict__.update(vars(samples))
         return kept, draws
     return plain, draws
+
+
+def _pending_key(sample: dict[Any, Any]) -> Any:
+    """The key of the one :class:`Pending` among a dict sample's values, or ``None``."""
+    keys = [key for key, value in sample.items() if isinstance(value, Pending)]
+    return keys[0] if len(keys) == 1 else None
 
 
 _CURRENT = threading.local()
