@@ -17,11 +17,18 @@ dataset (its unused columns removed as transformers removes them), collate funct
 batch size, workers, pinned memory, persistent workers, prefetch factor and ``seed_worker``;
 but as ``fastload.DataLoader(..., accelerate=True)``, prepared by
 :func:`fastload.integrations.hf_accelerate.prepare` so that Accelerate leaves it fastload's
-(this rank's shard, the batches on Accelerate's device). With the example's ``set_transform``
-and ``collate_fn`` (:mod:`fastload.accelerate.hf_datasets`), the images are decoded fused with
-the pipeline and converted once a batch. A run resumed mid-epoch
-(``resume_from_checkpoint``) skips the epoch's first batches as transformers does, without
-reading them, on a fastload loader of the same options.
+(this rank's shard, the batches on Accelerate's device, the order of Accelerate's seedable
+sampler, which the ``Trainer`` turns on: the stock ``Trainer``'s order for the same seed). With
+the example's ``set_transform`` and ``collate_fn`` (:mod:`fastload.accelerate.hf_datasets`),
+the images are decoded fused with the pipeline and converted once a batch. A run resumed
+mid-epoch (``resume_from_checkpoint``) skips the epoch's first batches as transformers does,
+without reading them, on a fastload loader of the same options.
+
+How it gets in: while the trainer builds a loader, ``transformers.trainer``'s ``DataLoader``
+name is fastload's, and while it trains, its ``skip_first_batches`` is
+:func:`fastload.integrations.hf_accelerate.skip_first_batches`; both names are put back after.
+They are the module's globals, so a second, stock ``Trainer`` building its loaders in another
+thread at the same moment would get fastload's too.
 """
 
 from __future__ import annotations
