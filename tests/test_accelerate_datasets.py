@@ -262,6 +262,21 @@ def read_by_get(examples):
     }
 
 
+def sizes_of(examples):
+    return [example["pixel_values"].shape for example in examples]
+
+
+def handed_on(examples):
+    """Its samples handed whole to a function of its own, which reads the images there."""
+    pixel_values = torch.stack([example["pixel_values"] for example in examples])
+    return {"pixel_values": pixel_values, "sizes": sizes_of(examples)}
+
+
+def each_handed_on(examples):
+    pixel_values = torch.stack([example["pixel_values"] for example in examples])
+    return {"pixel_values": pixel_values, "sizes": [sizes_of([e]) for e in examples]}
+
+
 def stacked_inline(examples):
     """The example's older form: the dict built in the return."""
     return {
@@ -278,6 +293,8 @@ def stacked_inline(examples):
         (stacked_then_mixed, None),  # the stacked images are read again after stacking
         (stacked_twice, None),
         (read_by_get, None),
+        (handed_on, None),
+        (each_handed_on, None),
         (lambda examples: {"x": torch.stack([e["x"] for e in examples])}, None),  # not a def
     ],
 )

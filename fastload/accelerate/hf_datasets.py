@@ -137,7 +137,40 @@ def stacked_column(collate_fn: Any) -> StackedColumn | None:
     into, value, stack, key = found[0]
     if not _only_there(collate_fn, node, out, stack, value, key):
         return None
+    if not _samples_read_by_key(node, samples):
+        return None
     return StackedColumn(key, into)
+
+
+def _samples_read_by_key(node: ast.FunctionDef, samples: str) -> bool:
+    """Whether the function reads its samples only as comprehensions over them whose loop
+    name is only subscripted by a key (``[e["label"] for e in examples]``): a sample handed
+    whole to anything else could be read there, where no key shows."""
+    parents = {
+        id(child): parent for parent in ast.walk(node) for child in ast.iter_child_nodes(parent)
+    }
+    looped: set[int] = set()
+    for comp in ast.walk(node):
+        if not isinstance(comp, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+            continue
+        for loop in comp.generators:
+            if not (isinstance(loop.iter, ast.Name) and loop.iter.id == samples):
+                continue
+            if not isinstance(loop.target, ast.Name):
+                return False
+            looped.add(id(loop.iter))
+            for n in ast.walk(comp):
+                if isinstance(n, ast.Name) and n.id == loop.target.id and n is not loop.target:
+                    parent = parents.get(id(n))
+                    if not (isinstance(parent, ast.Subscript) and parent.value is n):
+                        return False
+                    if not _is_key(parent.slice):
+                        return False
+    return all(
+        id(n) in looped
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name) and n.id == samples and isinstance(n.ctx, ast.Load)
+    )
 
 
 def _stacked(function: types.FunctionType, node: ast.expr, samples: str) -> str | None:
