@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import runpy
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
 from fastload._optional import MissingDependencyError
+from fastload.integrations.scripts import run_script
 from fastload.loader import DataLoader
 
 __all__ = ["create_loader", "fastload_loaders", "install", "main"]
@@ -113,16 +112,12 @@ def _timm_loader() -> Any:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a timm training script with fastload's loaders: ``argv`` is the script's path, then
     its arguments (``sys.argv[1:]`` when not given)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.split("\n\n")[1].strip() if argv else "", file=sys.stderr)
-        raise SystemExit(
-            "usage: python -m fastload.integrations.timm path/to/train.py [its arguments]"
-        )
-    install()
-    script, rest = argv[0], argv[1:]
-    sys.argv = [script, *rest]
-    runpy.run_path(script, run_name="__main__")
+    run_script(
+        argv,
+        module="fastload.integrations.timm",
+        install=install,
+        about=__doc__.split("\n\n")[1].strip(),
+    )
 
 
 if __name__ == "__main__":

@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import runpy
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fastload._optional import MissingDependencyError
 from fastload.integrations.hf_accelerate import prepare, skip_first_batches
+from fastload.integrations.scripts import run_script
 from fastload.loader import DataLoader
 
 try:
@@ -136,15 +135,7 @@ def install() -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a script that trains with transformers' ``Trainer`` on fastload's loaders:
     ``argv`` is the script's path, then its arguments (``sys.argv[1:]`` when not given)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        raise SystemExit(
-            "usage: python -m fastload.integrations.transformers path/to/script.py [its arguments]"
-        )
-    install()
-    script, rest = argv[0], argv[1:]
-    sys.argv = [script, *rest]
-    runpy.run_path(script, run_name="__main__")
+    run_script(argv, module="fastload.integrations.transformers", install=install)
 
 
 if __name__ == "__main__":

@@ -77,11 +77,16 @@ def test_a_refused_registration_turns_it_off_and_says_so_once(
     ) == 1
 
 
-def test_the_main_process_registers_what_it_keeps_and_unregisters_it_before_letting_go() -> None:
+def _one_worker() -> tuple[SlotTable, WorkerRing, Runtime, Returns]:
+    """One worker's ring of two slots, and the main process's side registering with a
+    recording runtime."""
     table = SlotTable(1, slots=2)
-    ring = WorkerRing(table, 0)
     runtime = Runtime()
-    returns = Returns(table, HostRegistry(runtime))
+    return table, WorkerRing(table, 0), runtime, Returns(table, HostRegistry(runtime))
+
+
+def test_the_main_process_registers_what_it_keeps_and_unregisters_it_before_letting_go() -> None:
+    table, ring, runtime, returns = _one_worker()
     small = ring.take(64)
     assert small is not None
     batch = _received(returns, small)
@@ -99,10 +104,7 @@ def test_the_main_process_registers_what_it_keeps_and_unregisters_it_before_lett
 
 
 def test_a_storage_the_worker_dropped_is_unregistered() -> None:
-    table = SlotTable(1, slots=2)
-    ring = WorkerRing(table, 0)
-    runtime = Runtime()
-    returns = Returns(table, HostRegistry(runtime))
+    table, ring, runtime, returns = _one_worker()
     storage = ring.take(256)
     assert storage is not None
     batch = _received(returns, storage)
