@@ -551,7 +551,10 @@ def dali_parts(python: str) -> list[Part]:
                 "-p",
                 "no:cacheprovider",
                 "-rs",
+                "-k",
+                "dali",  # test_dali.py whole, and DALI's rows of the executors' fault tests
                 "tests/backends/test_dali.py",
+                "tests/backends/test_executor_faults.py",
             ],
             True,
             240,

@@ -6,7 +6,11 @@ the device path is FakeCuda's (tests/fakecuda.py)."""
 
 from __future__ import annotations
 
+import gc
 import logging
+import multiprocessing
+import os
+import signal
 
 import pytest
 import torch
@@ -159,3 +163,66 @@ def test_a_cuda_loader_registers_its_workers_slots_and_skips_the_pinned_copy(
 
 def test_off_by_default() -> None:
     assert not registered.enabled()
+
+
+def test_a_worker_killed_with_batches_in_flight_is_named_and_every_slot_unregistered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker killed mid-epoch while its slots are registered and batches wait in the
+    prefetcher: one error naming the worker, and every registration undone once the iterator
+    is let go of (the killed worker's slots included)."""
+    from fakecuda import FakeCuda
+
+    FakeCuda(monkeypatch)
+    runtime = Runtime()
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: runtime)
+    monkeypatch.setattr(
+        torch.Tensor, "is_pinned", lambda t: t.untyped_storage().data_ptr() in runtime.pinned
+    )
+    monkeypatch.setenv(registered.ENV, "1")
+    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
+    before = {p.pid for p in multiprocessing.active_children()}
+    batches = iter(loader)
+    next(batches)
+    assert runtime.pinned  # slots registered, batches in flight
+    victim = next(p for p in multiprocessing.active_children() if p.pid not in before)
+    os.kill(victim.pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=rf"DataLoader worker \(pid(\(s\))? {victim.pid}\b"):
+        for _ in range(len(loader)):
+            next(batches)
+    del batches
+    gc.collect()
+    assert runtime.pinned == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("in_place", ["0", "1"])
+def test_on_the_device_a_killed_worker_is_named_and_the_next_loader_runs(
+    monkeypatch: pytest.MonkeyPatch, in_place: str
+) -> None:
+    """The same on a real device, pinned by copying and pinned in place: the error names the
+    worker, the device memory the epoch held is given back, and a new loader delivers the
+    dataset's batches."""
+    monkeypatch.setenv(registered.ENV, in_place)
+    torch.cuda.synchronize()
+    baseline = torch.cuda.memory_allocated()
+    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
+    before = {p.pid for p in multiprocessing.active_children()}
+    batches = iter(loader)
+    next(batches)
+    victim = next(p for p in multiprocessing.active_children() if p.pid not in before)
+    os.kill(victim.pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=rf"DataLoader worker \(pid(\(s\))? {victim.pid}\b"):
+        for _ in range(len(loader)):
+            next(batches)
+    del batches
+    gc.collect()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == baseline
+    labels = []
+    for images, batch_labels in fastload.DataLoader(
+        Ramps(), batch_size=4, num_workers=2, device="cuda"
+    ):
+        assert images.is_cuda and torch.equal(images[:, 0, 0, 0].long(), batch_labels % 256)
+        labels += batch_labels.tolist()
+    assert labels == list(range(48))
