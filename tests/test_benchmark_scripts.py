@@ -212,6 +212,12 @@ def test_train_ceiling_feeds_one_loop_both_ways_in_pinned_children(tmp_path: Pat
     assert rows == ["fastload, 1 cores", "stock, 0 workers"], done.stdout
     assert "fastload.DataLoader: batch_size=4, num_workers=1, device=cpu" in done.stdout
     assert all(float(r) > 0 for r in re.findall(r"ratio (\d+\.\d+)", done.stdout))
+    waits = re.findall(
+        r"waiting for data (\d+\.\d)% \((\d+\.\d)%-(\d+\.\d)%\) of the step", done.stdout
+    )
+    assert len(waits) == 2 and all(0 < float(w) <= 100 for row in waits for w in row), done.stdout
+    figures = json.loads((tmp_path / "figures.json").read_text())["rows"]
+    assert all(0 < share <= 1 for r in figures for share in r["data_wait_share"])
 
 
 def test_executor_cpu_side_times_each_step(tmp_path: Path) -> None:
