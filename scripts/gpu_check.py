@@ -152,8 +152,18 @@ def parts(python: str) -> list[Part]:
         Part(
             "delivery",
             # the same loader left on the CPU, on the device pinned by copying, and pinned in
-            # place (the workers' kept slots registered with CUDA)
-            [python, "benchmarks/gpu/delivery.py", "--seconds", "6", "--rounds", "3"],
+            # place (the workers' kept slots registered with CUDA); then where each one's main
+            # process spends its time, sampled by py-spy
+            [
+                python,
+                "benchmarks/gpu/delivery.py",
+                "--seconds",
+                "6",
+                "--rounds",
+                "3",
+                "--where",
+                "4",
+            ],
             True,
             180,
             "delivery.txt",

@@ -3,6 +3,7 @@ timing belongs to the benchmarks, not the tests)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -426,12 +427,52 @@ def test_prefetch_overlap_writes_the_pass_through_cost(tmp_path: Path) -> None:
 
 
 def test_delivery_runs_its_cpu_row_without_a_gpu(tmp_path: Path) -> None:
-    """Its device rows, each a ratio to this one, need CUDA."""
+    """Its device rows, each a ratio to this one, need CUDA; --where samples the row with the
+    real py-spy (a dev dependency)."""
     out = tmp_path / "delivery.json"
     args = ["--device", "cpu", "--workers", "1", "--seconds", "0.2", "--rounds", "1"]
-    run_script("delivery", *args, "--json", str(out))
+    done = run_script("delivery", *args, "--where", "1", "--json", str(out))
     (row,) = json.loads(out.read_text())["rows"]
     assert row["name"] == "left on the CPU" and len(row["rates"]) == 1
+    assert "where left on the CPU's main process spends its time:" in done.stdout, done.stdout
+    shares = [share for stages in row["busy"].values() for share in stages.values()]
+    assert shares and all(0 < share <= 1.05 for share in shares), row["busy"]
+
+
+def _frames(*frames: str) -> str:
+    return ";".join(f"{name} ({where})" for name, where in frames)
+
+
+def test_delivery_files_each_sample_under_its_deepest_stage() -> None:
+    spec = importlib.util.spec_from_file_location("delivery", ROOT / "benchmarks/gpu/delivery.py")
+    assert spec is not None and spec.loader is not None
+    delivery = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(delivery)
+    main = "thread (11): MainThread;<module> (bench.py:3)"
+    loop = ("CUDAPrefetcher.__next__", "fastload/gpu/prefetch.py:140")
+    receive = ("_MultiProcessingDataLoaderIter._try_get_data", "fastload/loader/workers.py:252")
+    raw = "\n".join(
+        [
+            # the prefetcher draws from the loader: receiving, where the queue is read
+            f"{main};{_frames(loop, receive, ('Queue.get', 'multiprocessing/queues.py:122'))} 50",
+            # the batch ops, called from the prefetcher: the ops'
+            f"{main};{_frames(loop, ('BatchStage.__call__', 'fastload/gpu/stage.py:88'))} 30",
+            f"{main};{_frames(loop)} 20",  # the copies and events themselves
+            f"{main};{_frames(('read_rate', 'fastload/autotune/rates.py:90'))} 10",
+            # the pin-memory thread's copy into pinned memory
+            "thread (12): Thread-1 (_pin_memory_loop);"
+            + _frames(
+                ("_pin_memory_loop", "torch/utils/data/_utils/pin_memory.py:59"),
+                ("pin_memory", "torch/utils/data/_utils/pin_memory.py:70"),
+            )
+            + " 40",
+        ]
+    )
+    shares = delivery.busy_shares(raw, seconds=1.0)  # 200 samples a second
+    assert shares == {
+        "main thread": {"receiving": 0.25, "batch ops": 0.15, "copies, events": 0.1, "other": 0.05},
+        "pin-memory thread": {"pinning": 0.2},
+    }
 
 
 def test_worker_memory_sets_the_sample_arrays_against_a_list(tmp_path: Path) -> None:

@@ -10,14 +10,26 @@ CPU row, round by round (issue 73's target: >= 0.95x).
 
 Without CUDA (``--device cpu``, to try the script) the device rows are left out.
 
+``--where SECONDS`` then takes the main process's time apart, each row alone for that long:
+py-spy (``pip install py-spy``; without it the breakdown is left out, and the output says so)
+samples every thread of this process, and each sample is filed under the deepest stage its
+stack is in (receiving from the workers, pinning, the prefetcher's copies and events, the batch
+ops, the slots' registration and return). Each thread's line is the share of the wall time it
+was busy in each stage; what is left of 100 % it waited.
+
 Run: python benchmarks/gpu/delivery.py [--workers N] [--seconds 8] [--rounds 4] [--device cuda]
+     [--where 4]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +37,7 @@ import torch
 
 import fastload
 from fastload import transforms as T
+from fastload.autotune.rates import endless, read_rate
 from fastload.gpu import registered
 from fastload.synthetic import default_data
 
@@ -59,6 +72,75 @@ def loader(
     return made
 
 
+SPY_HZ = 200  # py-spy's samples a second
+# the deepest frame that matches decides a sample's stage: the batch ops called from the
+# prefetcher are the batch ops', the shared memory opened while receiving is the receiving's
+STAGES = (
+    ("slots", ("fastload/gpu/registered.py", "fastload/memory/shared_buffers.py")),
+    ("batch ops", ("fastload/gpu/stage.py", "fastload/gpu/functional.py")),
+    ("pinning", ("pin_memory (", "fastload/memory/tensors.py")),
+    ("copies, events", ("fastload/gpu/prefetch.py",)),
+    ("receiving", ("_try_get_data", "_get_data", "multiprocessing/", "reductions.py")),
+)
+
+
+def stage_of(frames: list[str]) -> str:
+    """The stage of one sample's stack (root first), by its deepest matching frame."""
+    for frame in reversed(frames):
+        for stage, marks in STAGES:
+            if any(mark in frame for mark in marks):
+                return stage
+    return "other"
+
+
+def thread_of(first: str) -> str:
+    """py-spy's thread frame (``thread (ID): NAME``) as a role."""
+    if "_pin_memory_loop" in first:
+        return "pin-memory thread"
+    return "main thread" if first.endswith("MainThread") else "other threads"
+
+
+def busy_shares(raw: str, seconds: float) -> dict[str, Counter[str]]:
+    """py-spy's raw output (``frame;frame;... count`` lines, the thread first) as each thread
+    role's share of the wall time spent in each stage."""
+    shares: dict[str, Counter[str]] = {}
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        first, *frames = stack.split(";")
+        share = int(count) / (SPY_HZ * seconds)
+        shares.setdefault(thread_of(first), Counter())[stage_of(frames)] += share
+    return shares
+
+
+def py_spy() -> str | None:
+    """py-spy's program: on the PATH, or beside this interpreter (a venv not activated)."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+
+
+def where_time_goes(stream: Any, seconds: float) -> dict[str, Counter[str]]:
+    """Read ``stream`` for ``seconds`` while py-spy samples this process's threads."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "raw.txt"
+        command = [str(py_spy()), "record", "--threads", "--nonblocking", "-r", str(SPY_HZ)]
+        command += ["-f", "raw", "-o", str(out), "-p", str(os.getpid()), "-d", f"{seconds:g}"]
+        spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        read_rate(stream, seconds=seconds + 0.5)  # py-spy takes a moment to attach
+        _, error = spy.communicate()
+        if spy.returncode != 0 or not out.exists():
+            raise SystemExit(f"py-spy could not sample this process: {error.decode()[-500:]}")
+        return busy_shares(out.read_text(), seconds)
+
+
+def print_where(name: str, shares: dict[str, Counter[str]]) -> None:
+    print(f"where {name}'s main process spends its time:")
+    for role, stages in sorted(shares.items()):
+        parts = ", ".join(f"{stage} {share:.0%}" for stage, share in stages.most_common())
+        print(f"  {role:>17}: busy {sum(stages.values()):.0%} ({parts})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a class-folder image set (default: the cached default)")
@@ -67,10 +149,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="timed reading a round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument(
+        "--where", type=float, default=0, metavar="SECONDS", help="sample each row with py-spy"
+    )
     results.add_argument(parser)
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA device here: --device cpu runs the CPU row alone")
+    if args.where and py_spy() is None:  # the rates are still worth the run
+        print("--where needs py-spy (pip install py-spy): the breakdown is left out")
+        args.where = 0
     data = str(args.data or default_data())
     loaders = {"left on the CPU": loader(data, args, device=None, pinned_in_place=False)}
     if args.device == "cuda":
@@ -85,20 +173,36 @@ def main() -> None:
     rates = results.loader_rates(
         loaders, rounds=args.rounds, seconds=args.seconds, warmup=2 * args.workers + 1
     )
+    where = {}
+    for name, made in loaders.items() if args.where else ():
+        stream = endless(made)
+        read_rate(stream, count=args.workers + 1)
+        where[name] = where_time_goes(stream, args.where)
+        stream.close()
+        print_where(name, where[name])
     cpu = rates["left on the CPU"]
-    rows = [results.row("left on the CPU", cpu)]
+    rows = []
     for name, values in rates.items():
         print(f"{name:>24}: " + ", ".join(f"{v:8.1f}" for v in values) + " images/s")
-        if name != "left on the CPU":
+        if name == "left on the CPU":
+            rows.append(results.row(name, values))
+        else:
             print(f"{name} / left on the CPU: {results.spread(values, cpu)}")
             rows.append(results.row(name, values, cpu, target=0.95))
+        if name in where:
+            rows[-1]["busy"] = {
+                role: {stage: round(share, 3) for stage, share in stages.items()}
+                for role, stages in where[name].items()
+            }
     results.write(
         args.json,
         benchmark="delivery",
         title="Delivery to the GPU against the batches left on the CPU",
         baseline="left on the CPU",
         rows=rows,
-        settings={k: getattr(args, k) for k in ("workers", "batch_size", "seconds", "rounds")}
+        settings={
+            k: getattr(args, k) for k in ("workers", "batch_size", "seconds", "rounds", "where")
+        }
         | {"data": data},
     )
 
