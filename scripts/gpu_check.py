@@ -152,8 +152,8 @@ def parts(python: str) -> list[Part]:
         Part(
             "delivery",
             # the same loader left on the CPU, on the device pinned by copying, and pinned in
-            # place (the workers' kept slots registered with CUDA); then where each one's main
-            # process spends its time, sampled by py-spy
+            # place (worker processes' kept slots registered with CUDA, worker threads' ring
+            # allocated pinned); then where each one's process spends its time (py-spy)
             [
                 python,
                 "benchmarks/gpu/delivery.py",
@@ -165,7 +165,7 @@ def parts(python: str) -> list[Part]:
                 "4",
             ],
             True,
-            180,
+            300,
             "delivery.txt",
             figures="delivery.json",
         ),

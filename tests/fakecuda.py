@@ -47,6 +47,8 @@ class FakeCuda:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.log: list[tuple] = []
+        # storages allocated pinned (torch.empty(pin_memory=True)): address -> bytes
+        self.pinned: dict[int, int] = {}
         self.consumer = FakeStream(self.log, "consumer")
         self.current: FakeStream = self.consumer
         fake = self
@@ -75,10 +77,30 @@ class FakeCuda:
             return moved
 
         def pin_memory(tensor: torch.Tensor) -> torch.Tensor:
+            if tensor.is_pinned():  # as torch's: a pinned tensor is returned as it is
+                return tensor
             pinned = tensor.clone()
             pinned.fake_pinned = True
             fake.log.append(("pin",))
             return pinned
+
+        real_empty = torch.empty
+
+        def empty(*args: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
+            made = real_empty(*args, **kwargs)
+            if pin_memory:
+                storage = made.untyped_storage()
+                fake.pinned[storage.data_ptr()] = storage.nbytes()
+                fake.log.append(("pinned alloc",))
+            return made
+
+        def is_pinned(tensor: torch.Tensor) -> bool:
+            if getattr(tensor, "fake_pinned", False):
+                return True
+            # by address and size: memory let go of may come back at the same address, for a
+            # tensor of another size (a batch's labels where a ring buffer was)
+            storage = tensor.untyped_storage()
+            return fake.pinned.get(storage.data_ptr()) == storage.nbytes()
 
         def record_stream(tensor: torch.Tensor, stream: FakeStream) -> None:
             fake.log.append(("record_stream", stream.name, id(tensor)))
@@ -91,6 +113,7 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "stream", StreamContext)
         monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: fake.current)
         monkeypatch.setattr(torch.Tensor, "to", to)
-        monkeypatch.setattr(torch.Tensor, "is_pinned", lambda t: getattr(t, "fake_pinned", False))
+        monkeypatch.setattr(torch.Tensor, "is_pinned", is_pinned)
+        monkeypatch.setattr(torch, "empty", empty)
         monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
         monkeypatch.setattr(torch.Tensor, "record_stream", record_stream)

@@ -432,11 +432,16 @@ def test_delivery_runs_its_cpu_row_without_a_gpu(tmp_path: Path) -> None:
     out = tmp_path / "delivery.json"
     args = ["--device", "cpu", "--workers", "1", "--seconds", "0.2", "--rounds", "1"]
     done = run_script("delivery", *args, "--where", "1", "--json", str(out))
-    (row,) = json.loads(out.read_text())["rows"]
-    assert row["name"] == "left on the CPU" and len(row["rates"]) == 1
-    assert "where left on the CPU's main process spends its time:" in done.stdout, done.stdout
-    shares = [share for stages in row["busy"].values() for share in stages.values()]
-    assert shares and all(0 < share <= 1.05 for share in shares), row["busy"]
+    processes, threads = json.loads(out.read_text())["rows"]
+    assert processes["group"] == "worker processes" and threads["group"] == "worker threads"
+    for row in (processes, threads):
+        assert row["name"] == "left on the CPU" and len(row["rates"]) == 1
+        where = f"where {row['group']}, left on the CPU's main process spends its time:"
+        assert where in done.stdout, done.stdout
+        shares = [share for stages in row["busy"].values() for share in stages.values()]
+        assert shares and all(0 < share <= 1.05 for share in shares), row["busy"]
+    # the thread workers decode in this process, and are sampled there
+    assert threads["busy"]["worker threads"]["making batches"] > 0, threads["busy"]
 
 
 def _frames(*frames: str) -> str:
@@ -466,12 +471,26 @@ def test_delivery_files_each_sample_under_its_deepest_stage() -> None:
                 ("pin_memory", "torch/utils/data/_utils/pin_memory.py:70"),
             )
             + " 40",
+            # a worker thread decoding, and pinning its batch
+            "thread (13): fastload-worker_0;"
+            + _frames(
+                ("_make", "fastload/loader/threads.py:150"),
+                ("decode", "fastload/backends/region.py:80"),
+            )
+            + " 100",
+            "thread (13): fastload-worker_0;"
+            + _frames(
+                ("_make", "fastload/loader/threads.py:159"),
+                ("pin_memory", "torch/utils/data/_utils/pin_memory.py:70"),
+            )
+            + " 20",
         ]
     )
     shares = delivery.busy_shares(raw, seconds=1.0)  # 200 samples a second
     assert shares == {
         "main thread": {"receiving": 0.25, "batch ops": 0.15, "copies, events": 0.1, "other": 0.05},
         "pin-memory thread": {"pinning": 0.2},
+        "worker threads": {"making batches": 0.5, "pinning": 0.1},
     }
 
 

@@ -1,21 +1,22 @@
 """What delivering the batches to the GPU costs: one loader's images/s with its batches left on
-the CPU against the same loader with ``device="cuda"``, pinned by copying (torch's pin-memory
-thread, the default) and pinned in place (the workers' kept slots registered with CUDA,
-``FASTLOAD_REGISTER_SLOTS=1``: :mod:`fastload.gpu.registered`).
+the CPU against the same loader with ``device="cuda"``, pinned by copying (torch's pinning, the
+default) and pinned in place (``FASTLOAD_PIN_IN_PLACE=1``, :mod:`fastload.gpu.registered`: the
+worker processes' kept slots registered with CUDA, the worker threads' ring allocated pinned),
+with worker processes and with worker threads (``--worker-types``).
 
 The default photos as a ``fastload.ImageFolder``, the train recipe fused with decoding
-(RandomResizedCrop 224, flip; uint8 batches of 64), one worker process per core; the loaders
+(RandomResizedCrop 224, flip; uint8 batches of 64), one worker per core; a worker type's loaders
 stay up, their rounds interleaved (``results.loader_rates``). Ratios: each device row over the
-CPU row, round by round (issue 73's target: >= 0.95x).
+same workers' CPU row, round by round (issue 73's target: >= 0.95x).
 
 Without CUDA (``--device cpu``, to try the script) the device rows are left out.
 
 ``--where SECONDS`` then takes the main process's time apart, each row alone for that long:
 py-spy (``pip install py-spy``; without it the breakdown is left out, and the output says so)
 samples every thread of this process, and each sample is filed under the deepest stage its
-stack is in (receiving from the workers, pinning, the prefetcher's copies and events, the batch
-ops, the slots' registration and return). Each thread's line is the share of the wall time it
-was busy in each stage; what is left of 100 % it waited.
+stack is in (receiving from the workers, making batches, pinning, the prefetcher's copies and
+events, the batch ops, the slots' registration and return). Each thread's line is the share of
+the wall time it was busy in each stage; what is left of 100 % it waited.
 
 Run: python benchmarks/gpu/delivery.py [--workers N] [--seconds 8] [--rounds 4] [--device cuda]
      [--where 4]
@@ -47,9 +48,15 @@ import results
 
 
 def loader(
-    data: str, args: argparse.Namespace, *, device: str | None, pinned_in_place: bool
+    data: str,
+    args: argparse.Namespace,
+    *,
+    worker_type: str,
+    device: str | None,
+    pinned_in_place: bool,
 ) -> Any:
-    """The loader; ``pinned_in_place`` registers its workers' slots (read when it is built)."""
+    """The loader; ``pinned_in_place`` makes its batches in pinned memory (read when it is
+    built): the worker processes' slots registered, the worker threads' ring pinned."""
     train = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()])
     before = os.environ.get(registered.ENV)
     os.environ[registered.ENV] = "1" if pinned_in_place else "0"
@@ -58,6 +65,7 @@ def loader(
             fastload.ImageFolder(data, train),
             batch_size=args.batch_size,
             num_workers=args.workers,
+            worker_type=worker_type,
             shuffle=True,
             persistent_workers=True,
             device=device,
@@ -79,6 +87,7 @@ STAGES = (
     ("slots", ("fastload/gpu/registered.py", "fastload/memory/shared_buffers.py")),
     ("batch ops", ("fastload/gpu/stage.py", "fastload/gpu/functional.py")),
     ("pinning", ("pin_memory (", "fastload/memory/tensors.py")),
+    ("making batches", ("fastload/datasets/", "fastload/backends/", "fastload/pixels/")),
     ("copies, events", ("fastload/gpu/prefetch.py",)),
     ("receiving", ("_try_get_data", "_get_data", "multiprocessing/", "reductions.py")),
 )
@@ -97,6 +106,8 @@ def thread_of(first: str) -> str:
     """py-spy's thread frame (``thread (ID): NAME``) as a role."""
     if "_pin_memory_loop" in first:
         return "pin-memory thread"
+    if "fastload-worker" in first:
+        return "worker threads"
     return "main thread" if first.endswith("MainThread") else "other threads"
 
 
@@ -141,6 +152,45 @@ def print_where(name: str, shares: dict[str, Counter[str]]) -> None:
         print(f"  {role:>17}: busy {sum(stages.values()):.0%} ({parts})")
 
 
+def worker_type_rows(data: str, args: argparse.Namespace, worker_type: str) -> list[dict]:
+    """One worker type's rows: its loaders' rounds interleaved, each device row against the
+    same workers' CPU row, then (``--where``) each one's process sampled."""
+    ways = {"left on the CPU": (None, False)}
+    if args.device == "cuda":
+        ways |= {
+            "cuda, pinned by copying": ("cuda", False),
+            "cuda, pinned in place": ("cuda", True),
+        }
+    loaders = {
+        name: loader(data, args, worker_type=worker_type, device=device, pinned_in_place=pinned)
+        for name, (device, pinned) in ways.items()
+    }
+    rates = results.loader_rates(
+        loaders, rounds=args.rounds, seconds=args.seconds, warmup=2 * args.workers + 1
+    )
+    group = {"process": "worker processes", "thread": "worker threads"}[worker_type]
+    cpu, rows = rates["left on the CPU"], []
+    for name, values in rates.items():
+        print(f"{group}, {name:>24}: " + ", ".join(f"{v:8.1f}" for v in values) + " images/s")
+        if name == "left on the CPU":
+            rows.append(results.row(name, values, group=group))
+        else:
+            print(f"{group}, {name} / left on the CPU: {results.spread(values, cpu)}")
+            rows.append(results.row(name, values, cpu, target=0.95, group=group))
+    for row, (name, made) in zip(rows, loaders.items(), strict=True):
+        if args.where:
+            stream = endless(made)
+            read_rate(stream, count=args.workers + 1)
+            shares = where_time_goes(stream, args.where)
+            stream.close()
+            print_where(f"{group}, {name}", shares)
+            row["busy"] = {
+                role: {stage: round(share, 3) for stage, share in stages.items()}
+                for role, stages in shares.items()
+            }
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a class-folder image set (default: the cached default)")
@@ -149,6 +199,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="timed reading a round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument(
+        "--worker-types", nargs="+", choices=("process", "thread"), default=["process", "thread"]
+    )
     parser.add_argument(
         "--where", type=float, default=0, metavar="SECONDS", help="sample each row with py-spy"
     )
@@ -160,40 +213,13 @@ def main() -> None:
         print("--where needs py-spy (pip install py-spy): the breakdown is left out")
         args.where = 0
     data = str(args.data or default_data())
-    loaders = {"left on the CPU": loader(data, args, device=None, pinned_in_place=False)}
-    if args.device == "cuda":
-        loaders["cuda, pinned by copying"] = loader(
-            data, args, device="cuda", pinned_in_place=False
-        )
-        loaders["cuda, pinned in place"] = loader(data, args, device="cuda", pinned_in_place=True)
     print(
         f"fastload {fastload.__version__}; {args.workers} workers, batch {args.batch_size}, "
         f"{args.rounds} interleaved rounds of {args.seconds:g} s; photos from {data}"
     )
-    rates = results.loader_rates(
-        loaders, rounds=args.rounds, seconds=args.seconds, warmup=2 * args.workers + 1
-    )
-    where = {}
-    for name, made in loaders.items() if args.where else ():
-        stream = endless(made)
-        read_rate(stream, count=args.workers + 1)
-        where[name] = where_time_goes(stream, args.where)
-        stream.close()
-        print_where(name, where[name])
-    cpu = rates["left on the CPU"]
     rows = []
-    for name, values in rates.items():
-        print(f"{name:>24}: " + ", ".join(f"{v:8.1f}" for v in values) + " images/s")
-        if name == "left on the CPU":
-            rows.append(results.row(name, values))
-        else:
-            print(f"{name} / left on the CPU: {results.spread(values, cpu)}")
-            rows.append(results.row(name, values, cpu, target=0.95))
-        if name in where:
-            rows[-1]["busy"] = {
-                role: {stage: round(share, 3) for stage, share in stages.items()}
-                for role, stages in where[name].items()
-            }
+    for worker_type in args.worker_types:
+        rows += worker_type_rows(data, args, worker_type)
     results.write(
         args.json,
         benchmark="delivery",
@@ -201,7 +227,8 @@ def main() -> None:
         baseline="left on the CPU",
         rows=rows,
         settings={
-            k: getattr(args, k) for k in ("workers", "batch_size", "seconds", "rounds", "where")
+            k: getattr(args, k)
+            for k in ("workers", "worker_types", "batch_size", "seconds", "rounds", "where")
         }
         | {"data": data},
     )

@@ -2,6 +2,10 @@
 (:mod:`fastload.memory.shared_buffers`), registered with CUDA once each (``cudaHostRegister``)
 in the main process, so that a batch in one is copied to the device straight from it.
 
+The same switch makes the batches made in the loader's own process (thread workers, or no
+workers) in pinned memory: their ring (:class:`fastload.memory.buffers.BatchRing`) allocates
+its buffers pinned, once each, instead of each batch being pinned by copying it.
+
 Without it, a loader with a CUDA device pins each batch by copying it (torch's pin-memory
 thread), and its workers make each batch in fresh shared memory (the slots are kept only where
 nothing copies the batches). With it, torch's pin-memory thread is off, the workers write into
@@ -10,7 +14,7 @@ consumer has let go of the batch and the copy has finished on the GPU
 (:class:`fastload.gpu.prefetch.CUDAPrefetcher` holds the host batch until then). A slot is
 unregistered before its memory is let go of.
 
-Off unless ``FASTLOAD_REGISTER_SLOTS=1``, until it is measured on a GPU (issue 73). A
+Off unless ``FASTLOAD_PIN_IN_PLACE=1``, until it is measured on a GPU (issue 73). A
 registration CUDA refuses turns it off for the iterator, said once on the ``fastload`` logger;
 its batches are then pinned by copying, as without it.
 """
@@ -25,13 +29,15 @@ import torch
 
 __all__ = ["ENV", "HostRegistry", "enabled"]
 
-ENV = "FASTLOAD_REGISTER_SLOTS"  # "1": register the workers' kept slots with CUDA
+ENV = "FASTLOAD_PIN_IN_PLACE"  # "1": batches made in pinned memory, not pinned by copying
 
 log = logging.getLogger("fastload")
 
 
 def enabled() -> bool:
-    """Whether the workers' kept slots are registered with CUDA (``FASTLOAD_REGISTER_SLOTS``)."""
+    """Whether batches are made in pinned memory where they are made (``FASTLOAD_PIN_IN_PLACE``):
+    the worker processes' kept slots registered with CUDA, the loader's own process's rings
+    allocated pinned."""
     return os.environ.get(ENV, "0").strip() == "1"
 
 

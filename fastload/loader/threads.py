@@ -58,7 +58,10 @@ class ThreadWorkersIter(BaseDataLoaderIter):
         self._in_flight = self._num_workers * (loader.prefetch_factor or 2)
         # the batches in flight, one being made per thread (and its uint8 batch, which batch
         # ops then make a float32 one of), and two the consumer holds
-        self._ring = BatchRing(self._in_flight + 2 * self._num_workers + 2)
+        self._ring = BatchRing(
+            self._in_flight + 2 * self._num_workers + 2,
+            pinned=getattr(loader, "pins_in_place", False),  # made where the copy reads them
+        )
         self._pool = self._new_pool()
         self._pending: deque[Future[Any]] = deque()
         self._fill()

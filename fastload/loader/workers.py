@@ -106,10 +106,13 @@ class WorkerPath:
                 arguments["batch_sampler"] = self.epochs
             else:
                 arguments.update(sampler=self.epochs, batch_size=None)
-        # the workers' kept slots registered with CUDA: the batches need no pinned copy, so
-        # torch's pin-memory thread is off (and with it the reason to make each batch anew)
-        registers = plan.cuda and not plan.threads and registered.enabled()
-        if registers:
+        # batches made in pinned memory (the worker processes' kept slots registered with
+        # CUDA, the rings of this process allocated pinned) need no pinned copy. Worker
+        # processes: torch's pin-memory thread is off (and with it the reason to make each
+        # batch anew), the prefetcher pins what is left (the labels). Thread workers keep
+        # pinning, which returns a batch already pinned as it is.
+        in_place = plan.cuda and registered.enabled()
+        if in_place and not plan.threads:
             arguments["pin_memory"] = False
         arguments["collate_fn"] = collate_chain(
             loader.collate_fn if plan.then is None else torch.utils.data.default_collate,
@@ -128,7 +131,7 @@ class WorkerPath:
             arguments["worker_init_fn"] = start
         kind = _ThreadsLoader if plan.threads else _TorchLoader
         self.torch_loader = kind(plan.dataset, **arguments)
-        self.torch_loader.registers_slots = registers
+        self.torch_loader.pins_in_place = in_place
 
     def __len__(self) -> int:
         return len(self.torch_loader)
@@ -167,7 +170,7 @@ class WorkerPath:
 class _TorchLoader(torch.utils.data.dataloader.DataLoader):
     """torch's loader over the planned dataset, whose iterators count what they hand out."""
 
-    registers_slots = False  # its workers' kept slots are registered with CUDA (gpu.registered)
+    pins_in_place = False  # batches made in pinned memory (gpu.registered)
 
     def _get_iterator(self) -> Any:
         if self.num_workers == 0:
@@ -178,6 +181,8 @@ class _TorchLoader(torch.utils.data.dataloader.DataLoader):
 
 class _ThreadsLoader(torch.utils.data.dataloader.DataLoader):
     """The path's loader when its workers are threads (:mod:`fastload.loader.threads`)."""
+
+    pins_in_place = False  # batches made in pinned memory (gpu.registered)
 
     def _get_iterator(self) -> Any:
         if self.num_workers == 0:
@@ -200,7 +205,7 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
         super().__init__(loader)
         # the batch being made (and the uint8 batch batch ops make it from) and those the
         # consumer holds (a previous one, one it keeps)
-        self._ring = buffers.BatchRing(4)
+        self._ring = buffers.BatchRing(4, pinned=loader.pins_in_place)
         self._stacked = takes_stacked(loader.collate_fn)
         self._normalizing = normalizes_stacked(loader.collate_fn)
 
@@ -227,7 +232,7 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
             init.table = SlotTable(loader.num_workers) if ring else None
             if init.table is not None:
                 registry = None
-                if getattr(loader, "registers_slots", False):
+                if loader.pins_in_place:
                     registry = registered.HostRegistry()
                 self._returns = Returns(init.table, registry)
         collects = gc.isenabled()

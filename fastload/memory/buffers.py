@@ -12,7 +12,9 @@ holds more batches than the ring has buffers, the extra ones are made anew, so a
 never overwritten.
 
 A thread can also ask for its batches in channels-last memory (:func:`channels_last`), so that
-the op making a batch writes it in the layout the loader delivers.
+the op making a batch writes it in the layout the loader delivers. A ring whose batches go to a
+CUDA device can keep pinned buffers (``pinned=True``): a batch made in one is copied to the
+device from where it was made, not pinned by copying it first.
 """
 
 from __future__ import annotations
@@ -44,12 +46,16 @@ class BatchRing:
 
     Args:
         size: Buffers kept (the batches in flight, plus those the consumer holds).
+        pinned: Allocate the buffers in pinned (page-locked) memory, for copies to a CUDA
+            device (needs CUDA). The consumer must hold a batch until its copy has finished:
+            the ring writes a buffer again once nothing refers to it.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, pinned: bool = False) -> None:
         if size < 1:
             raise ValueError(f"size={size!r} must be at least 1")
         self.size = size
+        self.pinned = pinned
         self._kept: list[torch.Tensor] = []
         self._lock = threading.Lock()
 
@@ -61,7 +67,7 @@ class BatchRing:
             for buffer in self._kept:
                 if buffer.shape == size and buffer.dtype == dtype and _unreferenced(buffer):
                     return buffer.view(size)  # a view: it counts as a reference while held
-            new = torch.empty(size, dtype=dtype)
+            new = torch.empty(size, dtype=dtype, pin_memory=self.pinned)
             if len(self._kept) < self.size:
                 self._kept.append(new)
             else:

@@ -1,8 +1,10 @@
-"""The workers' kept slots registered with CUDA (``FASTLOAD_REGISTER_SLOTS=1``): each storage
-registered once when the main process first receives it, unregistered before it is let go of
-(a slot's storage made again larger, a storage the worker dropped, the iterator's end), and a
-registration CUDA refuses turning it off with one message. CUDA's runtime is a recorder here;
-the device path is FakeCuda's (tests/fakecuda.py)."""
+"""Batches pinned in place (``FASTLOAD_PIN_IN_PLACE=1``). The worker processes' kept slots
+registered with CUDA: each storage registered once when the main process first receives it,
+unregistered before it is let go of (a slot's storage made again larger, a storage the worker
+dropped, the iterator's end), and a registration CUDA refuses turning it off with one message.
+Thread workers' and the loader's own process's batches made in pinned ring buffers, never pinned
+by copying. CUDA's runtime is a recorder here; the device path is FakeCuda's
+(tests/fakecuda.py); GPU-marked tests check the same batches, pixel for pixel, on a device."""
 
 from __future__ import annotations
 
@@ -11,12 +13,16 @@ import logging
 import multiprocessing
 import os
 import signal
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from images import jpeg_bytes, photo
 from torch.utils.data import Dataset
 
 import fastload
+from fastload import transforms as T
 from fastload.gpu import registered
 from fastload.gpu.registered import HostRegistry
 from fastload.memory.shared_buffers import Returns, SlotTable, WorkerRing
@@ -77,7 +83,7 @@ def test_a_refused_registration_turns_it_off_and_says_so_once(
     assert registry.failed == "cudaHostRegister returned CUDA error 1 for 64 bytes"
     assert [r.message for r in caplog.records].count(
         f"{registry.failed}: the workers' batches are pinned by copying them, as without "
-        "FASTLOAD_REGISTER_SLOTS=1"
+        "FASTLOAD_PIN_IN_PLACE=1"
     ) == 1
 
 
@@ -130,7 +136,7 @@ class Ramps(Dataset):
 def test_a_cuda_loader_registers_its_workers_slots_and_skips_the_pinned_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With FASTLOAD_REGISTER_SLOTS=1 a loader with a CUDA device (faked) turns torch's
+    """With FASTLOAD_PIN_IN_PLACE=1 a loader with a CUDA device (faked) turns torch's
     pin-memory thread off, its workers write their batches into kept slots, the main process
     registers each slot once, and no batch is pinned by copying; every slot is unregistered
     at the epoch's end. The batches are the dataset's."""
@@ -163,6 +169,72 @@ def test_a_cuda_loader_registers_its_workers_slots_and_skips_the_pinned_copy(
 
 def test_off_by_default() -> None:
     assert not registered.enabled()
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("photos")
+    paths = []
+    for i in range(20):
+        path = folder / f"p{i:02d}.jpg"
+        path.write_bytes(jpeg_bytes(photo(64 + 4 * i, 56, seed=i)))
+        paths.append(path)
+    return paths
+
+
+def _photo_loader(
+    paths: list[Path], device: str, batch_size: int = 4, **options: Any
+) -> fastload.DataLoader:
+    dataset = fastload.ImageList(
+        paths, list(range(len(paths))), T.RandomResizedCrop(32), backend="region"
+    )
+    return fastload.DataLoader(
+        dataset,
+        backend="region",  # decoded by the workers, straight into one batch, not on the GPU
+        batch_size=batch_size,
+        shuffle=True,
+        device=device,
+        generator=torch.Generator().manual_seed(3),
+        **options,
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_made_in_this_process_are_made_in_pinned_buffers(
+    monkeypatch: pytest.MonkeyPatch, photos: list[Path], workers: int, require_backend
+) -> None:
+    """Thread workers (and no workers) decode each batch into a buffer of a ring allocated
+    pinned once: the images are never pinned by copying, the labels are; the batches are those
+    the loader makes without it."""
+    from fakecuda import FakeCuda
+
+    require_backend("region")
+    options = {"num_workers": workers, "worker_type": "thread"} if workers else {}
+    on_cpu = _photo_loader(photos, "cpu", batch_size=1, **options)
+    fake = FakeCuda(monkeypatch)
+    monkeypatch.setenv(registered.ENV, "1")
+    loader = _photo_loader(photos, "cuda", batch_size=1, **options)
+    assert loader.plan.threads == bool(workers)
+    for _ in range(2):  # 20 batches an epoch: more than a ring holds, so buffers come again
+        expected = [(x.clone(), y.clone()) for x, y in on_cpu]
+        got = [(x.clone(), y.clone()) for x, y in loader]
+        for (image, label), (image_cpu, label_cpu) in zip(got, expected, strict=True):
+            assert torch.equal(image, image_cpu) and torch.equal(label, label_cpu)
+    assert fake.log.count(("pin",)) == 2 * len(expected)  # the labels alone
+    # ring buffers, each taken again once let go of: far fewer than one a batch
+    assert 1 <= fake.log.count(("pinned alloc",)) <= len(expected)
+
+
+def test_without_it_this_process_pins_by_copying(
+    monkeypatch: pytest.MonkeyPatch, photos: list[Path], require_backend
+) -> None:
+    from fakecuda import FakeCuda
+
+    require_backend("region")
+    fake = FakeCuda(monkeypatch)
+    loader = _photo_loader(photos, "cuda", num_workers=2, worker_type="thread")
+    batches = sum(1 for _ in loader)
+    assert fake.log.count(("pin",)) == 2 * batches and ("pinned alloc",) not in fake.log
 
 
 def test_a_worker_killed_with_batches_in_flight_is_named_and_every_slot_unregistered(
@@ -226,3 +298,29 @@ def test_on_the_device_a_killed_worker_is_named_and_the_next_loader_runs(
         assert images.is_cuda and torch.equal(images[:, 0, 0, 0].long(), batch_labels % 256)
         labels += batch_labels.tolist()
     assert labels == list(range(48))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"num_workers": 2, "worker_type": "thread"}, {"num_workers": 2, "worker_type": "process"}],
+    ids=["no workers", "threads", "processes"],
+)
+def test_on_the_device_pinned_in_place_delivers_the_same_batches(
+    monkeypatch: pytest.MonkeyPatch, photos: list[Path], options: dict[str, Any], require_backend
+) -> None:
+    """Pixel for pixel, two epochs, whichever way the batches were pinned."""
+    require_backend("region")
+
+    def epochs(in_place: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        monkeypatch.setenv(registered.ENV, in_place)
+        loader = _photo_loader(photos, "cuda", **options)
+        out = []
+        for _ in range(2):
+            for images, labels in loader:
+                assert images.is_cuda and labels.is_cuda
+                out.append((images.cpu(), labels.cpu()))
+        return out
+
+    for (image, label), (copied, copied_label) in zip(epochs("1"), epochs("0"), strict=True):
+        assert torch.equal(image, copied) and torch.equal(label, copied_label)
