@@ -291,7 +291,10 @@ def test_seekable_nvimgcodec_sets_rewritten_jpegs_against_the_files(tmp_path: Pa
     )
     assert re.search(r"70 JPEGs; rewritten: [\d.]+x the bytes", done.stdout), done.stdout
     for mode in ("whole", "crops"):
-        line = rf"cpu, {mode}: .* seekable / files \d+\.\d\dx .* decoded 70 and 70 of 70"
+        line = (
+            rf"cpu, {mode}: files [\d,]+ images/s on \d+\.\d cores, seekable [\d,]+ on "
+            rf"\d+\.\d; seekable / files \d+\.\d\dx .* decoded 70 and 70 of 70"
+        )
         assert re.search(line, done.stdout), done.stdout
     assert "largest pixel difference, same decoder: 0" in done.stdout
 
