@@ -32,26 +32,28 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
 from fastload import backends, system
 from fastload._optional import require
-from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset, name_of
-from fastload.accelerate.hf_datasets import StackedColumn, stacked_column
+from fastload.accelerate import Acceleration, NotAccelerated, accelerate_dataset
 from fastload.backends.executor import translate as executor_translation
-from fastload.callables.wrappers import collated_then
 from fastload.checks import check_choice
 from fastload.detection.batching import leaves_images
 from fastload.devices import resolve_device
 from fastload.gpu.deferred import Deferred, DeferredBatch
 from fastload.gpu.transforms import Compose as BatchCompose
 from fastload.gpu.transforms import transforms_in
+from fastload.loader.collate_shapes import (
+    collate_blocker,
+    collate_shape,
+    collating,
+    is_default_collate,
+)
 from fastload.options import LoaderOptions
 
 __all__ = [
     "ExecutorPlan",
     "PipelineTranslation",
     "WorkerPlan",
-    "collate_then",
     "executor_plan",
     "has_deferred",
-    "is_default_collate",
     "keyed",
     "plan_loader",
     "thread_refusal",
@@ -90,36 +92,6 @@ def keyed(options: LoaderOptions, given: Any, read: Any) -> bool:
     return options.seeding == "sample"
 
 
-def is_default_collate(collate_fn: Any) -> bool:
-    """Whether ``collate_fn`` is what torch's loader uses when given none: ``default_collate``
-    (batches) or ``default_convert`` (``batch_size=None``), by identity, never by name."""
-    from torch.utils.data import default_collate, default_convert
-
-    return collate_fn is None or collate_fn is default_collate or collate_fn is default_convert
-
-
-def collate_then(collate_fn: Any, *, cuda: bool) -> Callable[..., Any] | None:
-    """What the batch stage runs for the part of ``collate_fn`` after torch's default collate,
-    when ``collate_fn`` is provably ``return f(*default_collate(batch))``
-    (:func:`fastload.callables.wrappers.collated_then`); else ``None``.
-
-    torchvision v2's ``MixUp`` / ``CutMix`` / ``RandomChoice`` of them are drawn in the worker
-    where torch's loader would draw them and applied by the stage, in the batch it made
-    (:mod:`fastload.gpu.mixing`), wherever it runs. Any other ``f`` runs as written, where
-    and when torch's loader runs it (the workers, the same stream); not with a CUDA device,
-    where the stage runs in the main process.
-    """
-    then = collated_then(collate_fn)
-    if then is None:
-        return None
-    from fastload.gpu.mixing import mixing_of
-
-    mixing = mixing_of(then, inplace=True)
-    if mixing is not None:
-        return DeferredBatch(mixing)
-    return None if cuda else then
-
-
 @dataclass(frozen=True)
 class PipelineTranslation:
     """What the translate step made of the dataset's pipeline.
@@ -129,7 +101,8 @@ class PipelineTranslation:
         acceleration: What was done, or why not.
         batch_ops: The translation's batch ops, then ``batch_transforms``.
         then: The rest of the user's ``collate_fn`` after torch's default collate, run at the
-            end of the batch stage (:func:`collate_then`); ``None``: the collate function
+            end of the batch stage
+            (:func:`fastload.loader.collate_shapes.collate_then`); ``None``: the collate function
             runs as the loader holds it.
         images_at: The key of the user's collate function's dict batch that holds the
             images the batch ops run on (:func:`fastload.accelerate.hf_datasets.stacked_column`);
@@ -333,7 +306,7 @@ def translate(
             )
         )
         return PipelineTranslation(dataset, Acceleration(False, why, kind), ops)
-    default, then, stacked = _collate_shape(loader, cuda=cuda)
+    default, then, stacked = collate_shape(loader, cuda=cuda)
     try:
         batches = (default or then is not None) and loader.batch_sampler is not None
         later = cuda and leaves_images(loader.collate_fn)  # detection: floats on the device
@@ -368,60 +341,16 @@ def translate(
         decoder=name,
         decoding=decoding,
         fused=translated.fused_from,
-        batch=translated.batch_from + _collating(then, images_at),
+        batch=translated.batch_from + collating(then, images_at),
         where=where,
         dtype=str(translated.dtype).replace("torch.", "") if translated.dtype else "",
         rest=translated.rest_from,
         handed=_HANDED[translated.hand_on.form] if translated.hand_on else "",
-        blockers=_collate_blocker(loader, default, then, cuda, images_at)
+        blockers=collate_blocker(loader, default, then, cuda, images_at)
         + tuple(f"{what}: {reason}" for what, reason in translated.blockers),
     )
     _say(acceleration)
     return PipelineTranslation(fast, acceleration, ops, then, images_at)
-
-
-def _collate_shape(loader: Any, *, cuda: bool) -> tuple[bool, Any, StackedColumn | None]:
-    """What the loader's ``collate_fn`` provably is: torch's default (the first), default
-    collate then one callable (that callable, :func:`collate_then`), or a dict of the images
-    stacked and read nowhere else (where, :func:`stacked_column`); ``None`` for each it is not."""
-    default = is_default_collate(loader.collate_fn)
-    then = None if default else collate_then(loader.collate_fn, cuda=cuda)
-    if default or then is not None or loader.batch_sampler is None:
-        return default, then, None
-    return default, then, stacked_column(loader.collate_fn)
-
-
-def _collate_blocker(
-    loader: Any, default: bool, then: Any, cuda: bool, images_at: str | None
-) -> tuple[str, ...]:
-    """Why the loader's ``collate_fn`` keeps the conversion per sample, if it does."""
-    if default or then is not None or loader.batch_sampler is None or images_at is not None:
-        return ()
-    name = name_of(loader.collate_fn)
-    if cuda and collated_then(loader.collate_fn) is not None:
-        return (
-            f"collate_fn={name}: with a CUDA device the batch stage runs in the main process, "
-            "where what it calls after default_collate would draw from another stream (v2's "
-            "MixUp / CutMix / RandomChoice are drawn in the workers)",
-        )
-    return (
-        f"collate_fn={name}: not provably torch's default_collate, nor one callable on its "
-        "result (f(*default_collate(batch))), nor a dict of the images stacked and read "
-        "nowhere else, so it gets the samples",
-    )
-
-
-def _collating(then: Any, images_at: str | None = None) -> tuple[str, ...]:
-    """How explain names the rest of the user's collate function on the batch."""
-    if images_at is not None:
-        return (f"on the batch's {images_at!r}, which your collate_fn stacks",)
-    if then is None:
-        return ()
-    if isinstance(then, DeferredBatch):
-        return (
-            f"{then!r} (your collate_fn's, after default_collate; drawn per batch in the workers)",
-        )
-    return (f"{name_of(then)} (your collate_fn's, after default_collate; as you wrote it)",)
 
 
 def _say(acceleration: Acceleration) -> None:
