@@ -208,9 +208,11 @@ def parts(python: str) -> list[Part]:
                     "2",
                     "--pipelines",
                     *DETECTION_PRESETS,
+                    "--where",  # then each loader's threads sampled (py-spy): 3 s each
+                    "3",
                 ],
                 True,
-                240,
+                300,
                 f"{stem}.txt",
                 figures=f"{stem}.json",
             )

@@ -451,11 +451,13 @@ def _frames(*frames: str) -> str:
     return ";".join(f"{name} ({where})" for name, where in frames)
 
 
-def test_delivery_files_each_sample_under_its_deepest_stage() -> None:
-    spec = importlib.util.spec_from_file_location("delivery", ROOT / "benchmarks/gpu/delivery.py")
+def test_where_time_goes_files_each_sample_under_its_deepest_stage() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "where_time_goes", ROOT / "benchmarks/where_time_goes.py"
+    )
     assert spec is not None and spec.loader is not None
-    delivery = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(delivery)
+    where = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(where)
     main = "thread (11): MainThread;<module> (bench.py:3)"
     loop = ("CUDAPrefetcher.__next__", "fastload/gpu/prefetch.py:140")
     receive = ("_MultiProcessingDataLoaderIter._try_get_data", "fastload/loader/workers.py:252")
@@ -466,6 +468,8 @@ def test_delivery_files_each_sample_under_its_deepest_stage() -> None:
             # the batch ops, called from the prefetcher: the ops'
             f"{main};{_frames(loop, ('BatchStage.__call__', 'fastload/gpu/stage.py:88'))} 30",
             f"{main};{_frames(loop)} 20",  # the copies and events themselves
+            # the prefetcher walking the batch's structure: still its own, not pinning
+            f"{main};{_frames(loop, ('map_tensors', 'fastload/memory/tensors.py:104'))} 10",
             f"{main};{_frames(('read_rate', 'fastload/autotune/rates.py:90'))} 10",
             # the pin-memory thread's copy into pinned memory
             "thread (12): Thread-1 (_pin_memory_loop);"
@@ -489,12 +493,20 @@ def test_delivery_files_each_sample_under_its_deepest_stage() -> None:
             + " 20",
         ]
     )
-    shares = delivery.busy_shares(raw, seconds=1.0)  # 200 samples a second
-    assert shares == {
-        "main thread": {"receiving": 0.25, "batch ops": 0.15, "copies, events": 0.1, "other": 0.05},
+    shares = where.busy_shares(raw, seconds=1.0)  # 200 samples a second
+    expected = {
+        "main thread": {
+            "receiving": 0.25,
+            "batch ops": 0.15,
+            "copies, events": 0.15,
+            "other": 0.05,
+        },
         "pin-memory thread": {"pinning": 0.2},
         "worker threads": {"making batches": 0.5, "pinning": 0.1},
     }
+    assert set(shares) == set(expected)
+    for role, stages in expected.items():
+        assert shares[role] == pytest.approx(stages), role
 
 
 def test_worker_memory_sets_the_sample_arrays_against_a_list(tmp_path: Path) -> None:
@@ -507,7 +519,7 @@ def test_worker_memory_sets_the_sample_arrays_against_a_list(tmp_path: Path) -> 
 def test_detection_swap_sets_the_swap_against_the_stock_reference_loader(tmp_path: Path) -> None:
     args = ["--images", "12", "--seconds", "0.5", "--rounds", "2", "--workers", "1"]
     args += ["--pipelines", "multiscale, masks", "--json", str(tmp_path / "figures.json")]
-    done = run_script("detection_swap", *args)
+    done = run_script("detection_swap", *args, "--where", "0.5")
     doc = assert_figures(tmp_path / "figures.json", "detection_swap")
     assert [row["name"] for row in doc["rows"]] == [
         "stock torchvision",
@@ -518,6 +530,10 @@ def test_detection_swap_sets_the_swap_against_the_stock_reference_loader(tmp_pat
     assert all(row["main_cpu_ms_per_image"] > 0 for row in doc["rows"])  # the main process's
     assert "accelerated in part" in done.stdout and "RandomShortestSize" in done.stdout
     assert len(re.findall(r"accelerate=True.*? [\d,]+: \d+\.\d\dx \(", done.stdout)) == 2
+    # --where: each loader's process sampled (a main thread that only waited has no samples);
+    # the thread row's workers make its batches in this process, busy throughout
+    assert all(isinstance(row["busy"], dict) for row in doc["rows"]), doc["rows"]
+    assert doc["rows"][2]["busy"]["worker threads"]["making batches"] > 0, doc["rows"][2]
 
 
 def test_detection_masks_memory_sets_fastloads_mask_memory_against_torchvisions(

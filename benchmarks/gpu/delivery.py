@@ -26,11 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +41,7 @@ from fastload.synthetic import default_data
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: results, the groups
 
 import results
+import where_time_goes
 
 
 def loader(
@@ -80,78 +77,6 @@ def loader(
     return made
 
 
-SPY_HZ = 200  # py-spy's samples a second
-# the deepest frame that matches decides a sample's stage: the batch ops called from the
-# prefetcher are the batch ops', the shared memory opened while receiving is the receiving's
-STAGES = (
-    ("slots", ("fastload/gpu/registered.py", "fastload/memory/shared_buffers.py")),
-    ("batch ops", ("fastload/gpu/stage.py", "fastload/gpu/functional.py")),
-    ("pinning", ("pin_memory (", "fastload/memory/tensors.py")),
-    ("making batches", ("fastload/datasets/", "fastload/backends/", "fastload/pixels/")),
-    ("copies, events", ("fastload/gpu/prefetch.py",)),
-    ("receiving", ("_try_get_data", "_get_data", "multiprocessing/", "reductions.py")),
-)
-
-
-def stage_of(frames: list[str]) -> str:
-    """The stage of one sample's stack (root first), by its deepest matching frame."""
-    for frame in reversed(frames):
-        for stage, marks in STAGES:
-            if any(mark in frame for mark in marks):
-                return stage
-    return "other"
-
-
-def thread_of(first: str) -> str:
-    """py-spy's thread frame (``thread (ID): NAME``) as a role."""
-    if "_pin_memory_loop" in first:
-        return "pin-memory thread"
-    if "fastload-worker" in first:
-        return "worker threads"
-    return "main thread" if first.endswith("MainThread") else "other threads"
-
-
-def busy_shares(raw: str, seconds: float) -> dict[str, Counter[str]]:
-    """py-spy's raw output (``frame;frame;... count`` lines, the thread first) as each thread
-    role's share of the wall time spent in each stage."""
-    shares: dict[str, Counter[str]] = {}
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack:
-            continue
-        first, *frames = stack.split(";")
-        share = int(count) / (SPY_HZ * seconds)
-        shares.setdefault(thread_of(first), Counter())[stage_of(frames)] += share
-    return shares
-
-
-def py_spy() -> str | None:
-    """py-spy's program: on the PATH, or beside this interpreter (a venv not activated)."""
-    beside = Path(sys.executable).with_name("py-spy")
-    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
-
-
-def where_time_goes(stream: Any, seconds: float) -> dict[str, Counter[str]]:
-    """Read ``stream`` for ``seconds`` while py-spy samples this process's threads."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "raw.txt"
-        command = [str(py_spy()), "record", "--threads", "--nonblocking", "-r", str(SPY_HZ)]
-        command += ["-f", "raw", "-o", str(out), "-p", str(os.getpid()), "-d", f"{seconds:g}"]
-        spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        read_rate(stream, seconds=seconds + 0.5)  # py-spy takes a moment to attach
-        _, error = spy.communicate()
-        if spy.returncode != 0 or not out.exists():
-            raise SystemExit(f"py-spy could not sample this process: {error.decode()[-500:]}")
-        return busy_shares(out.read_text(), seconds)
-
-
-def print_where(name: str, shares: dict[str, Counter[str]]) -> None:
-    print(f"where {name}'s main process spends its time:")
-    for role, stages in sorted(shares.items()):
-        parts = ", ".join(f"{stage} {share:.0%}" for stage, share in stages.most_common())
-        print(f"  {role:>17}: busy {sum(stages.values()):.0%} ({parts})")
-
-
 def worker_type_rows(data: str, args: argparse.Namespace, worker_type: str) -> list[dict]:
     """One worker type's rows: its loaders' rounds interleaved, each device row against the
     same workers' CPU row, then (``--where``) each one's process sampled."""
@@ -181,13 +106,10 @@ def worker_type_rows(data: str, args: argparse.Namespace, worker_type: str) -> l
         if args.where:
             stream = endless(made)
             read_rate(stream, count=args.workers + 1)
-            shares = where_time_goes(stream, args.where)
+            shares = where_time_goes.sample(stream, args.where)
             stream.close()
-            print_where(f"{group}, {name}", shares)
-            row["busy"] = {
-                role: {stage: round(share, 3) for stage, share in stages.items()}
-                for role, stages in shares.items()
-            }
+            where_time_goes.show(f"{group}, {name}", shares)
+            row["busy"] = where_time_goes.as_json(shares)
     return rows
 
 
@@ -209,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA device here: --device cpu runs the CPU row alone")
-    if args.where and py_spy() is None:  # the rates are still worth the run
+    if args.where and where_time_goes.py_spy() is None:  # the rates are still worth the run
         print("--where needs py-spy (pip install py-spy): the breakdown is left out")
         args.where = 0
     data = str(args.data or default_data())

@@ -23,9 +23,12 @@ COCO-like set, as class masks).
 
 With ``--device cuda`` both deliver on the device: fastload with ``device="cuda"`` (its
 prefetcher), stock torch with the references' loops' copies (each image and target tensor).
+``--where SECONDS`` then samples each loader's process for that long, thread by thread
+(``benchmarks/where_time_goes.py``, py-spy): where the main process's time goes when it is the
+wall.
 
 Run: python benchmarks/peers/detection_swap.py [--workers 2] [--batch-size 4] [--seconds 20]
-[--device cuda]
+[--device cuda] [--where 3]
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from fastload.synthetic import make_coco, make_voc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: results, the groups
 
 import results
+import where_time_goes
 
 MULTISCALE = (480, 512, 544, 576, 608, 640, 672, 704, 736, 768, 800)
 MEAN = (123.0, 117.0, 104.0)  # the detection presets' mean
@@ -216,10 +220,12 @@ def measure(
     rounds: int,
     batched: bool,
     device: torch.device,
-) -> tuple[dict[str, list[float]], dict[str, list[float]], str]:
+    where: float = 0.0,
+) -> tuple[dict[str, list[float]], dict[str, list[float]], str, dict[str, Any]]:
     """Images/s of the stock loader, the swapped one and the swapped one with its workers as
     threads (each sample drawn from its own streams), round after round, alternating (with a
-    CUDA device: on the device, stock copied as the references' loops copy)."""
+    CUDA device: on the device, stock copied as the references' loops copy); with ``where``,
+    then each one's threads sampled for that many seconds."""
     common: dict[str, Any] = {
         "batch_size": batch_size,
         "shuffle": True,
@@ -258,7 +264,8 @@ def measure(
             reading = read_rate(stream, seconds=seconds, sync=sync)
             main_cpu[name].append(1000 * (time.process_time() - cpu) / reading.samples)
             rates[name].append(reading.rate)
-    return rates, main_cpu, explained
+    busy = {name: where_time_goes.sample(s, where) for name, s in streams.items()} if where else {}
+    return rates, main_cpu, explained, busy
 
 
 def cpu_note(per_image: list[float]) -> str:
@@ -281,10 +288,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
+    parser.add_argument(
+        "--where", type=float, default=0, metavar="SECONDS", help="sample each loader with py-spy"
+    )
     results.add_argument(parser)
     args = parser.parse_args()
     if (args.data is None) != (args.annotations is None):
         parser.error("--data and --annotations go together")
+    if args.where and where_time_goes.py_spy() is None:  # the rates are still worth the run
+        print("--where needs py-spy (pip install py-spy): the breakdown is left out")
+        args.where = 0
     with tempfile.TemporaryDirectory() as scratch:
         if args.data is None:
             folder, annotations = make_coco(Path(scratch) / "coco", images=args.images)
@@ -310,7 +323,7 @@ def main() -> None:
                 data = segmentation_from_coco(folder, annotations)
             else:
                 data = dataset(folder, annotations, augmentation, masks)
-            rates, main_cpu, explained = measure(
+            rates, main_cpu, explained, busy = measure(
                 data,
                 workers=args.workers,
                 batch_size=args.batch_size,
@@ -318,6 +331,7 @@ def main() -> None:
                 rounds=args.rounds,
                 batched=augmentation.startswith("segmentation"),
                 device=torch.device(args.device),
+                where=args.where,
             )
             stock = rates["stock"]
             print(f"\n{name}\n{explained}")
@@ -325,6 +339,7 @@ def main() -> None:
             figures.append(
                 with_cpu(results.row("stock torchvision", stock, group=name), main_cpu["stock"])
             )
+            keys = {"stock torchvision": "stock", SWAPPED: "fastload", THREADS: "threads"}
             for key, label in (("fastload", SWAPPED), ("threads", THREADS)):
                 print(
                     f"  {label} {statistics.median(rates[key]):,.0f}: "
@@ -335,6 +350,10 @@ def main() -> None:
                 target = 1.5 if aimed else None
                 row = results.row(label, rates[key], stock, group=name, target=target)
                 figures.append(with_cpu(row, main_cpu[key]))
+            for row in figures[-3:] if busy else ():
+                shares = busy[keys[row["name"]]]
+                where_time_goes.show(f"{name}, {row['name']}", shares)
+                row["busy"] = where_time_goes.as_json(shares)
     results.write(
         args.json,
         benchmark="detection_swap",
