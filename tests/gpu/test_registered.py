@@ -253,10 +253,20 @@ def test_a_worker_killed_with_batches_in_flight_is_named_and_every_slot_unregist
     )
     monkeypatch.setenv(registered.ENV, "1")
     loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
+    in_flight: list[int] = []
+    _kill_a_worker_mid_epoch(loader, lambda: in_flight.append(len(runtime.pinned)))
+    assert in_flight[0] > 0  # slots were registered, batches in flight, when it was killed
+    assert runtime.pinned == {}
+
+
+def _kill_a_worker_mid_epoch(loader: fastload.DataLoader, after_first: Any = None) -> None:
+    """Start an epoch, kill one of its workers (``after_first`` called before), and check the
+    error names it; the iterator is let go of and collected after."""
     before = {p.pid for p in multiprocessing.active_children()}
     batches = iter(loader)
     next(batches)
-    assert runtime.pinned  # slots registered, batches in flight
+    if after_first is not None:
+        after_first()
     victim = next(p for p in multiprocessing.active_children() if p.pid not in before)
     os.kill(victim.pid, signal.SIGKILL)
     with pytest.raises(RuntimeError, match=rf"DataLoader worker \(pid(\(s\))? {victim.pid}\b"):
@@ -264,7 +274,6 @@ def test_a_worker_killed_with_batches_in_flight_is_named_and_every_slot_unregist
             next(batches)
     del batches
     gc.collect()
-    assert runtime.pinned == {}
 
 
 @pytest.mark.gpu
@@ -278,17 +287,9 @@ def test_on_the_device_a_killed_worker_is_named_and_the_next_loader_runs(
     monkeypatch.setenv(registered.ENV, in_place)
     torch.cuda.synchronize()
     baseline = torch.cuda.memory_allocated()
-    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
-    before = {p.pid for p in multiprocessing.active_children()}
-    batches = iter(loader)
-    next(batches)
-    victim = next(p for p in multiprocessing.active_children() if p.pid not in before)
-    os.kill(victim.pid, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match=rf"DataLoader worker \(pid(\(s\))? {victim.pid}\b"):
-        for _ in range(len(loader)):
-            next(batches)
-    del batches
-    gc.collect()
+    _kill_a_worker_mid_epoch(
+        fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
+    )
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == baseline
     labels = []
