@@ -21,8 +21,9 @@ meet the links:
    then one callable (:func:`fastload.callables.wrappers.collated_then`): that callable then
    ends the batch stage (``BatchStage.then``). torch's ``default_collate`` whose batch leaves the
    worker as it is (no batch ops there) is ``RingCollate``: the same batch, its images stacked
-   into the worker's kept shared memory (:mod:`fastload.memory.shared_buffers`) when it has
-   some free.
+   into memory kept from batch to batch when some is free: a worker process's shared memory
+   (:mod:`fastload.memory.shared_buffers`), or the ring of a worker thread or of the loader's
+   own process (:mod:`fastload.memory.buffers`).
 
 The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
 (``DeviceStage.untag``, then ``SkipReport``) before a batch is delivered.
@@ -38,7 +39,7 @@ from torch.utils.data import default_collate
 
 from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
-from fastload.memory import shared_buffers
+from fastload.memory import buffers, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
 from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
 
@@ -105,14 +106,20 @@ class KeepSubclasses:
 
 class RingCollate:
     """torch's ``default_collate``, with the images of ``(image, ...)`` tuples stacked into
-    the worker process's ring (:mod:`fastload.memory.shared_buffers`) when it has a free slot.
+    memory kept from batch to batch: the worker process's ring
+    (:mod:`fastload.memory.shared_buffers`) when it has a free slot, else the calling thread's
+    :class:`~fastload.memory.buffers.BatchRing` (a worker thread's, or the loader's own with
+    no workers).
 
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
     page for every batch; a uint8 batch then costs that as the float32 batches did before the
-    ring. Anything else, and every batch where there is no ring (the main process, threads,
-    torch's pinning) or no free slot, is ``default_collate``'s. Samples stacked as they were
-    decoded (:class:`~fastload.memory.stacked.StackedSamples`) are that batch already: sent as they
-    are where the dataset decoded them into the worker's shared memory, else copied into it.
+    ring. In the loader's own process a float32 batch made anew faults in fresh pages too, and
+    where the ring is pinned (``FASTLOAD_PIN_IN_PLACE=1``) a batch stacked into it is copied to
+    the device from there, not pinned by copying it first. Anything else, and every batch
+    where there is no ring (torch's pinning) or no free slot, is ``default_collate``'s.
+    Samples stacked as they were decoded (:class:`~fastload.memory.stacked.StackedSamples`)
+    are that batch already: sent as they are where the dataset decoded them into the worker's
+    shared memory, else copied into it.
     """
 
     takes_stacked = True
@@ -127,14 +134,12 @@ class RingCollate:
     def _collate(self, samples: Any) -> Any:
         if isinstance(samples, StackedSamples):
             return self._stacked(samples)
-        if shared_buffers.current() is None:  # the main process: no ring to stack into
-            return default_collate(samples)
         images = stackable_firsts(samples)
         # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
         if images is None or any(type(image) is not torch.Tensor for image in images):
             return default_collate(samples)
         first = images[0]
-        out = shared_buffers.take(torch.Size((len(images), *first.shape)), first.dtype)
+        out = _kept(torch.Size((len(images), *first.shape)), first.dtype)
         if out is None:
             return default_collate(samples)
         torch.stack(images, out=out)
@@ -150,3 +155,12 @@ class RingCollate:
             return samples.collated()
         out.copy_(images)
         return StackedSamples(out, samples.targets, samples.seed).collated()
+
+
+def _kept(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:
+    """A batch's worth of kept memory where the calling worker or thread has some free: its
+    worker process's shared slots, else its thread's ring; ``None`` where it has neither."""
+    if shared_buffers.current() is not None:
+        return shared_buffers.take(shape, dtype)
+    ring = buffers.current()
+    return ring.take(shape, dtype) if ring is not None else None

@@ -183,14 +183,22 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def _photo_loader(
-    paths: list[Path], device: str, batch_size: int = 4, **options: Any
+    paths: list[Path], device: str, batch_size: int = 4, *, as_written: bool = False, **options: Any
 ) -> fastload.DataLoader:
-    dataset = fastload.ImageList(
-        paths, list(range(len(paths))), T.RandomResizedCrop(32), backend="region"
-    )
+    """The photos decoded straight into one batch by the region backend, or (``as_written``)
+    made a sample at a time by torchvision's transforms and collated by torch's collate
+    (``accelerate=False``: a CUDA device would fuse them with decoding)."""
+    if as_written:
+        import torchvision.transforms as TV
+
+        transform: Any = TV.Compose([TV.RandomResizedCrop(32), TV.PILToTensor()])
+        options["accelerate"] = False
+    else:
+        transform = T.RandomResizedCrop(32)
+    dataset = fastload.ImageList(paths, list(range(len(paths))), transform, backend="region")
     return fastload.DataLoader(
         dataset,
-        backend="region",  # decoded by the workers, straight into one batch, not on the GPU
+        backend="region",  # decoded by the workers, not on the GPU
         batch_size=batch_size,
         shuffle=True,
         device=device,
@@ -199,17 +207,25 @@ def _photo_loader(
     )
 
 
+@pytest.mark.parametrize("as_written", [False, True], ids=["decoded stacked", "as written"])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_batches_made_in_this_process_are_made_in_pinned_buffers(
-    monkeypatch: pytest.MonkeyPatch, photos: list[Path], workers: int, require_backend
+    monkeypatch: pytest.MonkeyPatch,
+    photos: list[Path],
+    workers: int,
+    as_written: bool,
+    require_backend,
 ) -> None:
     """Thread workers (and no workers) decode each batch into a buffer of a ring allocated
-    pinned once: the images are never pinned by copying, the labels are; the batches are those
-    the loader makes without it."""
+    pinned once, or stack the samples torchvision's transforms made into one: the images are
+    never pinned by copying, the labels are; the batches are those the loader makes without
+    it."""
     from fakecuda import FakeCuda
 
     require_backend("region")
-    options = {"num_workers": workers, "worker_type": "thread"} if workers else {}
+    options: dict[str, Any] = {"as_written": as_written}
+    if workers:
+        options.update(num_workers=workers, worker_type="thread")
     on_cpu = _photo_loader(photos, "cpu", batch_size=1, **options)
     fake = FakeCuda(monkeypatch)
     monkeypatch.setenv(registered.ENV, "1")
@@ -302,20 +318,25 @@ def test_on_the_device_a_killed_worker_is_named_and_the_next_loader_runs(
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("as_written", [False, True], ids=["decoded stacked", "as written"])
 @pytest.mark.parametrize(
     "options",
     [{}, {"num_workers": 2, "worker_type": "thread"}, {"num_workers": 2, "worker_type": "process"}],
     ids=["no workers", "threads", "processes"],
 )
 def test_on_the_device_pinned_in_place_delivers_the_same_batches(
-    monkeypatch: pytest.MonkeyPatch, photos: list[Path], options: dict[str, Any], require_backend
+    monkeypatch: pytest.MonkeyPatch,
+    photos: list[Path],
+    options: dict[str, Any],
+    as_written: bool,
+    require_backend,
 ) -> None:
     """Pixel for pixel, two epochs, whichever way the batches were pinned."""
     require_backend("region")
 
     def epochs(in_place: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
         monkeypatch.setenv(registered.ENV, in_place)
-        loader = _photo_loader(photos, "cuda", **options)
+        loader = _photo_loader(photos, "cuda", as_written=as_written, **options)
         out = []
         for _ in range(2):
             for images, labels in loader:

@@ -274,24 +274,69 @@ def _same_nested(a: list, b: list) -> bool:
     return same(a, b)
 
 
+@pytest.fixture
+def ring_memory(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """The addresses of the buffers every BatchRing hands out from now on."""
+    from fastload.memory.buffers import BatchRing
+
+    taken: set[int] = set()
+    take = BatchRing.take
+
+    def spied(ring: BatchRing, shape: object, dtype: torch.dtype) -> torch.Tensor:
+        buffer = take(ring, shape, dtype)  # type: ignore[arg-type]
+        taken.add(buffer.data_ptr())
+        return buffer
+
+    monkeypatch.setattr(BatchRing, "take", spied)
+    return taken
+
+
 @pytest.mark.parametrize("dtype", ["float32", "uint8"])
 @pytest.mark.parametrize(("kind", "workers"), [("thread", 2), ("process", 0)])
 def test_batches_reuse_memory_the_consumer_let_go_of_and_keep_what_it_holds(
-    folder: Path, kind: str, workers: int, dtype: str
+    folder: Path, kind: str, workers: int, dtype: str, ring_memory: set[int]
 ) -> None:
     """Where batches are made in the loader's own process: worker threads, or no workers; the
     float32 batches of batch ops, and the uint8 batches decoded straight into one tensor."""
     dataset = _dataset(folder)
     ops = {"batch_transforms": gpu.Normalize(MEAN, STD)} if dtype == "float32" else {}
     loader = _loader(dataset, kind=kind, workers=workers, **ops)
-    kept, copy, addresses = None, None, set()
+    kept, copy = None, None
     for _ in range(3):
         for k, (images, _) in enumerate(loader):
-            addresses.add(images.data_ptr())
+            assert images.data_ptr() in ring_memory
             if kept is None and k == 1:
                 kept, copy = images, images.clone()
     assert torch.equal(kept, copy)  # held through three epochs: never written again
-    assert len(addresses) < 3 * len(loader)  # the rest came back to the ring
+    assert len(ring_memory) < 3 * len(loader)  # the rest came back to the ring
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+@pytest.mark.parametrize(("kind", "workers"), [("thread", 2), ("process", 0)])
+def test_a_users_samples_are_stacked_into_the_ring(
+    folder: Path, kind: str, workers: int, dtype: str, ring_memory: set[int]
+) -> None:
+    """Samples made by torchvision's transforms as written, collated by torch's
+    default_collate in the loader's own process: their images are stacked into the ring, not
+    into memory made anew for each batch; the batches are torch's loader's, and a batch held
+    is never written again."""
+    import torchvision.transforms as TV
+
+    last = [TV.ToTensor(), TV.Normalize(MEAN, STD)] if dtype == "float32" else [TV.PILToTensor()]
+    dataset = fastload.ImageFolder(folder, TV.Compose([TV.Resize((24, 24)), *last]))
+    stock = list(torch.utils.data.DataLoader(dataset, batch_size=4))
+    loader = _loader(dataset, kind=kind, workers=workers, shuffle=False)
+    kept, copy = None, None
+    for _ in range(3):
+        got = []
+        for k, (images, labels) in enumerate(loader):
+            assert images.data_ptr() in ring_memory
+            got.append((images.clone(), labels))
+            if kept is None and k == 1:
+                kept, copy = images, images.clone()
+        assert _same(got, stock)
+    assert torch.equal(kept, copy)  # held through three epochs: never written again
+    assert len(ring_memory) < 3 * len(loader)  # the rest came back to the ring
 
 
 def test_with_no_workers_batches_are_made_in_the_iterators_ring(folder: Path) -> None:
