@@ -169,8 +169,8 @@ def parts(python: str) -> list[Part]:
             "delivery.txt",
             figures="delivery.json",
         ),
-        Part("bench train", [*bench, "--pipeline", "train"], True, 120, "bench_train.json", 4),
-        Part("bench val", [*bench, "--pipeline", "val"], True, 120, "bench_val.json", 4),
+        Part("bench train", [*bench, "--pipeline", "train"], True, 150, "bench_train.json", 4),
+        Part("bench val", [*bench, "--pipeline", "val"], True, 150, "bench_val.json", 4),
         Part(
             "prefetch overlap",
             [python, "benchmarks/gpu/prefetch_overlap.py", "--device", "cuda"],

@@ -218,10 +218,27 @@ def test_rows_carry_each_rounds_rate_and_the_range_of_per_round_ratios(data: Pat
     ratios = [p / s for p, s in zip(pillow.rates, stock.rates, strict=True)]
     assert pillow.ratio_range == (min(ratios), max(ratios))
     assert pillow.images_per_sec == sorted(pillow.rates)[1]
+    # the CPU of this process and its workers in each configuration's rounds; no GPU here
+    assert all(r.cores is not None and r.cores > 0 for r in rows)
+    assert all(r.gpu_busy is None and r.jpeg_busy is None for r in rows)
     table = bench.format_table(rows)
-    assert "rounds" in table[0]
+    assert table[0].split()[-3:] == ["rounds", "workers", "cores"]
     low, high = pillow.ratio_range
-    assert f"{low:.2f}-{high:.2f}" in table[2] and table[1].split()[-2] == "-"
+    assert f"{low:.2f}-{high:.2f}" in table[2] and table[1].split()[-3] == "-"
+    assert table[2].split()[-1] == f"{pillow.cores:.1f}"
+
+
+def test_the_table_shows_the_gpus_columns_where_it_was_sampled() -> None:
+    stock = bench.BenchRow(bench.STOCK, "train", 100.0, 1.0, 16, 64, cores=15.2, gpu_busy=3.0)
+    nv = bench.BenchRow("nvimgcodec", "train", 400.0, 4.0, 4, 64, cores=3.4, gpu_busy=41.0)
+    nv.jpeg_busy = 87.0
+    failed = bench.BenchRow("dali", "train", None, None, None, 64, error="no DALI")
+    head, first, second, third = bench.format_table([stock, nv, failed])
+    assert head.endswith("cores  GPU % JPEG %")
+    assert first.split()[-3:] == ["15.2", "3", "-"] and second.split()[-3:] == ["3.4", "41", "87"]
+    assert "not run: no DALI" in third
+    on_cpu = bench.BenchRow(bench.STOCK, "train", 100.0, 1.0, 2, 64, cores=1.8)
+    assert bench.format_table([on_cpu])[0].endswith("cores")
 
 
 def test_notes_say_when_the_figures_are_less_certain() -> None:
@@ -259,7 +276,10 @@ def test_bench_leaves_broken_files_out_and_still_measures(broken: Path) -> None:
     )
     # not a terminal: one line says what is measured, for how long, instead of a bar; the
     # accelerated loader is not among them: its warm-up met the truncated file
-    assert notes[1] == "fastload bench: measuring 3 loaders in 3 interleaved rounds, about 3 s"
+    assert notes[1] == (
+        "fastload bench: measuring 3 loaders in 3 interleaved rounds, about 3 s, each round "
+        "once the loaders before it are idle"
+    )
     assert all(line.startswith("fastload bench: note: ") for line in notes[2:]), proc.stderr
     rows = {r["backend"]: r for r in json.loads(proc.stdout)["results"]}
     # the stock side reads another file in the truncated one's place; pillow's skips it

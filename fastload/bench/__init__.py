@@ -22,8 +22,9 @@ a file they cannot decode and the stock side, which cannot skip, reads the next 
 configuration that fails mid-run becomes a row with its error.
 
 The package: ``pipelines`` (the stock and fastload datasets of each pipeline), ``harness``
-(:func:`run`, the measuring) and ``report`` (the table and the plot); ``fastload bench`` is its
-command (:mod:`fastload.commands.bench`).
+(:func:`run`, the measuring), ``usage`` (the cores, and the GPU's busy share, each
+configuration used) and ``report`` (the table and the plot); ``fastload bench`` is its command
+(:mod:`fastload.commands.bench`).
 """
 
 from __future__ import annotations

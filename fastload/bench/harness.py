@@ -25,6 +25,7 @@ from fastload.bench.pipelines import (
     fastload_dataset,
     stock_dataset,
 )
+from fastload.bench.usage import GpuSampler, Spent, counted, settle
 from fastload.checks import check_int, choice_error
 from fastload.devices import resolve_device
 from fastload.diagnosis import scan
@@ -41,7 +42,11 @@ class BenchRow:
 
     ``images_per_sec`` and ``ratio_to_stock`` are medians over the rounds; ``rates`` holds each
     round's images/s and ``ratio_range`` the lowest and highest of the per-round ratios (each
-    round against the stock round measured beside it).
+    round against the stock round measured beside it). ``cores`` is the CPU this process and
+    its workers used in the configuration's rounds (CPU seconds over wall seconds), and
+    ``gpu_busy`` and ``jpeg_busy`` how busy, in percent, the CUDA device and its JPEG engines
+    were in them (sampled by ``nvidia-smi``; ``None`` where it could not say):
+    :mod:`fastload.bench.usage`.
     """
 
     backend: str
@@ -53,6 +58,9 @@ class BenchRow:
     error: str | None = None
     rates: list[float] = field(default_factory=list)
     ratio_range: tuple[float, float] | None = None
+    cores: float | None = None
+    gpu_busy: float | None = None
+    jpeg_busy: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +135,8 @@ def run(
     workers: dict[str, int] = {}
     streams: dict[str, Generator[Any, None, None]] = {}
     failed: dict[str, str] = {}
+    spent = {label: Spent() for label in datasets}
+    gpu = GpuSampler.open(target.index or 0) if target.type == "cuda" else None
     try:
         for label, ds in datasets.items():
             try:
@@ -138,13 +148,21 @@ def run(
                 _failed(label, exc, failed)
             if label in failed:
                 gc.collect()  # its loader, held in the error's frames, collected here (below)
-        rates = _interleaved(streams, seconds, rounds, target, progress, failed)
+        rates = _interleaved(streams, seconds, rounds, target, progress, failed, spent)
     finally:
         for batches in streams.values():
             batches.close()  # shuts the workers down
+        if gpu is not None:
+            gpu.close()
     labels = [STOCK, *([ACCELERATED] if accelerated else []), *names]
     labels += [threaded + THREADS] if threaded is not None else []
-    return _rows(labels, pipeline, batch_size, rates, workers, rows, failed)
+    out = _rows(labels, pipeline, batch_size, rates, workers, rows, failed)
+    for row in out:
+        if row.images_per_sec is not None:
+            row.cores = spent[row.backend].cores
+            busy = gpu.mean(spent[row.backend].windows) if gpu is not None else {}
+            row.gpu_busy, row.jpeg_busy = busy.get("gpu"), busy.get("jpeg")
+    return out
 
 
 def _check_run(
@@ -360,24 +378,28 @@ def _interleaved(
     target: torch.device,
     progress: Callable[..., None] | None,
     failed: dict[str, str],
+    spent: dict[str, Spent],
 ) -> dict[str, list[float]]:
-    """Images/s of each stream per round, the rounds interleaved so that load hits all alike;
-    a stream that fails is noted in ``failed`` and left out of the later rounds."""
+    """Images/s of each stream per round, the rounds interleaved so that load hits all alike,
+    each started once the streams measured before are idle, its CPU and wall time counted in
+    ``spent``; a stream that fails is noted in ``failed`` and left out of the later rounds."""
     slice_s = seconds / (rounds * len(streams))
     rates: dict[str, list[float]] = {label: [] for label in streams}
     total, done = rounds * len(streams), 0
     if progress is not None and hasattr(progress, "log"):
         progress.log = (
             f"fastload bench: measuring {len(streams)} loaders in {rounds} interleaved rounds, "
-            f"about {seconds:.0f} s"
+            f"about {seconds:.0f} s, each round once the loaders before it are idle"
         )
     for round_ in range(rounds):
         for label, batches in streams.items():
             if progress is not None:
                 progress(done, total, f"{label}, round {round_ + 1} of {rounds}")
             if label not in failed:
+                settle(limit=min(2.0, slice_s))
                 try:
-                    rates[label].append(_measure(batches, slice_s, target))
+                    with counted(spent[label]):
+                        rates[label].append(_measure(batches, slice_s, target))
                 except Exception as exc:
                     _failed(label, exc, failed)
                     batches.close()

@@ -12,21 +12,37 @@ __all__ = ["format_table", "write_plot"]
 
 def format_table(rows: list[BenchRow]) -> list[str]:
     """The rows as the lines of a text table: images/s and ratio to stock (medians), the
-    lowest and highest per-round ratio, and workers."""
-    lines = [f"  {'loader':<24} {'images/s':>9} {'x stock':>8} {'rounds':>11} {'workers':>8}"]
+    lowest and highest per-round ratio, workers, the cores used, and with a CUDA device how
+    busy it and its JPEG engines were."""
+    gpu = any(r.gpu_busy is not None for r in rows)
+    jpeg = any(r.jpeg_busy is not None for r in rows)
+    head = f"  {'loader':<24} {'images/s':>9} {'x stock':>8} {'rounds':>11} {'workers':>8}"
+    head += (
+        f" {'cores':>6}" + (f" {'GPU %':>6}" if gpu else "") + (f" {'JPEG %':>6}" if jpeg else "")
+    )
+    lines = [head]
     for r in rows:
         if r.images_per_sec is None:
-            blank = f"  {r.backend:<24} {'-':>9} {'-':>8} {'-':>11} {'-':>8}"
+            blank = f"  {r.backend:<24} {'-':>9} {'-':>8} {'-':>11} {'-':>8} {'-':>6}"
+            blank += f" {'-':>6}" * (gpu + jpeg)
             lines.append(f"{blank}  not run: {r.error}")
-        else:
-            rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
-            spread = (
-                "-"
-                if r.backend == STOCK or r.ratio_range is None
-                else "{:.2f}-{:.2f}".format(*r.ratio_range)
-            )
-            lines.append(f"  {r.backend:<24} {rate:>9} {ratio:>8} {spread:>11} {r.num_workers:>8}")
+            continue
+        rate, ratio = f"{r.images_per_sec:,.0f}", f"{r.ratio_to_stock:.2f}"
+        spread = (
+            "-"
+            if r.backend == STOCK or r.ratio_range is None
+            else "{:.2f}-{:.2f}".format(*r.ratio_range)
+        )
+        line = f"  {r.backend:<24} {rate:>9} {ratio:>8} {spread:>11} {r.num_workers:>8}"
+        line += f" {_figure(r.cores, '.1f'):>6}"
+        line += f" {_figure(r.gpu_busy, '.0f'):>6}" if gpu else ""
+        line += f" {_figure(r.jpeg_busy, '.0f'):>6}" if jpeg else ""
+        lines.append(line)
     return lines
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def write_plot(rows: list[BenchRow], path: str | Path) -> Path:
