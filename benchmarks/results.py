@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import platform
 import statistics
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fastload.autotune.rates import endless, read_rate
+from fastload.bench.usage import Spent, counted, settle
 from fastload.system import cpu_cores
 
 
@@ -40,22 +42,32 @@ def interleaved(
 
 
 def loader_rates(
-    loaders: Mapping[str, Iterable[Any]], *, rounds: int, seconds: float, warmup: int
+    loaders: Mapping[str, Iterable[Any]],
+    *,
+    rounds: int,
+    seconds: float,
+    warmup: int,
+    spent: Mapping[str, Spent] | None = None,
 ) -> dict[str, list[float]]:
     """Each loader's images/s a round, rounds interleaved, after ``warmup`` batches of each
     (workers started, caches warm, compilers done); every loader is kept alive between its
-    rounds, as the same loader in training is."""
+    rounds, as the same loader in training is. With ``spent``, each round starts once the
+    loaders before it are idle, and its CPU (this process's and its workers') and wall time
+    go to the loader's :class:`~fastload.bench.usage.Spent`, as ``fastload bench`` counts them.
+    """
     streams = {name: endless(loader) for name, loader in loaders.items()}
+
+    def measure(name: str) -> float:
+        if spent is None:
+            return read_rate(streams[name], seconds=seconds).rate
+        settle(limit=2.0)
+        with counted(spent[name]):
+            return read_rate(streams[name], seconds=seconds).rate
+
     try:
         for stream in streams.values():
             read_rate(stream, count=warmup)
-        return interleaved(
-            {
-                name: lambda stream=stream: read_rate(stream, seconds=seconds).rate
-                for name, stream in streams.items()
-            },
-            rounds,
-        )
+        return interleaved({name: functools.partial(measure, name) for name in streams}, rounds)
     finally:
         for stream in streams.values():
             stream.close()

@@ -439,6 +439,7 @@ def test_delivery_runs_its_cpu_row_without_a_gpu(tmp_path: Path) -> None:
     assert processes["group"] == "worker processes" and threads["group"] == "worker threads"
     for row in (processes, threads):
         assert row["name"] == "left on the CPU" and len(row["rates"]) == 1
+        assert row["cores"] > 0  # the workers decoded: their CPU counts, wherever they ran
         where = f"where {row['group']}, left on the CPU's main process spends its time:"
         assert where in done.stdout, done.stdout
         shares = [share for stages in row["busy"].values() for share in stages.values()]

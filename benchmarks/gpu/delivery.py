@@ -7,7 +7,10 @@ with worker processes and with worker threads (``--worker-types``).
 The default photos as a ``fastload.ImageFolder``, the train recipe fused with decoding
 (RandomResizedCrop 224, flip; uint8 batches of 64), one worker per core; a worker type's loaders
 stay up, their rounds interleaved (``results.loader_rates``). Ratios: each device row over the
-same workers' CPU row, round by round (issue 73's target: >= 0.95x).
+same workers' CPU row, round by round (issue 73's target: >= 0.95x). Each row also gives the
+cores its process and worker processes used in its rounds (each round started once the rows
+before it are idle, as ``fastload bench`` measures them): what pinning by copying costs the
+CPU beside pinning in place.
 
 Without CUDA (``--device cpu``, to try the script) the device rows are left out.
 
@@ -35,6 +38,7 @@ import torch
 import fastload
 from fastload import transforms as T
 from fastload.autotune.rates import endless, read_rate
+from fastload.bench.usage import Spent
 from fastload.gpu import registered
 from fastload.synthetic import default_data
 
@@ -90,18 +94,27 @@ def worker_type_rows(data: str, args: argparse.Namespace, worker_type: str) -> l
         name: loader(data, args, worker_type=worker_type, device=device, pinned_in_place=pinned)
         for name, (device, pinned) in ways.items()
     }
+    spent = {name: Spent() for name in loaders}
     rates = results.loader_rates(
-        loaders, rounds=args.rounds, seconds=args.seconds, warmup=2 * args.workers + 1
+        loaders,
+        rounds=args.rounds,
+        seconds=args.seconds,
+        warmup=2 * args.workers + 1,
+        spent=spent,
     )
     group = {"process": "worker processes", "thread": "worker threads"}[worker_type]
     cpu, rows = rates["left on the CPU"], []
     for name, values in rates.items():
-        print(f"{group}, {name:>24}: " + ", ".join(f"{v:8.1f}" for v in values) + " images/s")
+        cores = spent[name].cores
+        used = f", on {cores:.1f} cores" if cores is not None else ""
+        each = ", ".join(f"{v:8.1f}" for v in values)
+        print(f"{group}, {name:>24}: {each} images/s{used}")
         if name == "left on the CPU":
             rows.append(results.row(name, values, group=group))
         else:
             print(f"{group}, {name} / left on the CPU: {results.spread(values, cpu)}")
             rows.append(results.row(name, values, cpu, target=0.95, group=group))
+        rows[-1]["cores"] = None if cores is None else round(cores, 2)
     for row, (name, made) in zip(rows, loaders.items(), strict=True):
         if args.where:
             stream = endless(made)
