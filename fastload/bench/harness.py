@@ -45,7 +45,7 @@ class BenchRow:
     round against the stock round measured beside it). ``cores`` is the CPU this process and
     its workers used in the configuration's rounds (CPU seconds over wall seconds), and
     ``gpu_busy`` and ``jpeg_busy`` how busy, in percent, the CUDA device and its JPEG engines
-    were in them (sampled by ``nvidia-smi``; ``None`` where it could not say):
+    were in them (sampled through the driver's NVML; ``None`` where it could not say):
     :mod:`fastload.bench.usage`.
     """
 
@@ -136,7 +136,10 @@ def run(
     streams: dict[str, Generator[Any, None, None]] = {}
     failed: dict[str, str] = {}
     spent = {label: Spent() for label in datasets}
-    gpu = GpuSampler.open(target.index or 0) if target.type == "cuda" else None
+    gpu = None
+    if target.type == "cuda":
+        index = target.index if target.index is not None else torch.cuda.current_device()
+        gpu = GpuSampler.open(index)
     try:
         for label, ds in datasets.items():
             try:

@@ -7,18 +7,18 @@ configurations keep their workers between rounds, and the one measured before re
 prefetch queue after its round ends, which would otherwise count, and compete, in the next
 one's round.
 
-GPU: with a CUDA device, ``nvidia-smi`` samples how busy the device is (the share of time a
-kernel ran) and its JPEG engines where it reports them, ten times a second through the run
-(:class:`GpuSampler`); a configuration's figure is the mean of the samples taken in its rounds.
-Without ``nvidia-smi`` there are no GPU figures.
+GPU: with a CUDA device, NVML (the NVIDIA driver's management library, what ``nvidia-smi``
+reads) is asked how busy the device is (the share of the time a kernel ran) and its hardware
+JPEG decoders where the driver says, ten times a second through the run (:class:`GpuSampler`);
+a configuration's figure is the mean of the samples taken in its rounds. Without the driver
+there are no GPU figures.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -99,54 +99,48 @@ def settle(
 
 
 class GpuSampler:
-    """``nvidia-smi`` sampling one device's utilisation in the background.
+    """Samples a CUDA device's utilisation in the background, ten times a second.
 
     Args:
-        device: The device's index as CUDA numbers it in this process.
-        period_ms: Milliseconds between samples.
-        command: The ``nvidia-smi`` to run.
-        clock: When each sample arrived (the windows given to :meth:`mean` are on it).
+        read: One sample: each of ``fields``' utilisation in percent (``None``: none given).
+        fields: What ``read`` gives, in order: ``"gpu"`` (the share of the time a kernel ran),
+            ``"jpeg"`` (the hardware JPEG decoders').
+        period: Seconds between samples.
+        clock: When each sample was taken (the windows given to :meth:`mean` are on it).
     """
 
     def __init__(
         self,
-        device: int = 0,
+        read: Callable[[], tuple[float | None, ...]],
+        fields: tuple[str, ...],
         *,
-        period_ms: int = 100,
-        command: str = "nvidia-smi",
+        period: float = 0.1,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.fields = _fields(command)
+        self.fields = fields
         self.samples: list[tuple[float, tuple[float | None, ...]]] = []
-        self._clock = clock
-        query = ",".join(f"utilization.{name}" for name in self.fields)
-        self._process = subprocess.Popen(
-            [command, f"--query-gpu={query}", "--format=csv,noheader,nounits",
-             f"--loop-ms={period_ms}", f"--id={_physical(device)}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self._reader = threading.Thread(target=self._read, name="fastload-gpu-sampler", daemon=True)
-        self._reader.start()
+        self._read, self._period, self._clock = read, period, clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fastload-gpu-sampler", daemon=True)
+        self._thread.start()
 
     @classmethod
-    def open(
-        cls, device: int = 0, *, command: str = "nvidia-smi", clock: Clock = time.monotonic
-    ) -> GpuSampler | None:
-        """A sampler of ``device``, or ``None`` where there is no ``command`` on the PATH."""
-        if shutil.which(command) is None:
+    def open(cls, device: int = 0) -> GpuSampler | None:
+        """A sampler of CUDA's device ``device`` through NVML (the driver's management
+        library, which ``nvidia-smi`` reads), or ``None`` where NVML cannot be opened."""
+        try:
+            read, fields = _nvml_reader(device)
+        except (OSError, RuntimeError):
             return None
-        return cls(device, command=command, clock=clock)
+        return cls(read, fields)
 
-    def _read(self) -> None:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            values = tuple(_number(part) for part in line.split(","))
-            if len(values) == len(self.fields):
-                self.samples.append((self._clock(), values))
+    def _run(self) -> None:
+        while not self._stop.wait(self._period):
+            self.samples.append((self._clock(), self._read()))
 
     def mean(self, windows: list[tuple[float, float]]) -> dict[str, float | None]:
-        """Each utilisation's mean, in percent, over the samples that arrived in ``windows``
-        (``None`` where none did, or the device reported none)."""
+        """Each utilisation's mean, in percent, over the samples taken in ``windows``
+        (``None`` where none was, or the device gave none)."""
         inside = [values for at, values in self.samples if any(a <= at <= b for a, b in windows)]
         out: dict[str, float | None] = {}
         for k, name in enumerate(self.fields):
@@ -156,13 +150,8 @@ class GpuSampler:
 
     def close(self) -> None:
         """Stop sampling."""
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._reader.join(timeout=5)
+        self._stop.set()
+        self._thread.join()
 
     def __enter__(self) -> GpuSampler:
         return self
@@ -171,28 +160,65 @@ class GpuSampler:
         self.close()
 
 
-def _fields(command: str) -> tuple[str, ...]:
-    """The utilisations to sample: the SMs', and the JPEG engines' where this ``nvidia-smi``
-    knows the field (newer drivers)."""
+def _nvml_reader(device: int) -> tuple[Callable[[], tuple[float | None, ...]], tuple[str, ...]]:
+    """A reader of CUDA's device ``device``'s utilisations through NVML, and their names: the
+    JPEG decoders' too where the driver gives them (``nvmlDeviceGetJpgUtilization``).
+
+    Raises:
+        OSError: No NVML library here (no NVIDIA driver).
+        RuntimeError: NVML did not start, or has no such device.
+    """
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    if nvml.nvmlInit_v2() != 0:
+        raise RuntimeError("NVML did not start")
+    handle = ctypes.c_void_p()
+    found = -1
+    for name in _driver_names(device):  # the first the driver knows
+        if name.isdigit():
+            found = nvml.nvmlDeviceGetHandleByIndex_v2(int(name), ctypes.byref(handle))
+        else:
+            found = nvml.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(handle))
+        if found == 0:
+            break
+    if found != 0:
+        raise RuntimeError(f"NVML has no device {device} of CUDA's")
+
+    class Rates(ctypes.Structure):
+        _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+    def gpu() -> float | None:
+        rates = Rates()
+        failed = nvml.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(rates))
+        return None if failed else float(rates.gpu)
+
+    def jpeg() -> float | None:
+        busy, period = ctypes.c_uint(), ctypes.c_uint()
+        failed = nvml.nvmlDeviceGetJpgUtilization(handle, ctypes.byref(busy), ctypes.byref(period))
+        return None if failed else float(busy.value)
+
     try:
-        listed = subprocess.run(
-            [command, "--help-query-gpu"], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        listed = ""
-    return ("gpu", "jpeg") if "utilization.jpeg" in listed else ("gpu",)
+        has_jpeg = jpeg() is not None
+    except AttributeError:  # an older driver's NVML, without the call
+        has_jpeg = False
+    if has_jpeg:
+        return (lambda: (gpu(), jpeg())), ("gpu", "jpeg")
+    return (lambda: (gpu(),)), ("gpu",)
 
 
-def _physical(device: int) -> str:
-    """``nvidia-smi``'s name for CUDA's device ``device``: through ``CUDA_VISIBLE_DEVICES``
-    (indices or UUIDs, which ``nvidia-smi --id`` takes as they are) where it is set."""
+def _driver_names(device: int) -> list[str]:
+    """The driver's names for CUDA's device ``device``, surest first: its UUID, as CUDA gives
+    it; then its index, or what ``CUDA_VISIBLE_DEVICES`` says in its place (an index or a
+    UUID) where it is set (NVML numbers the devices in PCI order, CUDA the fastest first: the
+    same order where the devices are alike)."""
+    import torch
+
+    names = []
+    try:
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        names.append(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except (AttributeError, RuntimeError, AssertionError):  # no CUDA in this torch
+        pass
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
     visible = [v for v in visible if v]
-    return visible[device] if device < len(visible) else str(device)
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text.strip())
-    except ValueError:  # "[N/A]", "[Not Supported]"
-        return None
+    names.append(visible[device] if device < len(visible) else str(device))
+    return names

@@ -3,8 +3,6 @@ nvidia-smi samples it (a stand-in nvidia-smi where there is no GPU)."""
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 import time
 from pathlib import Path
@@ -82,72 +80,47 @@ def test_the_cpu_of_the_worker_processes_counts() -> None:
         child.wait()
 
 
-STAND_IN = """#!{python}
-import json, os, sys
-with open(os.environ["CALLS"], "a") as calls:
-    calls.write(json.dumps(sys.argv[1:]) + "\\n")
-if sys.argv[1:] == ["--help-query-gpu"]:
-    print('"utilization.gpu"\\nPercent of time a kernel ran.')
-    if os.environ.get("JPEG"):
-        print('"utilization.jpeg"\\nPercent of time the JPEG engines ran.')
-    sys.exit(0)
-for line in os.environ["LINES"].split(";"):
-    print(line, flush=True)
-"""
-
-
-@pytest.fixture
-def nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in nvidia-smi on the PATH that prints ``$LINES`` and logs its arguments."""
-    command = tmp_path / "bin" / "nvidia-smi"
-    command.parent.mkdir()
-    command.write_text(STAND_IN.format(python=sys.executable))
-    command.chmod(command.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{command.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("CALLS", str(tmp_path / "calls"))
-    return tmp_path / "calls"
-
-
-def test_the_gpu_and_its_jpeg_engines_are_averaged_over_a_rounds_samples(
-    nvidia_smi: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import json
-
-    monkeypatch.setenv("JPEG", "1")
-    monkeypatch.setenv("LINES", "10, 50;20, [N/A];30, 70;90, 90")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaa,GPU-bbb")
+def test_the_gpu_and_its_jpeg_decoders_are_averaged_over_a_rounds_samples() -> None:
+    readings = iter([(10.0, 50.0), (20.0, None), (30.0, 70.0)])
     clock = Ticks()
 
-    def arrived() -> float:  # the samples arrive at 1, 2, 3 and 4
+    def taken() -> float:  # the samples are taken at 1, 2, 3, ...
         clock.sleep(1.0)
         return clock.now
 
-    sampler = usage.GpuSampler.open(1, clock=arrived)
-    assert sampler is not None
-    deadline = time.monotonic() + 60  # not a timing: how long to wait for four lines at most
+    sampler = usage.GpuSampler(
+        lambda: next(readings, (90.0, 90.0)), ("gpu", "jpeg"), period=0.001, clock=taken
+    )
+    deadline = time.monotonic() + 60  # not a timing: how long to wait for four samples at most
     while len(sampler.samples) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     sampler.close()
-    assert sampler.fields == ("gpu", "jpeg") and len(sampler.samples) == 4
-    busy = sampler.mean([(0.5, 3.5)])
-    assert busy == {"gpu": 20.0, "jpeg": 60.0}  # "[N/A]" is no sample of its engines
-    assert sampler.mean([(5.0, 6.0)]) == {"gpu": None, "jpeg": None}
-    query = json.loads(nvidia_smi.read_text().splitlines()[-1])
-    assert "--query-gpu=utilization.gpu,utilization.jpeg" in query
-    assert "--id=GPU-bbb" in query  # CUDA's device 1, as nvidia-smi names it
+    assert sampler.mean([(0.5, 3.5)]) == {"gpu": 20.0, "jpeg": 60.0}  # None: no sample there
+    assert sampler.mean([(0.5, 1.5), (2.5, 4.5)])["gpu"] == pytest.approx((10 + 30 + 90) / 3)
+    assert sampler.mean([(-2.0, 0.0)]) == {"gpu": None, "jpeg": None}
 
 
-def test_without_nvidia_smi_there_is_no_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", "")
+def test_the_driver_is_asked_for_cudas_device_by_its_visible_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaa, GPU-bbb")
+    assert usage._driver_names(1)[-1] == "GPU-bbb"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert usage._driver_names(1)[-1] == "1"
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has the driver")
+def test_without_the_driver_there_is_no_sampler() -> None:
     assert usage.GpuSampler.open(0) is None
 
 
 @pytest.mark.gpu
-def test_on_the_device_nvidia_smi_sees_the_gpu_busy() -> None:
+def test_on_the_device_nvml_sees_the_gpu_busy_then_idle() -> None:
     import torch
 
-    sampler = usage.GpuSampler.open(torch.cuda.current_device())
-    assert sampler is not None, "no nvidia-smi on the PATH of a machine with a GPU"
+    device = torch.cuda.current_device()
+    sampler = usage.GpuSampler.open(device)
+    assert sampler is not None, "NVML did not open on a machine with a GPU"
     a = torch.randn(8192, 8192, device="cuda")
     start = time.monotonic()
     while time.monotonic() - start < 2.0:  # kernels back to back for two seconds
@@ -157,5 +130,5 @@ def test_on_the_device_nvidia_smi_sees_the_gpu_busy() -> None:
     time.sleep(2.0)  # nothing queued: NVML's sample period is at most a second
     idle = (end + 1.2, time.monotonic())
     sampler.close()
-    assert (sampler.mean([(start + 0.5, end)])["gpu"] or 0.0) > 50
+    assert (sampler.mean([(start + 1.0, end)])["gpu"] or 0.0) > 50
     assert (sampler.mean([idle])["gpu"] or 0.0) < 50
