@@ -108,6 +108,9 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        # torch's pin-memory thread (worker processes, pinned by copying) asks the accelerator
+        monkeypatch.setattr(torch.accelerator, "current_device_index", lambda: 0)
+        monkeypatch.setattr(torch.accelerator, "set_device_index", lambda index: None)
         monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: FakeStream(fake.log, "side"))
         monkeypatch.setattr(torch.cuda, "Event", lambda: FakeEvent(fake.log))
         monkeypatch.setattr(torch.cuda, "stream", StreamContext)

@@ -241,6 +241,50 @@ def test_batches_made_in_this_process_are_made_in_pinned_buffers(
     assert 1 <= fake.log.count(("pinned alloc",)) <= len(expected)
 
 
+@pytest.mark.parametrize("in_place", ["0", "1"], ids=["pinned by copying", "pinned in place"])
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_the_loop_never_waits_on_the_gpu_between_batches(
+    monkeypatch: pytest.MonkeyPatch, photos: list[Path], kind: str, in_place: str, require_backend
+) -> None:
+    """The main process's work a batch on the device path, the train recipe's flip and
+    normalize as batch ops on the device: each tensor copied once, non_blocking, on the
+    prefetcher's stream, and the consumer's stream told to wait for it; no synchronisation
+    while batches flow (a host batch is let go of once its copy's event says it is done,
+    asked, never waited on); the images never pinned by copying when pinned in place."""
+    from fakecuda import FakeCuda
+
+    from fastload import gpu
+
+    require_backend("region")
+    fake = FakeCuda(monkeypatch)
+    runtime = Runtime()
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: runtime)
+    pinned_by_fake = torch.Tensor.is_pinned
+    monkeypatch.setattr(  # what CUDA answers for registered memory, and the fake's pinned
+        torch.Tensor,
+        "is_pinned",
+        lambda t: t.untyped_storage().data_ptr() in runtime.pinned or pinned_by_fake(t),
+    )
+    monkeypatch.setenv(registered.ENV, in_place)
+    ops = gpu.Compose([gpu.RandomHorizontalFlip(), gpu.Normalize((0.5,) * 3, (0.25,) * 3)])
+    loader = _photo_loader(
+        photos, "cuda", num_workers=2, worker_type=kind, batch_transforms=ops, drop_last=True
+    )
+    batches = iter(loader)
+    images = [next(batches)[0] for _ in range(len(loader))]
+    flowing = list(fake.log)
+    assert list(batches) == []  # the epoch's end
+    assert all(image.dtype == torch.float32 and image.shape[1:] == (3, 32, 32) for image in images)
+    assert not [entry for entry in flowing if entry[0] == "synchronize"]
+    copies = [entry for entry in flowing if entry[0] == "copy"]
+    assert copies == [("copy", "side", True)] * 2 * len(images)  # images and labels
+    assert [entry[:2] for entry in flowing if entry[0] == "wait"] == [("wait", "consumer")] * len(
+        images
+    )
+    pins = flowing.count(("pin",))
+    assert pins == (len(images) if in_place == "1" else 2 * len(images))  # labels; or both
+
+
 def test_without_it_this_process_pins_by_copying(
     monkeypatch: pytest.MonkeyPatch, photos: list[Path], require_backend
 ) -> None:
