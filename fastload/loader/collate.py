@@ -41,7 +41,7 @@ from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.memory import buffers, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
-from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_firsts
+from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_field
 
 __all__ = ["RingCollate", "collate_chain"]
 
@@ -105,8 +105,9 @@ class KeepSubclasses:
 
 
 class RingCollate:
-    """torch's ``default_collate``, with the images of ``(image, ...)`` tuples stacked into
-    memory kept from batch to batch: the worker process's ring
+    """torch's ``default_collate``, with the images of ``(image, ...)`` tuples (or of plain
+    dicts, the field with the largest tensors: :func:`~fastload.memory.tensors.stackable_field`)
+    stacked into memory kept from batch to batch: the worker process's ring
     (:mod:`fastload.memory.shared_buffers`) when it has a free slot, else the calling thread's
     :class:`~fastload.memory.buffers.BatchRing` (a worker thread's, or the loader's own with
     no workers).
@@ -134,16 +135,17 @@ class RingCollate:
     def _collate(self, samples: Any) -> Any:
         if isinstance(samples, StackedSamples):
             return self._stacked(samples)
-        images = stackable_firsts(samples)
+        found = stackable_field(samples)
         # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
-        if images is None or any(type(image) is not torch.Tensor for image in images):
+        if found is None or any(type(image) is not torch.Tensor for image in found[1]):
             return default_collate(samples)
+        field, images = found
         first = images[0]
         out = _kept(torch.Size((len(images), *first.shape)), first.dtype)
         if out is None:
             return default_collate(samples)
         torch.stack(images, out=out)
-        return collated_around(out, samples)
+        return collated_around(out, samples, field)
 
     @staticmethod
     def _stacked(samples: StackedSamples) -> Any:

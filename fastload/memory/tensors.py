@@ -22,6 +22,7 @@ __all__ = [
     "map_tensors",
     "pin",
     "pin_batch",
+    "stackable_field",
     "stackable_firsts",
     "targets_of",
 ]
@@ -81,11 +82,40 @@ def stackable_firsts(samples: Any) -> list[torch.Tensor] | None:
     return firsts
 
 
-def collated_around(stacked: torch.Tensor, samples: list[tuple[Any, ...]]) -> list[Any]:
-    """torch's ``default_collate`` of ``(first, ...)`` tuples whose first fields are stacked
-    in ``stacked`` already: ``[stacked, *the other fields' columns]``."""
+def stackable_field(samples: Any) -> tuple[Any, list[torch.Tensor]] | None:
+    """The field of ``samples`` that torch's ``default_collate`` would stack as the batch's
+    images, and its tensors: the first field of ``(image, ...)`` tuples (as
+    :func:`stackable_firsts`), or of plain dicts (``{"pixel_values": ..., "label": ...}``) the
+    key holding the largest plain tensors of one shape and dtype; else ``None``."""
+    firsts = stackable_firsts(samples)
+    if firsts is not None:
+        return 0, firsts
+    if not isinstance(samples, list) or not samples:
+        return None
+    if any(type(sample) is not dict for sample in samples):
+        return None
+    best: tuple[Any, list[torch.Tensor]] | None = None
+    for key, first in samples[0].items():
+        if type(first) is not torch.Tensor:
+            continue
+        column = [sample.get(key) for sample in samples]
+        if all(
+            type(x) is torch.Tensor and x.shape == first.shape and x.dtype == first.dtype
+            for x in column
+        ) and (best is None or first.nbytes > best[1][0].nbytes):
+            best = key, column
+    return best
+
+
+def collated_around(stacked: torch.Tensor, samples: list[Any], field: Any = 0) -> Any:
+    """torch's ``default_collate`` of ``samples`` whose ``field`` (see :func:`stackable_field`)
+    is stacked in ``stacked`` already: ``[stacked, *the other fields' columns]`` for tuples,
+    the dict with ``stacked`` under its key for dicts."""
     from torch.utils.data import default_collate
 
+    if isinstance(samples[0], dict):  # its keys may be ints too
+        rest = default_collate([{k: v for k, v in s.items() if k != field} for s in samples])
+        return {key: stacked if key == field else rest[key] for key in samples[0]}
     rest = default_collate([sample[1:] for sample in samples]) if len(samples[0]) > 1 else []
     return [stacked, *rest]
 

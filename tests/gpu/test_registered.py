@@ -133,13 +133,25 @@ class Ramps(Dataset):
         return torch.full((3, 32, 32), i % 256, dtype=torch.uint8), i
 
 
+class Records(Dataset):
+    """The Ramps as dicts, as Hugging Face image pipelines make samples."""
+
+    def __len__(self) -> int:
+        return len(Ramps())
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        image, label = Ramps()[i]
+        return {"pixel_values": image, "label": label}
+
+
+@pytest.mark.parametrize("samples", ["tuples", "dicts"])
 def test_a_cuda_loader_registers_its_workers_slots_and_skips_the_pinned_copy(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, samples: str
 ) -> None:
     """With FASTLOAD_PIN_IN_PLACE=1 a loader with a CUDA device (faked) turns torch's
     pin-memory thread off, its workers write their batches into kept slots, the main process
     registers each slot once, and no batch is pinned by copying; every slot is unregistered
-    at the epoch's end. The batches are the dataset's."""
+    at the epoch's end. The batches are the dataset's, tuples or dicts."""
     from fakecuda import FakeCuda
 
     fake = FakeCuda(monkeypatch)
@@ -153,10 +165,12 @@ def test_a_cuda_loader_registers_its_workers_slots_and_skips_the_pinned_copy(
         ),
     )
     monkeypatch.setenv(registered.ENV, "1")
-    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, device="cuda")
+    dataset = Ramps() if samples == "tuples" else Records()
+    loader = fastload.DataLoader(dataset, batch_size=4, num_workers=2, device="cuda")
     assert not loader.plan.threads
     labels = []
-    for images, batch_labels in loader:
+    for batch in loader:
+        images, batch_labels = batch if samples == "tuples" else batch.values()
         assert torch.equal(images[:, 0, 0, 0].long(), batch_labels % 256)
         labels += batch_labels.tolist()
     assert labels == list(range(48))

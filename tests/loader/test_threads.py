@@ -339,6 +339,26 @@ def test_a_users_samples_are_stacked_into_the_ring(
     assert len(ring_memory) < 3 * len(loader)  # the rest came back to the ring
 
 
+def test_with_no_workers_dict_samples_are_stacked_into_the_ring(
+    folder: Path, ring_memory: set[int]
+) -> None:
+    """Samples that are dicts (as Hugging Face image pipelines make them): their images go into
+    the ring too, and the batches are torch's loader's."""
+    import torchvision.transforms as TV
+
+    images = fastload.ImageFolder(folder, TV.Compose([TV.Resize((24, 24)), TV.ToTensor()]))
+    records = [{"pixel_values": image, "label": label} for image, label in images]
+    stock = list(torch.utils.data.DataLoader(records, batch_size=4))
+    loader = _loader(records, kind="process", workers=0, shuffle=False)
+    for _ in range(2):
+        for batch, want in zip(loader, stock, strict=True):  # each let go of before the next
+            assert batch["pixel_values"].data_ptr() in ring_memory
+            assert list(batch) == list(want)
+            assert torch.equal(batch["pixel_values"], want["pixel_values"])
+            assert torch.equal(batch["label"], want["label"])
+    assert len(ring_memory) < 2 * len(loader)
+
+
 def test_with_no_workers_batches_are_made_in_the_iterators_ring(folder: Path) -> None:
     """The consumer's thread collates in a ring of the iterator's own (so float batches reuse
     the memory the consumer let go of, above), and keeps none of its own between batches."""

@@ -214,6 +214,31 @@ def test_uint8_batches_of_torchs_collate_are_torchs_batches_in_memory_written_ag
         assert torch.equal(view, want[k][0][1:])
 
 
+class Records(Dataset):
+    """The Ramps' images as Hugging Face image pipelines give samples: dicts."""
+
+    def __len__(self) -> int:
+        return len(Ramps())
+
+    def __getitem__(self, i: int) -> dict[str, object]:
+        image, label = Ramps()[i]
+        return {"label": label, "pixel_values": image, "name": f"r{i}"}
+
+
+def test_dict_samples_have_their_images_stacked_into_memory_written_again() -> None:
+    """Samples that are dicts: their largest field, stacked by torch's default_collate, goes
+    into the ring as a tuple's images do; the batches are torch's loader's, keys in order."""
+    want = list(torch.utils.data.DataLoader(Records(), batch_size=4, num_workers=2))
+    loader = fastload.DataLoader(Records(), batch_size=4, num_workers=2)
+    inodes = []
+    for batch, expected in zip(loader, want, strict=True):
+        assert type(batch) is dict and list(batch) == ["label", "pixel_values", "name"]
+        assert torch.equal(batch["pixel_values"], expected["pixel_values"])
+        assert torch.equal(batch["label"], expected["label"]) and batch["name"] == expected["name"]
+        inodes.append(_storage(batch["pixel_values"]))
+    assert len(set(inodes)) < len(inodes) // 2  # 24 batches, the few in flight
+
+
 def test_without_the_ring_uint8_batches_are_made_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FASTLOAD_SHARED_RING", "0")
     loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import pytest
 import torch
 from torch.utils.data import default_collate
 
-from fastload.memory.tensors import collated_around, stackable_firsts
+from fastload.memory.tensors import collated_around, stackable_field, stackable_firsts
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -75,3 +76,51 @@ def test_anything_default_collate_would_not_stack_as_one_first_field_is_refused(
     samples: Any,
 ) -> None:
     assert stackable_firsts(samples) is None
+
+
+def _record(k: int) -> dict[str, Any]:
+    """A sample as Hugging Face image pipelines make them."""
+    return {
+        "label": k,
+        "pixel_values": _image(k).float(),
+        "mask": torch.full((4, 5), k, dtype=torch.uint8),
+        "name": f"n{k}",
+    }
+
+
+@pytest.mark.parametrize(
+    ("samples", "largest"),
+    [
+        ([(_image(0), 3), (_image(1), 4)], 0),
+        ([_record(0), _record(1), _record(2)], "pixel_values"),
+        ([{1: k, 0: _image(k)} for k in range(3)], 0),  # a dict's keys may be ints
+    ],
+    ids=["tuples", "dicts", "int keys"],
+)
+def test_stacking_the_largest_field_then_the_rest_is_default_collate(
+    samples: Any, largest: Any
+) -> None:
+    found = stackable_field(samples)
+    assert found is not None
+    field, images = found
+    assert field == largest
+    got = collated_around(torch.stack(images), samples, field)
+    assert _same(got, default_collate(samples))
+
+
+@pytest.mark.parametrize(
+    ("samples", "field"),
+    [
+        # the pixels of two shapes: the masks, the largest field that stacks
+        ([_record(0), {**_record(1), "pixel_values": torch.zeros(3, 4, 6)}], "mask"),
+        ([{"label": 0, "name": "a"}, {"label": 1, "name": "b"}], None),
+        ([_record(0), (_image(1), 1)], None),
+        ([collections.OrderedDict(_record(0)), collections.OrderedDict(_record(1))], None),
+    ],
+    ids=["two shapes", "no tensor", "a dict and a tuple", "a dict subclass"],
+)
+def test_a_dicts_field_stacks_only_where_every_sample_has_one_shape_and_dtype(
+    samples: Any, field: str | None
+) -> None:
+    found = stackable_field(samples)
+    assert (found[0] if found is not None else None) == field
