@@ -13,7 +13,9 @@ ratio per round, the CPU each used (this process's CPU time over the wall time, 
 issue asks nvImageCodec's CPU use stated beside its rate), how many images each decoded (a
 decoder alone returns nothing for a file it refuses: the hardware engine refuses progressive
 JPEGs, which the rewrite makes baseline), and the largest pixel difference between the two
-where the same decoder decoded both.
+where the same decoder decoded both. On a GPU each row also says how busy the device ("gpu")
+and its hardware JPEG decoders ("jpeg", where the driver gives it) were over its rounds
+(``fastload.bench.usage.GpuSampler``): whether fastload's mix keeps the hardware engine busy.
 
 nvImageCodec opens nvJPEG by its library name and gets the first copy in the process:
 torchvision's older one once torchvision is imported, which nvImageCodec refuses region
@@ -174,31 +176,61 @@ def main() -> None:
     boxes = windows(sizes)
     ratio = sum(map(len, rewritten)) / sum(map(len, files))
     print(f"{len(files)} JPEGs; rewritten: {ratio:.3f}x the bytes; batches of {BATCH}")
-    for name, decoder in made.items():
-        if isinstance(decoder, str):
-            print(f"  {name}: {decoder}")
-            continue
-        for mode, crops in (("whole", None), ("crops", boxes)):
-            epoch(nv, decoder, files, crops)  # warm-up
-            epoch(nv, decoder, rewritten, crops)
-            rates: dict[str, list[float]] = {"files": [], "seekable": []}
-            cores: dict[str, list[float]] = {"files": [], "seekable": []}
-            counts = {}
-            for _ in range(args.rounds):
-                for kind, data in (("files", files), ("seekable", rewritten)):
-                    rate, counts[kind], used = epoch(nv, decoder, data, crops)
-                    rates[kind].append(rate)
-                    cores[kind].append(used)
-            print(
-                f"  {name}, {mode}: files {statistics.median(rates['files']):,.0f} images/s "
-                f"on {statistics.median(cores['files']):.1f} cores, seekable "
-                f"{statistics.median(rates['seekable']):,.0f} on "
-                f"{statistics.median(cores['seekable']):.1f}; seekable / files "
-                f"{results.spread(rates['seekable'], rates['files'])}; "
-                f"decoded {counts['files']} and {counts['seekable']} of {len(files)}"
-            )
-        difference = largest_difference(nv, decoder, files, rewritten)
-        print(f"  {name}: largest pixel difference, same decoder: {difference}")
+    from fastload.bench.usage import GpuSampler
+
+    gpu = GpuSampler.open(0) if args.device == "cuda" else None
+    try:
+        for name, decoder in made.items():
+            if isinstance(decoder, str):
+                print(f"  {name}: {decoder}")
+                continue
+            for mode, crops in (("whole", None), ("crops", boxes)):
+                measure(nv, decoder, name, mode, files, rewritten, crops, args.rounds, gpu)
+            difference = largest_difference(nv, decoder, files, rewritten)
+            print(f"  {name}: largest pixel difference, same decoder: {difference}")
+    finally:
+        if gpu is not None:
+            gpu.close()
+
+
+def measure(
+    nv: Any,
+    decoder: Any,
+    name: str,
+    mode: str,
+    files: list[bytes],
+    rewritten: list[bytes],
+    crops: list[Any] | None,
+    rounds: int,
+    gpu: Any,
+) -> None:
+    """One decoder's row for one mode: the files against their rewrites, rounds interleaved,
+    with the cores used and (``gpu``, a sampler) how busy the GPU and its JPEG engines were."""
+    epoch(nv, decoder, files, crops)  # warm-up
+    epoch(nv, decoder, rewritten, crops)
+    rates: dict[str, list[float]] = {"files": [], "seekable": []}
+    cores: dict[str, list[float]] = {"files": [], "seekable": []}
+    counts = {}
+    start = time.monotonic()
+    for _ in range(rounds):
+        for kind, data in (("files", files), ("seekable", rewritten)):
+            rate, counts[kind], used = epoch(nv, decoder, data, crops)
+            rates[kind].append(rate)
+            cores[kind].append(used)
+    busy = ""
+    if gpu is not None:  # over both kinds' rounds: NVML's own sample period is up to a second
+        shares = gpu.mean([(start, time.monotonic())])
+        busy = "; " + ", ".join(
+            f"{part} {share:.0f} % busy" for part, share in shares.items() if share is not None
+        )
+    print(
+        f"  {name}, {mode}: files {statistics.median(rates['files']):,.0f} images/s "
+        f"on {statistics.median(cores['files']):.1f} cores, seekable "
+        f"{statistics.median(rates['seekable']):,.0f} on "
+        f"{statistics.median(cores['seekable']):.1f}; seekable / files "
+        f"{results.spread(rates['seekable'], rates['files'])}; "
+        f"decoded {counts['files']} and {counts['seekable']} of {len(files)}{busy}"
+    )
 
 
 if __name__ == "__main__":
