@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from fastload.system import children_cpu_seconds
 
-__all__ = ["GpuSampler", "Spent", "counted", "settle", "tree_cpu_seconds"]
+__all__ = ["GpuSampler", "Spent", "counted", "driver_names", "settle", "tree_cpu_seconds"]
 
 Clock = Callable[[], float]
 
@@ -173,7 +173,7 @@ def _nvml_reader(device: int) -> tuple[Callable[[], tuple[float | None, ...]], t
         raise RuntimeError("NVML did not start")
     handle = ctypes.c_void_p()
     found = -1
-    for name in _driver_names(device):  # the first the driver knows
+    for name in driver_names(device):  # the first the driver knows
         if name.isdigit():
             found = nvml.nvmlDeviceGetHandleByIndex_v2(int(name), ctypes.byref(handle))
         else:
@@ -205,7 +205,7 @@ def _nvml_reader(device: int) -> tuple[Callable[[], tuple[float | None, ...]], t
     return (lambda: (gpu(),)), ("gpu",)
 
 
-def _driver_names(device: int) -> list[str]:
+def driver_names(device: int) -> list[str]:
     """The driver's names for CUDA's device ``device``, surest first: its UUID, as CUDA gives
     it; then its index, or what ``CUDA_VISIBLE_DEVICES`` says in its place (an index or a
     UUID) where it is set (NVML numbers the devices in PCI order, CUDA the fastest first: the

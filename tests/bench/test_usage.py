@@ -104,9 +104,9 @@ def test_the_driver_is_asked_for_cudas_device_by_its_visible_name(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaa, GPU-bbb")
-    assert usage._driver_names(1)[-1] == "GPU-bbb"
+    assert usage.driver_names(1)[-1] == "GPU-bbb"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert usage._driver_names(1)[-1] == "1"
+    assert usage.driver_names(1)[-1] == "1"
 
 
 @pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has the driver")
