@@ -33,7 +33,7 @@ from fastload.loader.collate import collate_chain
 from fastload.loader.delivery import Counting, counted
 from fastload.loader.plan import WorkerPlan
 from fastload.loader.threads import ThreadWorkersIter
-from fastload.memory import buffers, shared_buffers
+from fastload.memory import buffers, handover, shared_buffers
 from fastload.memory.shared_buffers import Returns, RingInit, SlotTable
 from fastload.memory.stacked import (
     Normalizing,
@@ -290,6 +290,8 @@ class _WorkerStart(RingInit):
         else:
             gc.disable()
         welcome(self.stacked, self.normalizing)
+        if shared_buffers.enabled():
+            handover.install()
         super().__call__(worker_id)
 
 

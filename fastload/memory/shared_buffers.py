@@ -14,8 +14,10 @@ each written again once the main process has let go of it:
 * the main process reads the tags of the batches it receives (:class:`Returns`), keeps a
   reference to each tagged storage, and marks the slot free again once nothing else in the
   process refers to it (the consumer dropped the batch and every view of it). Keeping the
-  reference also means the next batch sent in the same memory is not mapped again (torch's
-  receiving side finds it in its cache of shared storages).
+  reference also means the next batch sent in the same memory is not mapped again;
+* once the main process maps a storage, it says so in the table (:attr:`SlotTable.mapped`), and
+  the worker sends later batches in it by their slot's name instead of by a file descriptor
+  (:mod:`fastload.memory.handover`).
 
 While every slot is out (the consumer holds many batches), a worker makes its batch anew, as
 torch does, so a batch kept is never overwritten. A slot taken for an intermediate result (a
@@ -64,15 +66,24 @@ OFF_ENV = "FASTLOAD_SHARED_RING"  # "0": every batch made anew, as torch makes i
 # consumer, one spare; times the images of a batch where each sample's image has a storage of
 # its own (detection's lists). A storage is made only when no free one will do.
 SLOTS = 16
-_TAIL = 16  # bytes past the batch: the table's id, then the worker and slot (two int64)
+_TAIL = 16  # bytes past the batch: the table's id, then the storage's number, worker and slot
 _ALIGN = 64
 _FREE, _OUT, _DROPPED = 0, 1, 2  # _DROPPED: free, and the worker no longer keeps its storage
+_RECEIVING: weakref.WeakValueDictionary[int, Returns] = weakref.WeakValueDictionary()
 _use_count = compat.storage_use_count()  # None: nothing is reused
 _RING: WorkerRing | None = None  # this worker process's ring, once installed
 
 
 class SlotTable:
     """The states of every worker's slots, in shared memory, and the id that tags them.
+
+    Attributes:
+        states: Each slot's state, written by its worker (out, dropped) and by the main
+            process (free).
+        mapped: The number of the storage the main process maps in each slot (0: none),
+            written by the main process: a worker may name a slot's storage instead of sending
+            it only while its number is there.
+        ring_id: The id in every storage's tag.
 
     Args:
         workers: Worker processes.
@@ -81,6 +92,7 @@ class SlotTable:
 
     def __init__(self, workers: int, slots: int = SLOTS) -> None:
         self.states = torch.zeros(workers, slots, dtype=torch.int32).share_memory_()
+        self.mapped = torch.zeros(workers, slots, dtype=torch.int64).share_memory_()
         self.ring_id = secrets.randbits(62) + 1  # never 0, the value of fresh memory
 
 
@@ -96,7 +108,10 @@ class WorkerRing:
     def __init__(self, table: SlotTable, worker: int) -> None:
         self.ring_id, self.worker = table.ring_id, worker
         self._states = table.states[worker].numpy()
+        self._mapped = table.mapped[worker].numpy()
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
+        self._numbers = [0] * len(self._states)  # each kept storage's number (in its tag)
+        self._made = 0
         self._taken = 0
         self._last = [0] * len(self._states)  # when (in takes handed out) each was last taken
         # the slots taken since the last settle, and those it found still referred to here
@@ -116,6 +131,16 @@ class WorkerRing:
         self._states[slot], self._last[slot] = _OUT, self._taken
         self._this_batch.add(slot)
         return storage
+
+    def mapped_slot(self, storage: torch.UntypedStorage) -> int | None:
+        """The slot holding ``storage``, if the main process maps it (it received a batch in
+        this very storage, and still keeps it); ``None`` otherwise: then it has to be sent."""
+        pointer = storage.data_ptr()
+        for slot, kept in enumerate(self._kept):
+            if kept is not None and kept.data_ptr() == pointer:
+                number = self._numbers[slot]
+                return slot if number and self._mapped[slot] == number else None
+        return None
 
     def settle(self, sent: Any) -> None:
         """Free again the slots taken for the batch just made that ``sent`` (what goes to the
@@ -171,9 +196,20 @@ class WorkerRing:
     def _new(self, nbytes: int, slot: int) -> torch.UntypedStorage:
         payload = -(-nbytes // _ALIGN) * _ALIGN
         storage = compat.new_shared_storage(payload + _TAIL)
+        self._made += 1
+        self._numbers[slot] = self._made
         tag = _tag_of(storage)
-        tag[0], tag[1] = self.ring_id, (self.worker << 20) | slot
+        tag[0], tag[1] = self.ring_id, _where(self._made, self.worker, slot)
         return storage
+
+
+def _where(number: int, worker: int, slot: int) -> int:
+    """A tag's second int64: the storage's number (from 1), its worker and its slot."""
+    return (number << 32) | (worker << 20) | slot
+
+
+def _parts(where: int) -> tuple[int, int, int]:
+    return where >> 32, (where >> 20) & 0xFFF, where & 0xFFFFF
 
 
 def _tag_of(storage: torch.UntypedStorage) -> torch.Tensor:
@@ -259,9 +295,11 @@ class Returns:
     def __init__(self, table: SlotTable, registry: Any = None) -> None:
         self.ring_id = table.ring_id
         self._states = table.states.numpy()
+        self._mapped = table.mapped.numpy()
         self._kept: dict[tuple[int, int], torch.UntypedStorage] = {}
         self._out: set[tuple[int, int]] = set()
         self._registry = registry
+        _RECEIVING[self.ring_id] = self
         if registry is not None:  # unregistered before the storages it keeps are let go of
             weakref.finalize(self, registry.close)
 
@@ -269,6 +307,25 @@ class Returns:
         """Unregister the kept storages (the iterator is done); nothing without a registry."""
         if self._registry is not None:
             self._registry.close()
+
+    @staticmethod
+    def kept(ring_id: int, worker: int, slot: int) -> torch.UntypedStorage:
+        """The storage the main process keeps in ``worker``'s ``slot`` of the ring ``ring_id``,
+        where a worker named it instead of sending it.
+
+        Raises:
+            RuntimeError: No such storage is kept here (the worker's bookkeeping and this
+                process's disagree: a fault of fastload's).
+        """
+        returns = _RECEIVING.get(ring_id)
+        storage = None if returns is None else returns._kept.get((worker, slot))
+        if storage is None:
+            raise RuntimeError(
+                f"worker {worker} named slot {slot} of its kept batch memory, which this "
+                f"process does not keep (ring {ring_id}); FASTLOAD_SHARED_RING=0 works around "
+                "it: please report it"
+            )
+        return storage
 
     def received(self, data: Any) -> None:
         """Free the slots let go of since the last call, then note the ring storages in
@@ -287,17 +344,20 @@ class Returns:
             ring_id, where = _tag_of(storage).tolist()
             if ring_id != self.ring_id:
                 continue
-            key = (where >> 20, where & 0xFFFFF)
+            number, *slot = _parts(where)
+            key = (slot[0], slot[1])
             if key[0] < self._states.shape[0] and key[1] < self._states.shape[1]:
                 old = self._kept.get(key)
                 if old is not None and old.data_ptr() != storage.data_ptr():
                     self._let_go(key)  # the slot's smaller storage, made again larger
                 self._kept[key] = storage
+                self._mapped[key] = number
                 self._out.add(key)
                 if self._registry is not None:
                     self._registry.register(storage)
 
     def _let_go(self, key: tuple[int, int]) -> None:
+        self._mapped[key] = 0
         storage = self._kept.pop(key)
         if self._registry is not None:
             self._registry.unregister(storage)

@@ -1,0 +1,61 @@
+"""How a worker process's batch travels to the main process.
+
+torch sends every storage of a batch as a file descriptor of shared memory. Each descriptor
+costs a round trip the main process waits on: it connects to the worker's resource-sharer
+thread, both sides prove they know the pool's key (an HMAC challenge each way), then the
+descriptor comes over the socket. That is one to a few milliseconds of the main process's
+time a storage when the worker is busy, and a batch of images and labels has two (a detection
+batch, one for every image's boxes and labels). In fastload's worker processes:
+
+* a storage of the worker's kept batch memory that the main process already maps
+  (:mod:`fastload.memory.shared_buffers`) goes by its slot's name: the main process takes its
+  own mapping of it, with no descriptor;
+* a small storage that is not shared memory yet (labels, boxes: at most :data:`INLINE_BYTES`)
+  goes by value, in the message itself, as a copy. Unlike torch's, such a tensor is not in
+  shared memory on the main process's side (``is_shared()`` is ``False``); its values are the
+  same;
+* everything else goes as torch sends it.
+
+Set ``FASTLOAD_SHARED_RING=0`` to send every batch as torch does.
+"""
+
+from __future__ import annotations
+
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import torch
+from torch.multiprocessing import reductions
+
+from fastload.memory import shared_buffers
+
+__all__ = ["INLINE_BYTES", "install", "reduce_storage"]
+
+# Past this size a copy through the pipe costs about as much as the descriptor's round trip.
+INLINE_BYTES = 64 * 1024
+
+
+def install() -> None:
+    """In a worker process: send storages as the module's notes say, from now on."""
+    ForkingPickler.register(torch.UntypedStorage, reduce_storage)
+
+
+def reduce_storage(storage: torch.UntypedStorage) -> tuple[Any, tuple[Any, ...]]:
+    """How ``storage`` is pickled on its way to the main process (see the module's notes)."""
+    ring = shared_buffers.current()
+    if storage.device.type == "cpu":
+        slot = None if ring is None else ring.mapped_slot(storage)
+        if ring is not None and slot is not None:
+            return _kept, (ring.ring_id, ring.worker, slot)
+        if not storage.is_shared() and storage.nbytes() <= INLINE_BYTES:
+            as_bytes = torch.empty(0, dtype=torch.uint8).set_(storage)
+            return _copied, (as_bytes.numpy().tobytes(),)
+    return reductions.reduce_storage(storage)
+
+
+def _kept(ring_id: int, worker: int, slot: int) -> torch.UntypedStorage:
+    return shared_buffers.Returns.kept(ring_id, worker, slot)
+
+
+def _copied(data: bytes) -> torch.UntypedStorage:
+    return torch.UntypedStorage.from_buffer(data, dtype=torch.uint8)

@@ -1,0 +1,172 @@
+"""A worker's batch on its way to the main process (memory/handover.py): kept slots the main
+process maps go by name, small storages by value, the rest as torch sends them; the batches are
+torch's either way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.multiprocessing import reductions
+from torch.utils.data import Dataset
+
+import fastload
+from fastload.memory import handover, shared_buffers
+from fastload.memory.shared_buffers import Returns, SlotTable
+
+
+class Ramps(Dataset):
+    """uint8 images whose every pixel depends on the index, and int labels."""
+
+    def __len__(self) -> int:
+        return 96
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        base = torch.arange(3 * 16 * 16, dtype=torch.int64).view(3, 16, 16)
+        return ((base * 7 + i * 31) % 256).to(torch.uint8), i
+
+
+class Targets(Dataset):
+    """Detection-like samples: an image (larger than goes by value) and a dict of small
+    tensors."""
+
+    def __len__(self) -> int:
+        return 24
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        boxes = torch.arange(8, dtype=torch.float32).view(2, 4) + i
+        image = torch.full((3, 160, 160), i, dtype=torch.uint8)
+        return image, {"boxes": boxes, "labels": torch.tensor([i, i + 1])}
+
+
+def detection_collate(batch: list[Any]) -> tuple[Any, ...]:
+    return tuple(zip(*batch, strict=True))
+
+
+RECEIVED: list[int] = []  # the sizes of the storages received as file descriptors
+_REBUILD = reductions.rebuild_storage_fd
+
+
+def spy(cls: Any, df: Any, size: int) -> Any:
+    """torch's rebuilding from a file descriptor, counted (module-level: forked workers pickle
+    a reference to it where they would to torch's)."""
+    RECEIVED.append(size)
+    return _REBUILD(cls, df, size)
+
+
+@pytest.fixture
+def descriptors(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The storages this process receives as file descriptors (unpickling looks torch's
+    function up by name, so the spy sees every one)."""
+    RECEIVED.clear()
+    monkeypatch.setattr(reductions, "rebuild_storage_fd", spy)
+    return RECEIVED
+
+
+@pytest.fixture
+def table() -> Iterator[SlotTable]:
+    """This process as worker 0 of a two-slot ring (:func:`shared_buffers.current`)."""
+    init = shared_buffers.RingInit(None)
+    init.table = SlotTable(1, slots=2)
+    init(0)
+    try:
+        yield init.table
+    finally:
+        init.table = None
+        init(0)  # no ring again in this process
+
+
+def sent(storage: torch.UntypedStorage) -> tuple[str, torch.UntypedStorage]:
+    """How ``storage`` goes to the main process, and what the receiving side makes of it (as
+    unpickling does, in this same process)."""
+    rebuild, arguments = handover.reduce_storage(storage)
+    if rebuild is reductions.rebuild_storage_fd:
+        how = "descriptor"
+    elif any(isinstance(a, bytes) for a in arguments):
+        how = "value"
+    else:
+        how = "name"
+    return how, rebuild(*arguments)
+
+
+def test_after_its_first_batch_a_slot_is_named_not_sent(descriptors: list[int]) -> None:
+    loader = fastload.DataLoader(Ramps(), batch_size=4, num_workers=2, persistent_workers=True)
+    stock = list(torch.utils.data.DataLoader(Ramps(), batch_size=4))
+    for _ in range(2):  # the second epoch in the slots of the first
+        got = list(loader)
+        for (images, labels), (want_images, want_labels) in zip(got, stock, strict=True):
+            assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+            assert images.is_shared()  # in the workers' kept memory
+            assert not labels.is_shared()  # 4 int64: came by value
+        del got
+    # 48 batches of images and labels: torch sends 96 descriptors; one for each slot here
+    assert 0 < len(descriptors) <= 2 * shared_buffers.SLOTS
+    assert set(descriptors) == {4 * 3 * 16 * 16 + 16}  # only the slots' (4 images, the tag)
+
+
+def test_without_the_ring_every_storage_is_sent_as_torch_sends_it(
+    descriptors: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FASTLOAD_SHARED_RING", "0")
+    batches = list(fastload.DataLoader(Ramps(), batch_size=4, num_workers=2))
+    assert all(images.is_shared() and labels.is_shared() for images, labels in batches)
+    assert len(descriptors) == 2 * len(batches)
+
+
+def test_detection_targets_come_by_value(descriptors: list[int]) -> None:
+    loader = fastload.DataLoader(
+        Targets(), batch_size=4, num_workers=2, collate_fn=detection_collate
+    )
+    stock = torch.utils.data.DataLoader(Targets(), batch_size=4, collate_fn=detection_collate)
+    count = 0
+    for (images, targets), (want_images, want_targets) in zip(loader, stock, strict=True):
+        count += len(images)
+        for image, want in zip(images, want_images, strict=True):
+            assert torch.equal(image, want)
+        for target, want in zip(targets, want_targets, strict=True):
+            assert target.keys() == want.keys()
+            assert all(torch.equal(target[k], want[k]) for k in want)
+            assert target["boxes"].dtype == torch.float32 and target["labels"].dtype == torch.int64
+    assert count == len(Targets()) and len(descriptors) == count  # the images alone
+
+
+def test_a_slot_is_named_only_while_the_main_process_keeps_its_storage(table: SlotTable) -> None:
+    ring = shared_buffers.current()
+    assert ring is not None
+    returns = Returns(table)  # this process is the main process too
+    storage = ring.take(1000)
+    assert storage is not None
+    how, received = sent(storage)
+    assert how == "descriptor"  # not mapped there yet
+    returns.received(torch.empty(0, dtype=torch.uint8).set_(received, 0, (1000,)))
+    kept = Returns.kept(ring.ring_id, 0, 0)
+    assert kept.data_ptr() == received.data_ptr()
+    assert sent(storage) == ("name", kept)  # the very storage the main process keeps
+    other = ring.take(1000)  # slot 1, never received there
+    assert other is not None and sent(other)[0] == "descriptor"
+    table.mapped[0, 0] = 0  # as when the main process lets go of it
+    assert sent(storage)[0] == "descriptor"
+
+
+def test_a_slot_the_main_process_does_not_keep_is_one_clear_error(table: SlotTable) -> None:
+    with pytest.raises(RuntimeError, match="worker 0 named slot 1 of its kept batch memory"):
+        Returns.kept(table.ring_id, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "tensor, by_value",
+    [
+        (torch.arange(16), True),  # labels
+        (torch.zeros(0), True),
+        (torch.ones(handover.INLINE_BYTES // 4), True),  # as large as goes by value
+        (torch.ones(handover.INLINE_BYTES // 4 + 1), False),
+        (torch.arange(16).share_memory_(), False),  # shared already: it stays shared
+    ],
+)
+def test_small_storages_not_shared_go_by_value(tensor: torch.Tensor, by_value: bool) -> None:
+    how, storage = sent(tensor.untyped_storage())
+    got = torch.empty(0, dtype=tensor.dtype).set_(storage, 0, tensor.shape)
+    assert torch.equal(got, tensor) and how == ("value" if by_value else "descriptor")
+    assert storage.is_shared() is not by_value
