@@ -169,6 +169,17 @@ def parts(python: str) -> list[Part]:
             "delivery.txt",
             figures="delivery.json",
         ),
+        Part(
+            "handover",
+            # what receiving a batch from a worker process costs the main process, torch's way
+            # (a file descriptor a storage) against fastload's (kept slots named, labels by
+            # value), with workers that do almost nothing: where the main process is the wall
+            [python, "benchmarks/loader/handover.py", "--workers", "8", "--seconds", "3"],
+            True,
+            90,
+            "handover.txt",
+            figures="handover.json",
+        ),
         Part("bench train", [*bench, "--pipeline", "train"], True, 150, "bench_train.json", 4),
         Part("bench val", [*bench, "--pipeline", "val"], True, 150, "bench_val.json", 4),
         Part(

@@ -573,6 +573,19 @@ def test_handover_bytes_sets_uint8_against_float32_in_rate_and_main_process_cpu(
     assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
 
 
+def test_handover_sets_fastloads_way_against_torchs_in_rate_and_main_process_cpu(
+    tmp_path: Path,
+) -> None:
+    doc = run_benchmark(tmp_path, "handover", "--seconds", "0.3", "--rounds", "1")
+    ratios = {(row["name"], row["group"]) for row in doc["rows"] if "ratio" in row}
+    assert ratios == {
+        ("fastload's", f"{case}, {unit}")
+        for case in ("classification", "detection")
+        for unit in ("images/s", "ms CPU a batch")
+    }
+    assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
+
+
 def test_shared_ring_sets_kept_memory_against_fresh_in_speed_and_memory(tmp_path: Path) -> None:
     from fastload.synthetic import make_coco
 
