@@ -14,7 +14,13 @@ batch, one for every image's boxes and labels). In fastload's worker processes:
   goes by value, in the message itself, as a copy. Unlike torch's, such a tensor is not in
   shared memory on the main process's side (``is_shared()`` is ``False``); its values are the
   same;
-* everything else goes as torch sends it.
+* a larger one that is not shared memory yet (an image made by the user's own transforms and
+  collate, a detection batch's images) is copied into a free slot of the kept memory, where
+  torch would copy it into fresh shared memory, and goes as that slot (by name once mapped);
+  the tensor the main process gets is a view of the slot's storage, which is larger than the
+  tensor's own (``untyped_storage().nbytes()`` differs from torch's);
+* everything else goes as torch sends it (a storage already in shared memory, a storage
+  while every slot is out).
 
 Set ``FASTLOAD_SHARED_RING=0`` to send every batch as torch does.
 """
@@ -43,13 +49,18 @@ def install() -> None:
 def reduce_storage(storage: torch.UntypedStorage) -> tuple[Any, tuple[Any, ...]]:
     """How ``storage`` is pickled on its way to the main process (see the module's notes)."""
     ring = shared_buffers.current()
-    if storage.device.type == "cpu":
-        slot = None if ring is None else ring.mapped_slot(storage)
-        if ring is not None and slot is not None:
-            return _kept, (ring.ring_id, ring.worker, slot)
-        if not storage.is_shared() and storage.nbytes() <= INLINE_BYTES:
+    if storage.device.type != "cpu":
+        return reductions.reduce_storage(storage)
+    slot = None if ring is None else ring.mapped_slot(storage)
+    if ring is not None and slot is not None:
+        return _kept, (ring.ring_id, ring.worker, slot)
+    if not storage.is_shared():
+        if storage.nbytes() <= INLINE_BYTES:
             as_bytes = torch.empty(0, dtype=torch.uint8).set_(storage)
             return _copied, (as_bytes.numpy().tobytes(),)
+        kept = None if ring is None else ring.copy_in(storage)
+        if kept is not None:  # where torch would copy it into fresh shared memory
+            return reduce_storage(kept)
     return reductions.reduce_storage(storage)
 
 

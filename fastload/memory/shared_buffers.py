@@ -17,7 +17,11 @@ each written again once the main process has let go of it:
   reference also means the next batch sent in the same memory is not mapped again;
 * once the main process maps a storage, it says so in the table (:attr:`SlotTable.mapped`), and
   the worker sends later batches in it by their slot's name instead of by a file descriptor
-  (:mod:`fastload.memory.handover`).
+  (:mod:`fastload.memory.handover`);
+* a tensor sent that is not in shared memory yet (the batch of a collate function of the
+  user's own, a detection batch's images) is copied into a slot as it is sent, where torch
+  would copy it into fresh shared memory (:meth:`WorkerRing.copy_in`, in the queue's feeder
+  thread).
 
 While every slot is out (the consumer holds many batches), a worker makes its batch anew, as
 torch does, so a batch kept is never overwritten. A slot taken for an intermediate result (a
@@ -39,6 +43,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -112,6 +117,9 @@ class WorkerRing:
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
         self._numbers = [0] * len(self._states)  # each kept storage's number (in its tag)
         self._made = 0
+        # the worker's own thread takes slots for the batches it makes, the queue's feeder
+        # thread for the tensors it sends (copy_in)
+        self._lock = threading.Lock()
         self._taken = 0
         self._last = [0] * len(self._states)  # when (in takes handed out) each was last taken
         # the slots taken since the last settle, and those it found still referred to here
@@ -120,26 +128,48 @@ class WorkerRing:
     def take(self, nbytes: int) -> torch.UntypedStorage | None:
         """A shared storage of at least ``nbytes`` (and the tag after them), marked out; ``None``
         when every slot is out."""
+        with self._lock:
+            slot = self._take(nbytes)
+            if slot is None:
+                return None
+            self._this_batch.add(slot)
+            return self._kept[slot]
+
+    def copy_in(self, storage: torch.UntypedStorage) -> torch.UntypedStorage | None:
+        """A slot's storage holding a copy of ``storage``'s bytes, marked out until the main
+        process lets go of it; ``None`` when every slot is out. For a tensor on its way to the
+        main process: the copy torch would make into fresh shared memory, made into memory
+        kept instead (no new pages faulted in), which the main process may already map."""
+        nbytes = storage.nbytes()
+        with self._lock:
+            slot = self._take(nbytes)  # not this batch's: settle never frees it
+            kept = None if slot is None else self._kept[slot]
+        if kept is None:
+            return None
+        into = torch.empty(0, dtype=torch.uint8).set_(kept, 0, (nbytes,))  # type: ignore[call-overload]
+        into.copy_(torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes,)))  # type: ignore[call-overload]
+        return kept
+
+    def _take(self, nbytes: int) -> int | None:
         self._drop_idle()
         slot, fits = self._choose(nbytes)
         if slot is None:
             return None
-        storage = self._kept[slot]
-        if storage is None or not fits:
-            storage = self._kept[slot] = self._new(nbytes, slot)
+        if self._kept[slot] is None or not fits:
+            self._kept[slot] = self._new(nbytes, slot)
         self._taken += 1
         self._states[slot], self._last[slot] = _OUT, self._taken
-        self._this_batch.add(slot)
-        return storage
+        return slot
 
     def mapped_slot(self, storage: torch.UntypedStorage) -> int | None:
         """The slot holding ``storage``, if the main process maps it (it received a batch in
         this very storage, and still keeps it); ``None`` otherwise: then it has to be sent."""
         pointer = storage.data_ptr()
-        for slot, kept in enumerate(self._kept):
-            if kept is not None and kept.data_ptr() == pointer:
-                number = self._numbers[slot]
-                return slot if number and self._mapped[slot] == number else None
+        with self._lock:
+            for slot, kept in enumerate(self._kept):
+                if kept is not None and kept.data_ptr() == pointer:
+                    number = self._numbers[slot]
+                    return slot if number and self._mapped[slot] == number else None
         return None
 
     def settle(self, sent: Any) -> None:
@@ -150,6 +180,10 @@ class WorkerRing:
         process never sees those, so they would stay out for the ring's life. One that this
         process still refers to (the samples the collate function was handed, until it
         returns) is looked at again at the next settle."""
+        with self._lock:
+            self._settle(sent)
+
+    def _settle(self, sent: Any) -> None:
         held = {storage.data_ptr() for storage in _shared_storages(sent)}
         pending: set[int] = set()
         for slot in self._this_batch:

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.multiprocessing import reductions
 from torch.utils.data import Dataset
+from torchvision import tv_tensors
 
 import fastload
 from fastload.memory import handover, shared_buffers
@@ -29,15 +30,18 @@ class Ramps(Dataset):
 
 
 class Targets(Dataset):
-    """Detection-like samples: an image (larger than goes by value) and a dict of small
-    tensors."""
+    """Detection-like samples, as torchvision's v2 transforms make them: an image (larger than
+    goes by value, of two sizes) and a dict of small tensors."""
 
     def __len__(self) -> int:
-        return 24
+        return 96
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        boxes = torch.arange(8, dtype=torch.float32).view(2, 4) + i
-        image = torch.full((3, 160, 160), i, dtype=torch.uint8)
+        size = (160, 160 + 16 * (i % 2))
+        image = tv_tensors.Image(torch.full((3, *size), i, dtype=torch.uint8))
+        boxes = tv_tensors.BoundingBoxes(
+            torch.arange(8, dtype=torch.float32).view(2, 4) + i, format="XYXY", canvas_size=size
+        )
         return image, {"boxes": boxes, "labels": torch.tensor([i, i + 1])}
 
 
@@ -115,7 +119,12 @@ def test_without_the_ring_every_storage_is_sent_as_torch_sends_it(
     assert len(descriptors) == 2 * len(batches)
 
 
-def test_detection_targets_come_by_value(descriptors: list[int]) -> None:
+def test_detection_images_come_in_kept_slots_and_their_targets_by_value(
+    descriptors: list[int],
+) -> None:
+    """The references' collate, images and boxes as torchvision's tv_tensors: each image is
+    copied into a slot where torch would copy it into fresh shared memory, and named once the
+    main process maps it; the targets come by value."""
     loader = fastload.DataLoader(
         Targets(), batch_size=4, num_workers=2, collate_fn=detection_collate
     )
@@ -124,12 +133,43 @@ def test_detection_targets_come_by_value(descriptors: list[int]) -> None:
     for (images, targets), (want_images, want_targets) in zip(loader, stock, strict=True):
         count += len(images)
         for image, want in zip(images, want_images, strict=True):
-            assert torch.equal(image, want)
+            assert type(image) is tv_tensors.Image and torch.equal(image, want)
+            assert image.is_shared()
         for target, want in zip(targets, want_targets, strict=True):
             assert target.keys() == want.keys()
             assert all(torch.equal(target[k], want[k]) for k in want)
-            assert target["boxes"].dtype == torch.float32 and target["labels"].dtype == torch.int64
-    assert count == len(Targets()) and len(descriptors) == count  # the images alone
+            assert type(target["boxes"]) is tv_tensors.BoundingBoxes
+            assert target["boxes"].canvas_size == want["boxes"].canvas_size
+            assert not target["labels"].is_shared()
+    # torch sends 96 images and 192 targets as descriptors; here only the slots' first use
+    assert count == len(Targets()) and 0 < len(descriptors) <= 2 * shared_buffers.SLOTS
+    # an epoch held whole: more images than slots, none written again while held
+    held = [images for images, _ in loader]
+    for images, (want, _) in zip(held, stock, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(images, want, strict=True))
+
+
+def test_a_copy_sent_stays_out_until_the_main_process_lets_go_of_it(table: SlotTable) -> None:
+    ring = shared_buffers.current()
+    assert ring is not None
+    returns = Returns(table)
+    image = torch.arange(100_000, dtype=torch.int32)
+    how, received = sent(image.untyped_storage())
+    assert how == "descriptor"  # a slot made for it, not mapped there yet
+    arrived = torch.empty(0, dtype=torch.int32).set_(received, 0, image.shape)
+    assert torch.equal(arrived, image) and received.nbytes() > image.untyped_storage().nbytes()
+    returns.received(arrived)
+    ring.settle(torch.zeros(3))  # the worker's next batch: the copy is not one of its own
+    assert table.states[0].tolist() == [1, 0]  # out, with the consumer
+    assert sent((image + 1).untyped_storage())[0] == "descriptor"  # slot 1, made for it
+    assert sent((image + 2).untyped_storage())[0] == "descriptor"  # every slot out: torch's way
+    assert table.states[0].tolist() == [1, 1]
+    del arrived
+    returns.received(None)  # the consumer let go of the first: its slot is free again
+    again = image * 3
+    how, received = sent(again.untyped_storage())
+    assert how == "name" and received is Returns.kept(table.ring_id, 0, 0)
+    assert torch.equal(torch.empty(0, dtype=torch.int32).set_(received, 0, again.shape), again)
 
 
 def test_a_slot_is_named_only_while_the_main_process_keeps_its_storage(table: SlotTable) -> None:
