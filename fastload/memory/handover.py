@@ -22,7 +22,12 @@ batch, one for every image's boxes and labels). In fastload's worker processes:
 * everything else goes as torch sends it (a storage already in shared memory, a storage
   while every slot is out).
 
-Set ``FASTLOAD_SHARED_RING=0`` to send every batch as torch does.
+It applies to what the worker process pickles for other processes through
+``multiprocessing``'s pickler, which in a loader's worker is its batches. A dataset that itself
+sends large tensors to a process of its own from a worker would have them copied into slots
+that only the main process frees (the worker then makes new ones, as torch does, once every
+slot is out); set ``FASTLOAD_SHARED_RING=0`` for such a dataset, or to send every batch as
+torch does.
 """
 
 from __future__ import annotations

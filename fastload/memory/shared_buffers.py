@@ -378,8 +378,8 @@ class Returns:
             ring_id, where = _tag_of(storage).tolist()
             if ring_id != self.ring_id:
                 continue
-            number, *slot = _parts(where)
-            key = (slot[0], slot[1])
+            number, worker, slot = _parts(where)
+            key = (worker, slot)
             if key[0] < self._states.shape[0] and key[1] < self._states.shape[1]:
                 old = self._kept.get(key)
                 if old is not None and old.data_ptr() != storage.data_ptr():
