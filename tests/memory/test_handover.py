@@ -1,6 +1,6 @@
 """A worker's batch on its way to the main process (memory/handover.py): kept slots the main
-process maps go by name, small storages by value, the rest as torch sends them; the batches are
-torch's either way."""
+process maps go by name, small storages by value, larger ones as copies in slots, the rest as
+torch sends them; the batches are torch's either way."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from ramps import Ramps
 from torch.multiprocessing import reductions
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
@@ -16,17 +17,6 @@ from torchvision import tv_tensors
 import fastload
 from fastload.memory import handover, shared_buffers
 from fastload.memory.shared_buffers import Returns, SlotTable
-
-
-class Ramps(Dataset):
-    """uint8 images whose every pixel depends on the index, and int labels."""
-
-    def __len__(self) -> int:
-        return 96
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        base = torch.arange(3 * 16 * 16, dtype=torch.int64).view(3, 16, 16)
-        return ((base * 7 + i * 31) % 256).to(torch.uint8), i
 
 
 class Targets(Dataset):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from ramps import Ramps
 from torch.utils.data import Dataset
 
 import fastload
@@ -14,17 +15,6 @@ from fastload import gpu
 from fastload.memory.shared_buffers import SlotTable, WorkerRing
 
 MEAN, STD = (0.5, 0.25, 0.125), (0.5, 0.5, 0.25)
-
-
-class Ramps(Dataset):
-    """uint8 images whose every pixel depends on the index: a batch shows where it came from."""
-
-    def __len__(self) -> int:
-        return 96
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        base = torch.arange(3 * 16 * 16, dtype=torch.int64).view(3, 16, 16)
-        return ((base * 7 + i * 31) % 256).to(torch.uint8), i
 
 
 def _expected(batch_size: int = 4) -> list[torch.Tensor]:
