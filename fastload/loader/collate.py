@@ -85,8 +85,11 @@ def collate_chain(
 
 
 class KeepSubclasses:
-    """Wraps a collate function: a batch holding tensor subclasses comes out as a
-    :class:`~fastload.memory.tensors.Pinnable`, for torch's pinning to keep them."""
+    """Wraps a collate function for batches torch pins: a batch holding tensor subclasses
+    comes out as a :class:`~fastload.memory.tensors.Pinnable`, for torch's pinning to keep
+    them; in a worker process whose batches torch's pin-memory thread receives, each comes
+    out as a :class:`~fastload.memory.shared_buffers.Arriving`, for that thread to note the
+    kept memory it came in."""
 
     def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
         self.collate_fn = collate_fn
@@ -101,7 +104,7 @@ class KeepSubclasses:
 
     def __call__(self, samples: Any) -> Any:
         batch = self.collate_fn(samples)
-        return Pinnable(batch) if has_subclasses(batch) else batch
+        return shared_buffers.arriving(Pinnable(batch) if has_subclasses(batch) else batch)
 
 
 class RingCollate:

@@ -222,14 +222,15 @@ class _SingleProcessDataLoaderIter(Counting, SingleProcessDataLoaderIter):
 
 class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
     def __init__(self, loader: Any) -> None:
-        # each iterator's workers get slots of their own (fastload.memory.shared_buffers), where the
-        # main thread sees every batch as it arrives: not through torch's pin-memory thread
+        # each iterator's workers get slots of their own (fastload.memory.shared_buffers); the
+        # batches are received by this thread, or by torch's pin-memory thread where it pins
         self._returns: Returns | None = None
         init = loader.worker_init_fn
         if isinstance(init, RingInit):
             fds = torch.multiprocessing.get_sharing_strategy() == "file_descriptor"
-            ring = shared_buffers.enabled() and fds and not pins_in_thread(loader)
-            init.table = SlotTable(loader.num_workers) if ring else None
+            ring = shared_buffers.enabled() and fds
+            pinning = pins_in_thread(loader)
+            init.table = SlotTable(loader.num_workers, pinning_thread=pinning) if ring else None
             if init.table is not None:
                 registry = None
                 if loader.pins_in_place:
@@ -262,8 +263,8 @@ class _MultiProcessingDataLoaderIter(Counting, MultiProcessingDataLoaderIter):
             if died is None:
                 raise
             raise died from exc
-        if got and self._returns is not None:
-            self._returns.received(data)
+        if got and self._returns is not None and not self._returns.pinning_thread:
+            self._returns.received(data)  # else that thread did, as it pinned the batch
         return got, data
 
 

@@ -89,16 +89,21 @@ class SlotTable:
             written by the main process: a worker may name a slot's storage instead of sending
             it only while its number is there.
         ring_id: The id in every storage's tag.
+        pinning_thread: Whether torch's pin-memory thread receives the batches (pinning each
+            by copying), not the iterator's own thread: then each batch goes as an
+            :class:`Arriving`.
 
     Args:
         workers: Worker processes.
         slots: Slots per worker.
+        pinning_thread: As the attribute.
     """
 
-    def __init__(self, workers: int, slots: int = SLOTS) -> None:
+    def __init__(self, workers: int, slots: int = SLOTS, *, pinning_thread: bool = False) -> None:
         self.states = torch.zeros(workers, slots, dtype=torch.int32).share_memory_()
         self.mapped = torch.zeros(workers, slots, dtype=torch.int64).share_memory_()
         self.ring_id = secrets.randbits(62) + 1  # never 0, the value of fresh memory
+        self.pinning_thread = pinning_thread
 
 
 class WorkerRing:
@@ -112,6 +117,7 @@ class WorkerRing:
 
     def __init__(self, table: SlotTable, worker: int) -> None:
         self.ring_id, self.worker = table.ring_id, worker
+        self.pinning_thread = table.pinning_thread
         self._states = table.states[worker].numpy()
         self._mapped = table.mapped[worker].numpy()
         self._kept: list[torch.UntypedStorage | None] = [None] * len(self._states)
@@ -295,6 +301,38 @@ def current() -> WorkerRing | None:
     return _RING
 
 
+class Arriving:
+    """A worker's batch on its way through torch's pin-memory thread, where the batches are
+    received when that thread pins them by copying: :meth:`pin_memory`, which that thread
+    calls, notes the kept storages the batch came in (:meth:`Returns.received`, as the
+    iterator's thread does without that thread), then pins it as torch would. The pinned
+    copy is what the loader hands out; the slots are free again once the copy is made.
+
+    Args:
+        batch: What the worker's collate function made.
+        ring_id: The ring (its :class:`SlotTable`) the worker writes in.
+    """
+
+    __slots__ = ("batch", "ring_id")
+
+    def __init__(self, batch: Any, ring_id: int) -> None:
+        self.batch, self.ring_id = batch, ring_id
+
+    def pin_memory(self) -> Any:
+        returns = _RECEIVING.get(self.ring_id)
+        if returns is not None:
+            returns.received(self.batch)
+        return compat.pin_memory(self.batch)
+
+
+def arriving(batch: Any) -> Any:
+    """``batch`` as this worker process sends it: an :class:`Arriving` where torch's
+    pin-memory thread receives the batches, else as it is."""
+    if _RING is None or not _RING.pinning_thread:
+        return batch
+    return Arriving(batch, _RING.ring_id)
+
+
 class RingInit:
     """A ``worker_init_fn`` that gives the worker process its ring, then calls the user's.
 
@@ -328,6 +366,7 @@ class Returns:
 
     def __init__(self, table: SlotTable, registry: Any = None) -> None:
         self.ring_id = table.ring_id
+        self.pinning_thread = table.pinning_thread  # which thread calls received
         self._states = table.states.numpy()
         self._mapped = table.mapped.numpy()
         self._kept: dict[tuple[int, int], torch.UntypedStorage] = {}

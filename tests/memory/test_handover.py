@@ -200,3 +200,25 @@ def test_small_storages_not_shared_go_by_value(tensor: torch.Tensor, by_value: b
     got = torch.empty(0, dtype=tensor.dtype).set_(storage, 0, tensor.shape)
     assert torch.equal(got, tensor) and how == ("value" if by_value else "descriptor")
     assert storage.is_shared() is not by_value
+
+
+def test_batches_torchs_pin_memory_thread_receives_come_in_kept_slots(
+    monkeypatch: pytest.MonkeyPatch, descriptors: list[int]
+) -> None:
+    """With a CUDA device (faked) and torch's pinning (the default), torch's pin-memory thread
+    receives the batches: it notes the slots each came in as it pins it by copying, and the
+    slots are written again once pinned; the batches are the dataset's."""
+    from fakecuda import FakeCuda
+
+    fake = FakeCuda(monkeypatch)
+    loader = fastload.DataLoader(
+        Ramps(), batch_size=4, num_workers=2, device="cuda", persistent_workers=True
+    )
+    stock = list(torch.utils.data.DataLoader(Ramps(), batch_size=4))
+    for _ in range(2):
+        held = list(loader)  # on the device: the slots are not held by them
+        for (images, labels), (want_images, want_labels) in zip(held, stock, strict=True):
+            assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+    assert fake.log.count(("pin",)) == 2 * 2 * len(stock)  # each image and labels, once
+    # 48 batches' images: torch's way, one descriptor each; here the slots' first use
+    assert 0 < len(descriptors) <= 2 * shared_buffers.SLOTS < 2 * len(stock)
