@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from ramps import Ramps
+from ramps import Ramps, as_worker
 from torch.multiprocessing import reductions
 from torch.utils.data import Dataset
 from torchvision import tv_tensors
@@ -62,14 +62,8 @@ def descriptors(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.fixture
 def table() -> Iterator[SlotTable]:
     """This process as worker 0 of a two-slot ring (:func:`shared_buffers.current`)."""
-    init = shared_buffers.RingInit(None)
-    init.table = SlotTable(1, slots=2)
-    init(0)
-    try:
-        yield init.table
-    finally:
-        init.table = None
-        init(0)  # no ring again in this process
+    with as_worker(2) as table:
+        yield table
 
 
 def sent(storage: torch.UntypedStorage) -> tuple[str, torch.UntypedStorage]:

@@ -321,16 +321,10 @@ def test_a_batch_is_made_in_the_threads_ring_where_it_has_one(
 @pytest.fixture
 def worker_ring() -> Any:
     """This process made a worker process of a fastload loader, with a ring of 4 slots."""
-    from fastload.memory import shared_buffers
+    from ramps import as_worker
 
-    init = shared_buffers.RingInit(None)
-    init.table = shared_buffers.SlotTable(1, slots=4)
-    init(0)
-    try:
-        yield init.table
-    finally:
-        init.table = None
-        init(0)  # no ring again in this process
+    with as_worker(4) as table:
+        yield table
 
 
 def test_a_worker_process_decodes_its_batch_into_the_shared_memory_it_sends(
