@@ -2,8 +2,9 @@
 # One command that proves every GPU path of fastload (see scripts/gpu_check.py):
 #
 #   bash scripts/gpu_check.sh --fetch WHEELDIR          where the registry is reachable
-#   bash scripts/gpu_check.sh [--wheels WHEELDIR] OUTDIR on the GPU machine (about 16 minutes;
-#                                                        --only PARTS splits it, see docs/gpu.md)
+#   bash scripts/gpu_check.sh [--wheels WHEELDIR] OUTDIR on the GPU machine (every part: over 30
+#                                                        minutes; --only "gpu path" --budget 570
+#                                                        --pack FILE fits one call, see docs/gpu.md)
 #   bash scripts/gpu_check.sh --dry-run OUTDIR          anywhere: GPU parts skipped, the rest run
 #
 # DALI (199 MB) travels in parts of 56 MB, one device call each (see scripts/dali_parts.py):

@@ -15,6 +15,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
+sys.path.insert(0, str(ROOT / "scripts"))
+try:
+    import gpu_check
+    import gpu_parts
+finally:
+    sys.path.remove(str(ROOT / "scripts"))
+
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the dry run is for machines without a GPU")
 def test_dry_run_runs_the_cpu_parts_and_checks_the_gpu_commands_start(tmp_path: Path) -> None:
@@ -76,8 +83,16 @@ def test_only_runs_the_named_parts_and_refuses_unknown_names(tmp_path: Path) -> 
     ]
     refused = check("--only", "info,bench x", str(tmp_path / "other"))
     assert refused.returncode == 2
-    assert "no part named 'bench x'" in refused.stderr and "gpu tests" in refused.stderr
+    assert "no part or plan named 'bench x'" in refused.stderr
+    assert "gpu tests" in refused.stderr and "gpu path" in refused.stderr
     assert not (tmp_path / "other").exists()
+    inside = check("--pack", str(tmp_path / "o" / "a.tgz"), str(tmp_path / "o"))
+    assert inside.returncode == 2 and "outside OUTDIR" in inside.stderr
+    nothing = check("--budget", "0", str(tmp_path / "o"))
+    assert nothing.returncode == 2 and "--budget 0: give the whole check's seconds" in (
+        nothing.stderr
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_without_a_gpu_and_without_dry_run_it_says_so(tmp_path: Path) -> None:
@@ -176,18 +191,13 @@ def test_dali_wheels_travel_in_checked_parts_and_join_again(tmp_path: Path) -> N
 
 
 def test_a_part_past_its_limit_keeps_what_it_printed(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     # prints its first round, then waits far past the part's limit on a process of its own (a
     # benchmark's row process), which must not outlive the part
     pid_file = tmp_path / "row.pid"
     script = (
         f"echo 'round 1: 1234 images/s'; echo warming >&2; sleep 600 & echo $! > {pid_file}; wait"
     )
-    part = gpu_check.Part("slow", ["sh", "-c", script], False, 10, "slow.txt")
+    part = gpu_parts.Part("slow", ["sh", "-c", script], False, 10, "slow.txt")
     status, detail = gpu_check.run_part(part, tmp_path, dict(os.environ), gpu=False)
     assert (status, detail) == ("failed", "over its 10 s limit (its output so far is kept)")
     assert (tmp_path / "slow.txt").read_text() == "round 1: 1234 images/s\n"
@@ -212,13 +222,8 @@ def _running(stat: Path) -> bool:
 
 
 def test_a_part_whose_program_is_missing_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     env = {**os.environ, "PATH": str(tmp_path)}
-    part = gpu_check.Part("spy", ["sh", "-c", "echo ran"], False, 10, "spy.txt", needs="py-spy")
+    part = gpu_parts.Part("spy", ["sh", "-c", "echo ran"], False, 10, "spy.txt", needs="py-spy")
     assert gpu_check.run_part(part, tmp_path, env, gpu=True) == (
         "skipped",
         "py-spy is not installed (--fetch carries its wheel)",
@@ -230,21 +235,110 @@ def test_a_part_whose_program_is_missing_is_skipped_with_the_reason(tmp_path: Pa
     env["PATH"] = os.pathsep.join([str(tmp_path), os.environ["PATH"]])
     assert gpu_check.run_part(part, tmp_path, env, gpu=True)[0] == "passed"
     assert (tmp_path / "spy.txt").read_text() == "ran\n"
-    names = [p.name for p in gpu_check.parts(sys.executable)]
+    names = [p.name for p in gpu_parts.parts(sys.executable)]
     assert "worker threads gil" in names
 
 
 def test_the_scaling_parts_name_core_counts_the_machine_has(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    for machine, counts in ((2, ["2"]), (4, ["4"]), (12, ["4", "8"]), (16, ["4", "8", "16"])):
-        monkeypatch.setattr(gpu_check, "cores", lambda machine=machine: machine)
-        by_name = {p.name: p.command for p in gpu_check.parts(sys.executable)}
-        for name in ("worker threads", "train ceiling"):
+    """Worker threads at each count; the train ceiling on every core, then at the counts below
+    it (which ran past the part's limit when one part measured them all)."""
+    for machine, counts, below in (
+        (2, ["2"], ["2"]),
+        (4, ["4"], ["4"]),
+        (12, ["4", "8"], ["4", "8"]),
+        (16, ["4", "8", "16"], ["4", "8"]),
+    ):
+        monkeypatch.setattr(gpu_parts, "cores", lambda machine=machine: machine)
+        by_name = {p.name: p.command for p in gpu_parts.parts(sys.executable)}
+        for name, want in (
+            ("worker threads", counts),
+            ("train ceiling", [str(machine)]),
+            ("train ceiling cores", below),
+        ):
             command = by_name[name]
-            assert command[command.index("--cores") + 1 :] == counts, (name, machine)
+            assert command[command.index("--cores") + 1 :] == want, (name, machine)
+
+
+def test_a_budget_cuts_a_parts_limit_to_what_is_left_and_starts_none_it_cannot_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of 60 s limits under a 100 s budget, each taking 50 s of a fake clock: the first
+    runs with its own limit, the second with the 50 s left (and runs past it), the third is
+    not started; the summary and the archive say so after every part."""
+    now = [0.0]
+    ran: list[tuple[str, int]] = []
+
+    def run(part: gpu_parts.Part, out: Path, env: dict[str, str], gpu: bool) -> tuple[str, str]:
+        ran.append((part.name, part.timeout))
+        now[0] += 50
+        if part.name == "b":
+            return "failed", f"over its {part.timeout} s limit (its output so far is kept)"
+        return "passed", "50 s"
+
+    made = [gpu_parts.Part(name, ["true"], False, 60, least=30) for name in "abc"]
+    monkeypatch.setattr(gpu_parts, "parts", lambda python: made)
+    monkeypatch.setattr(gpu_check, "run_part", run)
+    budget = gpu_check.Budget(100, clock=lambda: now[0])
+    out, pack = tmp_path / "out", tmp_path / "out.tgz"
+    status = gpu_check.check(out, None, True, ["a", "b", "c"], budget=budget, pack=pack)
+    assert status == 1  # "b" failed
+    assert ran == [("a", 60), ("b", 50)]
+    summary = {r["part"]: r for r in json.loads((out / "summary.json").read_text())}
+    assert summary["a"]["status"] == "passed"
+    assert summary["b"]["detail"] == (
+        "over its 50 s limit (its output so far is kept), what was left of the budget"
+    )
+    assert summary["c"] == {
+        "part": "c",
+        "status": "skipped",
+        "detail": "not started: 0 s of the budget left",
+    }
+    import tarfile
+
+    with tarfile.open(pack) as archive:
+        packed = archive.extractfile("out/summary.json")
+        assert packed is not None and json.loads(packed.read()) == list(summary.values())
+
+
+def test_the_summary_and_the_archive_are_written_after_each_part(tmp_path: Path) -> None:
+    import tarfile
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.txt").write_text("round 1: 1234 images/s\n")
+    report = gpu_check.Report(out, tmp_path / "check.tgz")
+    report.add("info", "passed", "3 s")
+    with tarfile.open(tmp_path / "check.tgz") as archive:
+        assert sorted(archive.getnames()) == ["out", "out/bench.txt", "out/summary.json",
+                                              "out/summary.txt"]  # fmt: skip
+        lines = archive.extractfile("out/summary.txt")
+        assert lines is not None and lines.read().decode().split() == ["info", "passed", "3", "s"]
+    assert not (tmp_path / "check.tgz.partial").exists()
+
+
+def test_a_parts_own_environment_reaches_its_command(tmp_path: Path) -> None:
+    part = gpu_parts.Part(
+        "env",
+        ["sh", "-c", "echo $FASTLOAD_PIN_IN_PLACE"],
+        False,
+        10,
+        "env.txt",
+        env={"FASTLOAD_PIN_IN_PLACE": "1"},
+    )
+    environment = {**os.environ, "FASTLOAD_PIN_IN_PLACE": "0"}
+    assert gpu_check.run_part(part, tmp_path, environment, gpu=False)[0] == "passed"
+    assert (tmp_path / "env.txt").read_text() == "1\n"
+
+
+def test_plans_expand_to_their_parts_in_order_once_each() -> None:
+    names = [p.name for p in gpu_parts.parts(sys.executable)]
+    for plan, members in gpu_parts.PLANS.items():
+        assert gpu_parts.expand([plan], names) == list(members)
+    assert gpu_parts.expand(["delivery", "gpu path"], names) == [
+        "delivery",
+        *(name for name in gpu_parts.PLANS["gpu path"] if name != "delivery"),
+    ]
+    with pytest.raises(ValueError, match=r"no part or plan named 'gpu pth'; plans: gpu path"):
+        gpu_parts.expand(["gpu pth"], names)
