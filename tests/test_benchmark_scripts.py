@@ -580,7 +580,7 @@ def test_handover_sets_fastloads_way_against_torchs_in_rate_and_main_process_cpu
     ratios = {(row["name"], row["group"]) for row in doc["rows"] if "ratio" in row}
     assert ratios == {
         ("fastload's", f"{case}, {unit}")
-        for case in ("classification", "detection")
+        for case in ("classification", "image-text", "detection")
         for unit in ("images/s", "ms CPU a batch")
     }
     assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])

@@ -9,6 +9,9 @@ one loop. Two cases, each a ``fastload.DataLoader`` with worker processes, batch
 CPU:
 
 * classification: 3 x 224 x 224 uint8 images and int labels, batch 64 (two storages a batch);
+* image-text: the same images, each with a caption's 77 tokens as a tensor (OpenCLIP's
+  samples), batch 64 (two storages a batch, both made in shared memory by torch's
+  ``default_collate``);
 * detection: 3 x 480 x 640 uint8 images, each with a target dict of boxes and labels, batch 8,
   the references' ``tuple(zip(*batch))`` collate (three storages an image).
 
@@ -41,9 +44,10 @@ import results
 
 
 class Pictures(torch.utils.data.Dataset):
-    """Copies of one random picture, with an int label or a detection target dict."""
+    """Copies of one random picture, with an int label, a caption's tokens or a detection
+    target dict (``targets``: "label", "tokens" or "boxes")."""
 
-    def __init__(self, size: tuple[int, int], *, targets: bool) -> None:
+    def __init__(self, size: tuple[int, int], *, targets: str) -> None:
         generator = torch.Generator().manual_seed(0)
         self.picture = torch.randint(0, 256, (3, *size), dtype=torch.uint8, generator=generator)
         self.targets = targets
@@ -52,8 +56,10 @@ class Pictures(torch.utils.data.Dataset):
         return 1 << 20
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
-        if not self.targets:
+        if self.targets == "label":
             return self.picture.clone(), index % 1000
+        if self.targets == "tokens":
+            return self.picture.clone(), torch.arange(77, dtype=torch.int64) + index % 1000
         boxes = torch.tensor([[10.0, 20.0, 200.0, 300.0]] * 5) + index % 7
         return self.picture.clone(), {"boxes": boxes, "labels": torch.ones(5, dtype=torch.int64)}
 
@@ -71,8 +77,9 @@ def torchs_way(worker_id: int) -> None:
 
 
 CASES: dict[str, dict[str, Any]] = {
-    "classification": {"size": (224, 224), "targets": False, "batch_size": 64},
-    "detection": {"size": (480, 640), "targets": True, "batch_size": 8},
+    "classification": {"size": (224, 224), "targets": "label", "batch_size": 64},
+    "image-text": {"size": (224, 224), "targets": "tokens", "batch_size": 64},
+    "detection": {"size": (480, 640), "targets": "boxes", "batch_size": 8},
 }
 
 
@@ -83,7 +90,7 @@ def loader(case: str, workers: int, init: Callable[[int], None] | None) -> Any:
         batch_size=spec["batch_size"],
         num_workers=workers,
         persistent_workers=True,
-        collate_fn=detection_collate if spec["targets"] else None,
+        collate_fn=detection_collate if spec["targets"] == "boxes" else None,
         worker_init_fn=init,
         device="cpu",
     )

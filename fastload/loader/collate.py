@@ -39,7 +39,7 @@ from torch.utils.data import default_collate
 
 from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
-from fastload.memory import buffers, shared_buffers
+from fastload.memory import buffers, handover, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
 from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_field
 
@@ -113,7 +113,9 @@ class RingCollate:
     stacked into memory kept from batch to batch: the worker process's ring
     (:mod:`fastload.memory.shared_buffers`) when it has a free slot, else the calling thread's
     :class:`~fastload.memory.buffers.BatchRing` (a worker thread's, or the loader's own with
-    no workers).
+    no workers). In a worker process, the other fields it stacks small are copied out of the
+    shared memory ``default_collate`` made them in, to go by value
+    (:func:`fastload.memory.handover.lighten`).
 
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
     page for every batch; a uint8 batch then costs that as the float32 batches did before the
@@ -129,7 +131,9 @@ class RingCollate:
     takes_stacked = True
 
     def __call__(self, samples: Any) -> Any:
-        batch = self._collate(samples)
+        # default_collate made the other fields in fresh shared memory: the small ones go by
+        # value instead of a descriptor each
+        batch = handover.lighten(self._collate(samples))
         # the shared memory the dataset decoded a batch into, when its samples came as a list
         # and were stacked anew (a skipped file among them): free again once they are dropped
         shared_buffers.settle(batch)

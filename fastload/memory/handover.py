@@ -22,6 +22,12 @@ batch, one for every image's boxes and labels). In fastload's worker processes:
 * everything else goes as torch sends it (a storage already in shared memory, a storage
   while every slot is out).
 
+torch's ``default_collate`` makes every tensor of a worker's batch in fresh shared memory: the
+labels when they are tensors, a caption's tokens, a dict sample's small fields. Where fastload
+collates in place of it (``loader.collate.RingCollate``), those it just made and that would go
+by value if they were not shared are copied out of shared memory (:func:`lighten`), so that they
+do: one descriptor's round trip a field and batch the fewer.
+
 It applies to what the worker process pickles for other processes through
 ``multiprocessing``'s pickler, which in a loader's worker is its batches. A dataset that itself
 sends large tensors to a process of its own from a worker would have them copied into slots
@@ -39,8 +45,9 @@ import torch
 from torch.multiprocessing import reductions
 
 from fastload.memory import shared_buffers
+from fastload.memory.tensors import map_tensors
 
-__all__ = ["INLINE_BYTES", "install", "reduce_storage"]
+__all__ = ["INLINE_BYTES", "install", "lighten", "reduce_storage"]
 
 # Past this size a copy through the pipe costs about as much as the descriptor's round trip.
 INLINE_BYTES = 64 * 1024
@@ -67,6 +74,32 @@ def reduce_storage(storage: torch.UntypedStorage) -> tuple[Any, tuple[Any, ...]]
         if kept is not None:  # where torch would copy it into fresh shared memory
             return reduce_storage(kept)
     return reductions.reduce_storage(storage)
+
+
+def lighten(batch: Any) -> Any:
+    """In a worker process, ``batch`` with each small tensor in shared memory that is not one
+    of the worker's kept slots copied out of it, so that it goes by value.
+
+    Only for a batch whose tensors were all made for it by the collate function (torch's
+    ``default_collate`` stacks each field anew): a tensor the dataset itself keeps in shared
+    memory, to share it with the main process, must stay there.
+    """
+    ring = shared_buffers.current()
+    if ring is None:
+        return batch
+
+    def unshared(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if (
+            tensor.device.type != "cpu"
+            or not storage.is_shared()
+            or storage.nbytes() > INLINE_BYTES
+            or ring.keeps(storage)
+        ):
+            return tensor
+        return tensor.clone()
+
+    return map_tensors(unshared, batch)
 
 
 def _kept(ring_id: int, worker: int, slot: int) -> torch.UntypedStorage:

@@ -167,6 +167,12 @@ class WorkerRing:
         self._states[slot], self._last[slot] = _OUT, self._taken
         return slot
 
+    def keeps(self, storage: torch.UntypedStorage) -> bool:
+        """Whether ``storage`` is one of this ring's slots."""
+        pointer = storage.data_ptr()
+        with self._lock:
+            return any(kept is not None and kept.data_ptr() == pointer for kept in self._kept)
+
     def mapped_slot(self, storage: torch.UntypedStorage) -> int | None:
         """The slot holding ``storage``, if the main process maps it (it received a batch in
         this very storage, and still keeps it); ``None`` otherwise: then it has to be sent."""

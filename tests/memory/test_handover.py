@@ -159,6 +159,42 @@ def test_detection_images_come_in_kept_slots_and_their_targets_by_value(
         assert all(torch.equal(a, b) for a, b in zip(images, want, strict=True))
 
 
+class Captioned(Dataset):
+    """Ramps' images with a caption's tokens and a label as tensors, as tuples or as dicts
+    (OpenCLIP's samples, a Hugging Face pipeline's): fields torch's default_collate stacks into
+    fresh shared memory in a worker."""
+
+    def __init__(self, *, as_dicts: bool) -> None:
+        self.as_dicts = as_dicts
+
+    def __len__(self) -> int:
+        return len(Ramps())
+
+    def __getitem__(self, i: int) -> Any:
+        image, label = Ramps()[i]
+        tokens = torch.arange(77, dtype=torch.int64) * i
+        if self.as_dicts:
+            return {"pixel_values": image, "input_ids": tokens, "label": torch.tensor(label)}
+        return image, tokens, torch.tensor(label)
+
+
+@pytest.mark.parametrize("as_dicts", [False, True], ids=["tuples", "dicts"])
+def test_small_fields_default_collate_made_shared_go_by_value(
+    descriptors: list[tuple[tuple[int, int], int]], as_dicts: bool
+) -> None:
+    """The tokens and labels come by value, unshared; the images in the kept slots; the
+    batches are torch's: torch sends three descriptors a batch, here only the slots'."""
+    loader = fastload.DataLoader(Captioned(as_dicts=as_dicts), batch_size=4, num_workers=2)
+    stock = torch.utils.data.DataLoader(Captioned(as_dicts=as_dicts), batch_size=4)
+    for got, want in zip(loader, stock, strict=True):
+        fields = got.values() if as_dicts else got
+        wanted = want.values() if as_dicts else want
+        images, tokens, labels = fields
+        assert all(torch.equal(a, b) for a, b in zip(fields, wanted, strict=True))
+        assert images.is_shared() and not tokens.is_shared() and not labels.is_shared()
+    assert each_once_in({4 * 3 * 16 * 16 + 16}, descriptors)
+
+
 def test_a_copy_sent_stays_out_until_the_main_process_lets_go_of_it(table: SlotTable) -> None:
     ring = shared_buffers.current()
     assert ring is not None
