@@ -333,7 +333,8 @@ def check(
     return 1 if report.failed() else 0
 
 
-def main() -> int:
+def arguments(names: list[str]) -> argparse.ArgumentParser:
+    """The command line; ``names``: the parts, for ``--only``'s help."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("outdir", nargs="?", type=Path, help="where outputs and the summary go")
     parser.add_argument("--fetch", type=Path, metavar="WHEELDIR", help="download the wheels only")
@@ -346,7 +347,6 @@ def main() -> int:
     parser.add_argument(
         "--dali-finish", type=Path, metavar="OUTDIR", help="install DALI from its parts, run it"
     )
-    names = [part.name for part in gpu_parts.parts(sys.executable)]
     parser.add_argument(
         "--only",
         metavar="PARTS",
@@ -360,6 +360,12 @@ def main() -> int:
     parser.add_argument(
         "--pack", type=Path, metavar="FILE", help="OUTDIR as one .tar.gz, after every part"
     )
+    return parser
+
+
+def main() -> int:
+    names = [part.name for part in gpu_parts.parts(sys.executable)]
+    parser = arguments(names)
     args = parser.parse_args()
     target = args.outdir or args.dali_finish
     if (
