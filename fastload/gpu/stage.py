@@ -314,7 +314,7 @@ class _KeptImages:
         if buffer is None or buffer.shape != size or buffer.dtype != dtype:
             buffer = self._buffers[threading.get_ident()] = torch.empty(size, dtype=dtype)
         torch.stack(images, out=buffer)
-        return collated_around(buffer, samples)
+        return collated_around({0: buffer}, samples)
 
     def handed_out(self, batch: Any) -> None:
         """Give this thread's buffer up if ``batch`` holds its memory."""

@@ -41,7 +41,7 @@ from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.memory import buffers, handover, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
-from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_field
+from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_fields
 
 __all__ = ["RingCollate", "collate_chain"]
 
@@ -109,12 +109,13 @@ class KeepSubclasses:
 
 class RingCollate:
     """torch's ``default_collate``, with the images of ``(image, ...)`` tuples (or of plain
-    dicts, the field with the largest tensors: :func:`~fastload.memory.tensors.stackable_field`)
-    stacked into memory kept from batch to batch: the worker process's ring
-    (:mod:`fastload.memory.shared_buffers`) when it has a free slot, else the calling thread's
-    :class:`~fastload.memory.buffers.BatchRing` (a worker thread's, or the loader's own with
-    no workers). In a worker process, the other fields it stacks small are copied out of the
-    shared memory ``default_collate`` made them in, to go by value
+    dicts, the field with the largest tensors), and every other field of plain tensors whose
+    batch is too large to go by value (a segmentation mask, a second view;
+    :func:`~fastload.memory.tensors.stackable_fields`), stacked into memory kept from batch to
+    batch: the worker process's ring (:mod:`fastload.memory.shared_buffers`) when it has a
+    free slot, else the calling thread's :class:`~fastload.memory.buffers.BatchRing` (a worker
+    thread's, or the loader's own with no workers). In a worker process, the fields it stacks
+    small are copied out of the shared memory ``default_collate`` made them in, to go by value
     (:func:`fastload.memory.handover.lighten`).
 
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
@@ -142,17 +143,21 @@ class RingCollate:
     def _collate(self, samples: Any) -> Any:
         if isinstance(samples, StackedSamples):
             return self._stacked(samples)
-        found = stackable_field(samples)
+        found = stackable_fields(samples)
         # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
-        if found is None or any(type(image) is not torch.Tensor for image in found[1]):
+        if not found or any(type(image) is not torch.Tensor for image in found[0][1]):
             return default_collate(samples)
-        field, images = found
-        first = images[0]
-        out = _kept(torch.Size((len(images), *first.shape)), first.dtype)
-        if out is None:
-            return default_collate(samples)
-        torch.stack(images, out=out)
-        return collated_around(out, samples, field)
+        stacked: dict[Any, torch.Tensor] = {}
+        for field, column in found:
+            first = column[0]
+            if stacked and len(column) * first.nbytes <= handover.INLINE_BYTES:
+                continue  # default_collate's, then sent by value
+            out = _kept(torch.Size((len(column), *first.shape)), first.dtype)
+            if out is None:
+                break
+            torch.stack(column, out=out)
+            stacked[field] = out
+        return collated_around(stacked, samples) if stacked else default_collate(samples)
 
     @staticmethod
     def _stacked(samples: StackedSamples) -> Any:

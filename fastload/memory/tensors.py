@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -22,7 +22,7 @@ __all__ = [
     "map_tensors",
     "pin",
     "pin_batch",
-    "stackable_field",
+    "stackable_fields",
     "stackable_firsts",
     "targets_of",
 ]
@@ -82,42 +82,53 @@ def stackable_firsts(samples: Any) -> list[torch.Tensor] | None:
     return firsts
 
 
-def stackable_field(samples: Any) -> tuple[Any, list[torch.Tensor]] | None:
-    """The field of ``samples`` that torch's ``default_collate`` would stack as the batch's
-    images, and its tensors: the first field of ``(image, ...)`` tuples (as
-    :func:`stackable_firsts`), or of plain dicts (``{"pixel_values": ..., "label": ...}``) the
-    key holding the largest plain tensors of one shape and dtype; else ``None``."""
+def stackable_fields(samples: Any) -> list[tuple[Any, list[torch.Tensor]]]:
+    """The fields of ``samples`` that torch's ``default_collate`` stacks from tensors of one
+    shape and dtype, and their tensors, the batch's images first: of ``(image, ...)`` tuples
+    the first field (as :func:`stackable_firsts`), then each later field of plain tensors; of
+    plain dicts (``{"pixel_values": ..., "labels": ...}``) the keys holding plain tensors,
+    the largest first. Empty where the images do not stack."""
     firsts = stackable_firsts(samples)
     if firsts is not None:
-        return 0, firsts
+        width = len(samples[0])
+        if any(len(sample) != width for sample in samples):
+            return [(0, firsts)]  # default_collate refuses them: its error, not ours
+        later = [(i, [sample[i] for sample in samples]) for i in range(1, width)]
+        return [(0, firsts), *((i, column) for i, column in later if _one_kind(column))]
     if not isinstance(samples, list) or not samples:
-        return None
+        return []
     if any(type(sample) is not dict for sample in samples):
-        return None
-    best: tuple[Any, list[torch.Tensor]] | None = None
-    for key, first in samples[0].items():
-        if type(first) is not torch.Tensor:
-            continue
-        column = [sample.get(key) for sample in samples]
-        if all(
-            type(x) is torch.Tensor and x.shape == first.shape and x.dtype == first.dtype
-            for x in column
-        ) and (best is None or first.nbytes > best[1][0].nbytes):
-            best = key, column
-    return best
+        return []
+    columns = [(key, [sample.get(key) for sample in samples]) for key in samples[0]]
+    found = [(key, column) for key, column in columns if _one_kind(column)]
+    # sorted keeps the keys' order among equals: the first of the largest, as before
+    return sorted(found, key=lambda pair: -pair[1][0].nbytes)
 
 
-def collated_around(stacked: torch.Tensor, samples: list[Any], field: Any = 0) -> Any:
-    """torch's ``default_collate`` of ``samples`` whose ``field`` (see :func:`stackable_field`)
-    is stacked in ``stacked`` already: ``[stacked, *the other fields' columns]`` for tuples,
-    the dict with ``stacked`` under its key for dicts."""
+def _one_kind(column: list[Any]) -> bool:
+    """Whether ``column`` holds plain tensors (no subclass) of one shape and dtype."""
+    first = column[0]
+    return all(
+        type(x) is torch.Tensor and x.shape == first.shape and x.dtype == first.dtype
+        for x in column
+    )
+
+
+def collated_around(stacked: Mapping[Any, torch.Tensor], samples: list[Any]) -> Any:
+    """torch's ``default_collate`` of ``samples`` some of whose fields (see
+    :func:`stackable_fields`) are stacked already, ``stacked`` by field: the list of the
+    fields' columns for tuples, with those stacked in their places; the dict with them under
+    their keys for dicts."""
     from torch.utils.data import default_collate
 
     if isinstance(samples[0], dict):  # its keys may be ints too
-        rest = default_collate([{k: v for k, v in s.items() if k != field} for s in samples])
-        return {key: stacked if key == field else rest[key] for key in samples[0]}
-    rest = default_collate([sample[1:] for sample in samples]) if len(samples[0]) > 1 else []
-    return [stacked, *rest]
+        rest = default_collate([{k: v for k, v in s.items() if k not in stacked} for s in samples])
+        return {key: stacked[key] if key in stacked else rest[key] for key in samples[0]}
+    # each sample's own length: default_collate names samples of unequal lengths
+    rest = [tuple(x for i, x in enumerate(s) if i not in stacked) for s in samples]
+    others = [i for i in range(len(samples[0])) if i not in stacked]
+    columns = dict(zip(others, default_collate(rest), strict=True)) if others else {}
+    return [stacked[i] if i in stacked else columns[i] for i in range(len(samples[0]))]
 
 
 def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:

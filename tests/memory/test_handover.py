@@ -195,6 +195,44 @@ def test_small_fields_default_collate_made_shared_go_by_value(
     assert each_once_in({4 * 3 * 16 * 16 + 16}, descriptors)
 
 
+class Segmented(Dataset):
+    """Segmentation samples as plain tensors, as tuples or as dicts (a Hugging Face image
+    processor's): float pixels, a class a pixel (a mask larger than goes by value, a batch)
+    and a label."""
+
+    def __init__(self, *, as_dicts: bool) -> None:
+        self.as_dicts = as_dicts
+
+    def __len__(self) -> int:
+        return 24
+
+    def __getitem__(self, i: int) -> Any:
+        pixels = torch.linspace(0, 1, 3 * 64 * 64).view(3, 64, 64) * i
+        mask = torch.arange(64 * 64, dtype=torch.int64).view(64, 64) % (i + 2)
+        if self.as_dicts:
+            return {"pixel_values": pixels, "labels": mask, "label": torch.tensor(i)}
+        return pixels, mask, torch.tensor(i)
+
+
+@pytest.mark.parametrize("as_dicts", [False, True], ids=["tuples", "dicts"])
+def test_a_mask_beside_the_images_comes_in_a_kept_slot_too(
+    descriptors: list[tuple[tuple[int, int], int]], as_dicts: bool
+) -> None:
+    """Images and masks both in the kept slots, the label by value; the batches are torch's:
+    the only descriptors are the slots', each once, where torch sends three a batch."""
+    loader = fastload.DataLoader(Segmented(as_dicts=as_dicts), batch_size=4, num_workers=2)
+    stock = torch.utils.data.DataLoader(Segmented(as_dicts=as_dicts), batch_size=4)
+    for got, want in zip(loader, stock, strict=True):
+        fields = list(got.values() if as_dicts else got)
+        wanted = list(want.values() if as_dicts else want)
+        assert all(
+            a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fields, wanted, strict=True)
+        )
+        pixels, mask, label = fields
+        assert pixels.is_shared() and mask.is_shared() and not label.is_shared()
+    assert each_once_in({4 * 3 * 64 * 64 * 4 + 16, 4 * 64 * 64 * 8 + 16}, descriptors)
+
+
 def test_a_copy_sent_stays_out_until_the_main_process_lets_go_of_it(table: SlotTable) -> None:
     ring = shared_buffers.current()
     assert ring is not None

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from fastload.memory.tensors import collated_around, stackable_field, stackable_firsts
+from fastload.memory.tensors import collated_around, stackable_fields, stackable_firsts
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -44,7 +44,7 @@ def _image(k: int) -> torch.Tensor:
 def test_stacking_the_first_fields_then_the_rest_is_default_collate(samples: Any) -> None:
     firsts = stackable_firsts(samples)
     assert firsts is not None
-    got = collated_around(torch.stack(firsts), samples)
+    got = collated_around({0: torch.stack(firsts)}, samples)
     want = default_collate(samples)
     assert _same(got, want)
 
@@ -88,39 +88,69 @@ def _record(k: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(
-    ("samples", "largest"),
-    [
-        ([(_image(0), 3), (_image(1), 4)], 0),
-        ([_record(0), _record(1), _record(2)], "pixel_values"),
-        ([{1: k, 0: _image(k)} for k in range(3)], 0),  # a dict's keys may be ints
-    ],
-    ids=["tuples", "dicts", "int keys"],
-)
-def test_stacking_the_largest_field_then_the_rest_is_default_collate(
-    samples: Any, largest: Any
-) -> None:
-    found = stackable_field(samples)
-    assert found is not None
-    field, images = found
-    assert field == largest
-    got = collated_around(torch.stack(images), samples, field)
-    assert _same(got, default_collate(samples))
+def _pair(k: int) -> tuple[Any, ...]:
+    """A segmentation sample as a tuple: the image, its mask, a name."""
+    return _image(k), torch.full((4, 5), k, dtype=torch.int64), f"n{k}"
 
 
 @pytest.mark.parametrize(
-    ("samples", "field"),
+    ("samples", "fields"),
     [
-        # the pixels of two shapes: the masks, the largest field that stacks
-        ([_record(0), {**_record(1), "pixel_values": torch.zeros(3, 4, 6)}], "mask"),
-        ([{"label": 0, "name": "a"}, {"label": 1, "name": "b"}], None),
-        ([_record(0), (_image(1), 1)], None),
-        ([collections.OrderedDict(_record(0)), collections.OrderedDict(_record(1))], None),
+        ([(_image(0), 3), (_image(1), 4)], [0]),
+        ([_pair(0), _pair(1)], [0, 1]),
+        ([_record(0), _record(1), _record(2)], ["pixel_values", "mask"]),
+        ([{1: k, 0: _image(k)} for k in range(3)], [0]),  # a dict's keys may be ints
     ],
-    ids=["two shapes", "no tensor", "a dict and a tuple", "a dict subclass"],
+    ids=["tuples", "tuples with masks", "dicts", "int keys"],
 )
-def test_a_dicts_field_stacks_only_where_every_sample_has_one_shape_and_dtype(
-    samples: Any, field: str | None
+def test_stacking_the_fields_then_the_rest_is_default_collate(
+    samples: Any, fields: list[Any]
 ) -> None:
-    found = stackable_field(samples)
-    assert (found[0] if found is not None else None) == field
+    """The images first (a dict's largest field), then the later fields of plain tensors; any
+    of them stacked already, the rest collated around them is default_collate's batch."""
+    found = stackable_fields(samples)
+    assert [field for field, _ in found] == fields
+    want = default_collate(samples)
+    for some in range(1, len(found) + 1):
+        stacked = {field: torch.stack(column) for field, column in found[:some]}
+        assert _same(collated_around(stacked, samples), want)
+
+
+@pytest.mark.parametrize(
+    ("samples", "fields"),
+    [
+        # the pixels of two shapes: the masks, the only field that stacks
+        ([_record(0), {**_record(1), "pixel_values": torch.zeros(3, 4, 6)}], ["mask"]),
+        ([{"label": 0, "name": "a"}, {"label": 1, "name": "b"}], []),
+        ([_record(0), (_image(1), 1)], []),
+        ([collections.OrderedDict(_record(0)), collections.OrderedDict(_record(1))], []),
+        # the masks of two dtypes, or one missing: the images alone
+        ([_pair(0), (_image(1), torch.zeros(4, 5, dtype=torch.uint8), "b")], [0]),
+        ([_pair(0), {**_record(1), "mask": None}][::-1], []),
+        ([{**_record(0), "mask": None}, _record(1)], ["pixel_values"]),
+    ],
+    ids=[
+        "two shapes",
+        "no tensor",
+        "a dict and a tuple",
+        "a dict subclass",
+        "masks of two dtypes",
+        "a tuple and a dict",
+        "a mask missing",
+    ],
+)
+def test_a_field_stacks_only_where_every_sample_has_one_shape_and_dtype(
+    samples: Any, fields: list[Any]
+) -> None:
+    assert [field for field, _ in stackable_fields(samples)] == fields
+
+
+def test_tuples_of_unequal_lengths_get_default_collates_error() -> None:
+    """Only the images stack; collating the rest around them refuses as torch does."""
+    samples = [_pair(0), _pair(1)[:2]]
+    assert [field for field, _ in stackable_fields(samples)] == [0]
+    with pytest.raises(RuntimeError) as theirs:
+        default_collate(samples)
+    with pytest.raises(RuntimeError) as ours:
+        collated_around({0: torch.stack([_image(0), _image(1)])}, samples)
+    assert str(ours.value) == str(theirs.value)
