@@ -573,15 +573,17 @@ def test_handover_bytes_sets_uint8_against_float32_in_rate_and_main_process_cpu(
     assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
 
 
-def test_handover_sets_fastloads_way_against_torchs_in_rate_and_main_process_cpu(
+def test_handover_sets_fastloads_way_against_torchs_and_torchs_loader_in_rate_and_cpu(
     tmp_path: Path,
 ) -> None:
     doc = run_benchmark(tmp_path, "handover", "--seconds", "0.3", "--rounds", "1")
-    ratios = {(row["name"], row["group"]) for row in doc["rows"] if "ratio" in row}
-    assert ratios == {
-        ("fastload's", f"{case}, {unit}")
-        for case in ("classification", "image-text", "detection")
-        for unit in ("images/s", "ms CPU a batch")
+    ratios = {(row["group"], row.get("against")) for row in doc["rows"] if "ratio" in row}
+    cases = ("classification", "image-text", "detection", "segmentation")
+    units = ("images/s", "ms CPU a batch")
+    assert ratios == {(f"{case}, {unit}", None) for case in cases for unit in units} | {
+        (f"{case} against torch's DataLoader, {unit}", "torch's DataLoader")
+        for case in cases
+        for unit in units
     }
     assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
 

@@ -5,7 +5,7 @@ storages sent by value).
 
 The workers do almost nothing (each sample a copy of one picture), so that what is measured is
 the handing over: where the main process is the wall, as on a machine with many cores feeding
-one loop. Two cases, each a ``fastload.DataLoader`` with worker processes, batches left on the
+one loop. The cases, each a ``fastload.DataLoader`` with worker processes, batches left on the
 CPU:
 
 * classification: 3 x 224 x 224 uint8 images and int labels, batch 64 (two storages a batch);
@@ -13,11 +13,17 @@ CPU:
   samples), batch 64 (two storages a batch, both made in shared memory by torch's
   ``default_collate``);
 * detection: 3 x 480 x 640 uint8 images, each with a target dict of boxes and labels, batch 8,
-  the references' ``tuple(zip(*batch))`` collate (three storages an image).
+  the references' ``tuple(zip(*batch))`` collate (three storages an image);
+* segmentation: dicts as a Hugging Face image processor makes them, 3 x 256 x 256 float32
+  ``pixel_values`` and a 256 x 256 int64 ``labels`` mask, batch 16 (two storages a batch, each
+  stacked into a kept slot by fastload's collate).
 
 "torch's way" is the same loader with torch's reducer put back in its workers (their
-``worker_init_fn``). Figures a round: images/s and the main process's CPU milliseconds a batch;
-ratios fastload's over torch's in the same round, rounds interleaved.
+``worker_init_fn``): what the handing over itself gives. Beside them, torch's own
+``DataLoader`` of the same samples: what the swap gives, fastload's collate (a batch's large
+fields stacked into kept slots) included. Figures a round: images/s and the main process's CPU
+milliseconds a batch; ratios fastload's over torch's way, and over torch's ``DataLoader``, in
+the same round, rounds interleaved.
 
 Run: python benchmarks/loader/handover.py [--workers 2] [--seconds 4] [--rounds 4]
 """
@@ -28,7 +34,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +51,23 @@ import results
 
 class Pictures(torch.utils.data.Dataset):
     """Copies of one random picture, with an int label, a caption's tokens or a detection
-    target dict (``targets``: "label", "tokens" or "boxes")."""
+    target dict (``targets``: "label", "tokens" or "boxes"); or, as float pixels, in a dict
+    with a class a pixel ("mask")."""
 
     def __init__(self, size: tuple[int, int], *, targets: str) -> None:
         generator = torch.Generator().manual_seed(0)
         self.picture = torch.randint(0, 256, (3, *size), dtype=torch.uint8, generator=generator)
         self.targets = targets
+        if targets == "mask":
+            self.pixels = self.picture.float() / 255
+            self.mask = torch.randint(0, 150, size, generator=generator)
 
     def __len__(self) -> int:
         return 1 << 20
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
+    def __getitem__(self, index: int) -> Any:
+        if self.targets == "mask":
+            return {"pixel_values": self.pixels.clone(), "labels": self.mask.clone()}
         if self.targets == "label":
             return self.picture.clone(), index % 1000
         if self.targets == "tokens":
@@ -80,20 +92,27 @@ CASES: dict[str, dict[str, Any]] = {
     "classification": {"size": (224, 224), "targets": "label", "batch_size": 64},
     "image-text": {"size": (224, 224), "targets": "tokens", "batch_size": 64},
     "detection": {"size": (480, 640), "targets": "boxes", "batch_size": 8},
+    "segmentation": {"size": (256, 256), "targets": "mask", "batch_size": 16},
 }
 
 
-def loader(case: str, workers: int, init: Callable[[int], None] | None) -> Any:
+TORCH_LOADER = "torch's DataLoader"
+
+
+def loader(case: str, workers: int, way: str) -> Any:
+    """The case's loader, ``way``: fastload's, "torch's" (torch's reducer) or torch's own."""
     spec = CASES[case]
-    return fastload.DataLoader(
-        Pictures(spec["size"], targets=spec["targets"]),
-        batch_size=spec["batch_size"],
-        num_workers=workers,
-        persistent_workers=True,
-        collate_fn=detection_collate if spec["targets"] == "boxes" else None,
-        worker_init_fn=init,
-        device="cpu",
-    )
+    dataset = Pictures(spec["size"], targets=spec["targets"])
+    common: dict[str, Any] = {
+        "batch_size": spec["batch_size"],
+        "num_workers": workers,
+        "persistent_workers": True,
+        "collate_fn": detection_collate if spec["targets"] == "boxes" else None,
+    }
+    if way == TORCH_LOADER:
+        return torch.utils.data.DataLoader(dataset, **common)
+    init = torchs_way if way == "torch's" else None
+    return fastload.DataLoader(dataset, worker_init_fn=init, device="cpu", **common)
 
 
 def read(batches: Iterator[Any], seconds: float, batch_size: int) -> tuple[float, float]:
@@ -119,8 +138,8 @@ def main() -> None:
     )
     figures = []
     for case, spec in CASES.items():
-        ways = {"torch's": torchs_way, "fastload's": None}
-        streams = {way: endless(loader(case, args.workers, init)) for way, init in ways.items()}
+        ways = ("torch's", "fastload's", TORCH_LOADER)
+        streams = {way: endless(loader(case, args.workers, way)) for way in ways}
         for stream in streams.values():  # workers started, their slots made and mapped
             for _ in range(8 * args.workers):
                 next(stream)
@@ -136,15 +155,26 @@ def main() -> None:
         print(f"{case} (batch {spec['batch_size']}):")
         for way in ways:
             print(
-                f"  {way:>10}: {statistics.median(rates[way]):,.0f} images/s, main process "
+                f"  {way:>18}: {statistics.median(rates[way]):,.0f} images/s, main process "
                 f"{statistics.median(cpu[way]):.2f} ms CPU a batch"
             )
         for values, unit in ((rates, "images/s"), (cpu, "ms CPU a batch")):
-            ours, theirs = values["fastload's"], values["torch's"]
+            ours, theirs, stock = values["fastload's"], values["torch's"], values[TORCH_LOADER]
             print(f"  fastload's / torch's, {unit}: {results.spread(ours, theirs)}")
+            print(f"  fastload's / {TORCH_LOADER}, {unit}: {results.spread(ours, stock)}")
             group = f"{case}, {unit}"
             figures.append(results.row("torch's", theirs, unit=unit, group=group))
             figures.append(results.row("fastload's", ours, theirs, unit=unit, group=group))
+            figures.append(
+                results.row(
+                    "fastload's",
+                    ours,
+                    stock,
+                    unit=unit,
+                    group=f"{case} against {TORCH_LOADER}, {unit}",
+                    against=TORCH_LOADER,
+                )
+            )
     results.write(
         args.json,
         benchmark="handover",
