@@ -153,10 +153,12 @@ def parts(python: str) -> list[Part]:
             "handover",
             # what receiving a batch from a worker process costs the main process, torch's way
             # (a file descriptor a storage) against fastload's (kept slots named, labels by
-            # value), with workers that do almost nothing: where the main process is the wall
-            [python, "benchmarks/loader/handover.py", "--workers", "8", "--seconds", "3"],
+            # value) and torch's own loader, with workers that do almost nothing: where the
+            # main process is the wall; four cases of three loaders, 3 rounds of 2 s
+            [python, "benchmarks/loader/handover.py", "--workers", "8", "--seconds", "2"]
+            + ["--rounds", "3"],
             True,
-            90,
+            120,
             "handover.txt",
             figures="handover.json",
         ),
