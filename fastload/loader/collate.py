@@ -109,13 +109,13 @@ class KeepSubclasses:
 
 class RingCollate:
     """torch's ``default_collate``, with the images of ``(image, ...)`` tuples (or of plain
-    dicts, the field with the largest tensors), and every other field of plain tensors whose
-    batch is too large to go by value (a segmentation mask, a second view;
-    :func:`~fastload.memory.tensors.stackable_fields`), stacked into memory kept from batch to
-    batch: the worker process's ring (:mod:`fastload.memory.shared_buffers`) when it has a
-    free slot, else the calling thread's :class:`~fastload.memory.buffers.BatchRing` (a worker
-    thread's, or the loader's own with no workers). In a worker process, the fields it stacks
-    small are copied out of the shared memory ``default_collate`` made them in, to go by value
+    dicts, the field with the largest tensors: :func:`~fastload.memory.tensors.stackable_fields`)
+    stacked into memory kept from batch to batch: the worker process's ring
+    (:mod:`fastload.memory.shared_buffers`) when it has a free slot, else the calling thread's
+    :class:`~fastload.memory.buffers.BatchRing` (a worker thread's, or the loader's own with
+    no workers). In a worker process, so is every other field of plain tensors whose batch is
+    too large to go by value (a segmentation mask, a second view), and those it stacks small
+    are copied out of the shared memory ``default_collate`` made them in, to go by value
     (:func:`fastload.memory.handover.lighten`).
 
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
@@ -148,7 +148,11 @@ class RingCollate:
         if not found or any(type(image) is not torch.Tensor for image in found[0][1]):
             return default_collate(samples)
         stacked: dict[Any, torch.Tensor] = {}
-        for field, column in found:
+        # past the images only in a worker process, where a field made anew is fresh shared
+        # memory faulted in and sent as a descriptor every batch. In this process it is
+        # malloc's, whose reuse of the memory freed each batch (the samples' too) varied the
+        # same loader's rate 3x from run to run, either way: too widely to show a gain
+        for field, column in found if shared_buffers.current() is not None else found[:1]:
             first = column[0]
             if stacked and len(column) * first.nbytes <= handover.INLINE_BYTES:
                 continue  # default_collate's, then sent by value
