@@ -155,8 +155,16 @@ def parts(python: str) -> list[Part]:
             # (a file descriptor a storage) against fastload's (kept slots named, labels by
             # value) and torch's own loader, with workers that do almost nothing: where the
             # main process is the wall; four cases of three loaders, 3 rounds of 2 s
-            [python, "benchmarks/loader/handover.py", "--workers", "8", "--seconds", "2"]
-            + ["--rounds", "3"],
+            [
+                python,
+                "benchmarks/loader/handover.py",
+                "--workers",
+                "8",
+                "--seconds",
+                "2",
+                "--rounds",
+                "3",
+            ],
             True,
             120,
             "handover.txt",
