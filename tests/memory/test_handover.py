@@ -159,6 +159,19 @@ def test_detection_images_come_in_kept_slots_and_their_targets_by_value(
         assert all(torch.equal(a, b) for a, b in zip(images, want, strict=True))
 
 
+def fields_beside_torchs(dataset: Dataset, as_dicts: bool) -> Iterator[list[torch.Tensor]]:
+    """Each batch's fields from a fastload loader with two worker processes, each asserted
+    equal, values and dtype, to the field of torch's loader's batch of the same samples."""
+    loader = fastload.DataLoader(dataset, batch_size=4, num_workers=2)
+    stock = torch.utils.data.DataLoader(dataset, batch_size=4)
+    for got, want in zip(loader, stock, strict=True):
+        fields = list(got.values() if as_dicts else got)
+        wanted = list(want.values() if as_dicts else want)
+        for ours, theirs in zip(fields, wanted, strict=True):
+            assert ours.dtype == theirs.dtype and torch.equal(ours, theirs)
+        yield fields
+
+
 class Captioned(Dataset):
     """Ramps' images with a caption's tokens and a label as tensors, as tuples or as dicts
     (OpenCLIP's samples, a Hugging Face pipeline's): fields torch's default_collate stacks into
@@ -184,13 +197,7 @@ def test_small_fields_default_collate_made_shared_go_by_value(
 ) -> None:
     """The tokens and labels come by value, unshared; the images in the kept slots; the
     batches are torch's: torch sends three descriptors a batch, here only the slots'."""
-    loader = fastload.DataLoader(Captioned(as_dicts=as_dicts), batch_size=4, num_workers=2)
-    stock = torch.utils.data.DataLoader(Captioned(as_dicts=as_dicts), batch_size=4)
-    for got, want in zip(loader, stock, strict=True):
-        fields = got.values() if as_dicts else got
-        wanted = want.values() if as_dicts else want
-        images, tokens, labels = fields
-        assert all(torch.equal(a, b) for a, b in zip(fields, wanted, strict=True))
+    for images, tokens, labels in fields_beside_torchs(Captioned(as_dicts=as_dicts), as_dicts):
         assert images.is_shared() and not tokens.is_shared() and not labels.is_shared()
     assert each_once_in({4 * 3 * 16 * 16 + 16}, descriptors)
 
@@ -220,15 +227,7 @@ def test_a_mask_beside_the_images_comes_in_a_kept_slot_too(
 ) -> None:
     """Images and masks both in the kept slots, the label by value; the batches are torch's:
     the only descriptors are the slots', each once, where torch sends three a batch."""
-    loader = fastload.DataLoader(Segmented(as_dicts=as_dicts), batch_size=4, num_workers=2)
-    stock = torch.utils.data.DataLoader(Segmented(as_dicts=as_dicts), batch_size=4)
-    for got, want in zip(loader, stock, strict=True):
-        fields = list(got.values() if as_dicts else got)
-        wanted = list(want.values() if as_dicts else want)
-        assert all(
-            a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fields, wanted, strict=True)
-        )
-        pixels, mask, label = fields
+    for pixels, mask, label in fields_beside_torchs(Segmented(as_dicts=as_dicts), as_dicts):
         assert pixels.is_shared() and mask.is_shared() and not label.is_shared()
     assert each_once_in({4 * 3 * 64 * 64 * 4 + 16, 4 * 64 * 64 * 8 + 16}, descriptors)
 
