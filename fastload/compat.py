@@ -14,12 +14,14 @@ torch 2.11 with torchvision 0.26 (the GPU machine's).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch.utils.data.dataloader as _torch_loader
 from torch.utils.data import _utils as _torch_utils
+from torch.utils.data._utils import collate as _torch_collate
 from torch.utils.data._utils import pin_memory as _torch_pin_memory
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "MultiProcessingDataLoaderIter",
     "SingleProcessDataLoaderIter",
     "augmentation_space",
+    "collate_tensors",
     "compiled_inner",
     "dynamo_backends",
     "foreach_div_",
@@ -39,6 +42,7 @@ __all__ = [
     "pins_in_thread",
     "sample_dirichlet",
     "storage_use_count",
+    "tensors_collated_by",
     "turbojpeg_warnings_raise",
     "tv_tensor_wrapped",
     "v2_augmentation_space",
@@ -146,3 +150,25 @@ def new_shared_storage(nbytes: int) -> torch.UntypedStorage:
     """A storage of ``nbytes`` made in shared memory (what torch's worker processes copy a
     tensor into to hand it over), so that handing it over copies nothing."""
     return torch.UntypedStorage._new_shared(nbytes)
+
+
+# torch's default_collate of a field of tensors: in a worker process, stacked into fresh
+# shared memory
+collate_tensors: Callable[..., Any] = _torch_collate.collate_tensor_fn
+
+
+@contextlib.contextmanager
+def tensors_collated_by(stack: Callable[..., Any]) -> Iterator[None]:
+    """Within it, torch's ``default_collate`` (whoever calls it) stacks each field of tensors
+    with ``stack`` in place of :data:`collate_tensors`, called as that is: the tensors, and
+    ``collate_fn_map=``. Where someone has replaced torch's function in ``default_collate``'s
+    map already, theirs stays."""
+    table = _torch_collate.default_collate_fn_map
+    if table.get(torch.Tensor) is not collate_tensors:
+        yield
+        return
+    table[torch.Tensor] = stack
+    try:
+        yield
+    finally:
+        table[torch.Tensor] = collate_tensors

@@ -12,6 +12,9 @@ CPU:
 * image-text: the same images, each with a caption's 77 tokens as a tensor (OpenCLIP's
   samples), batch 64 (two storages a batch, both made in shared memory by torch's
   ``default_collate``);
+* classification, own collate: the classification samples collated by a function of the
+  user's own that calls torch's ``default_collate`` and returns its fields as a dict of its
+  own (what ``default_collate`` stacks inside it goes into the kept slots, or by value);
 * detection: 3 x 480 x 640 uint8 images, each with a target dict of boxes and labels, batch 8,
   the references' ``tuple(zip(*batch))`` collate (three storages an image);
 * segmentation: dicts as a Hugging Face image processor makes them, 3 x 256 x 256 float32
@@ -81,6 +84,12 @@ def detection_collate(batch: list[Any]) -> tuple[Any, ...]:
     return tuple(zip(*batch))  # noqa: B905 (theirs)
 
 
+def own_collate(samples: list[Any]) -> dict[str, torch.Tensor]:
+    """A collate function of one's own around torch's ``default_collate``."""
+    images, labels = torch.utils.data.default_collate(samples)
+    return {"image": images, "label": labels}
+
+
 def torchs_way(worker_id: int) -> None:
     """A ``worker_init_fn`` that puts torch's reducer back (it runs after fastload's)."""
     from multiprocessing.reduction import ForkingPickler
@@ -90,8 +99,19 @@ def torchs_way(worker_id: int) -> None:
 
 CASES: dict[str, dict[str, Any]] = {
     "classification": {"size": (224, 224), "targets": "label", "batch_size": 64},
+    "classification, own collate": {
+        "size": (224, 224),
+        "targets": "label",
+        "batch_size": 64,
+        "collate_fn": own_collate,
+    },
     "image-text": {"size": (224, 224), "targets": "tokens", "batch_size": 64},
-    "detection": {"size": (480, 640), "targets": "boxes", "batch_size": 8},
+    "detection": {
+        "size": (480, 640),
+        "targets": "boxes",
+        "batch_size": 8,
+        "collate_fn": detection_collate,
+    },
     "segmentation": {"size": (256, 256), "targets": "mask", "batch_size": 16},
 }
 
@@ -107,7 +127,7 @@ def loader(case: str, workers: int, way: str) -> Any:
         "batch_size": spec["batch_size"],
         "num_workers": workers,
         "persistent_workers": True,
-        "collate_fn": detection_collate if spec["targets"] == "boxes" else None,
+        "collate_fn": spec.get("collate_fn"),
     }
     if way == TORCH_LOADER:
         return torch.utils.data.DataLoader(dataset, **common)

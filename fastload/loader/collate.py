@@ -23,7 +23,9 @@ meet the links:
    worker as it is (no batch ops there) is ``RingCollate``: the same batch, its images stacked
    into memory kept from batch to batch when some is free: a worker process's shared memory
    (:mod:`fastload.memory.shared_buffers`), or the ring of a worker thread or of the loader's
-   own process (:mod:`fastload.memory.buffers`).
+   own process (:mod:`fastload.memory.buffers`). A collate function of the user's own is
+   ``OwnCollate``: in a worker process, what ``default_collate`` stacks inside it goes into the
+   worker's kept memory too.
 
 The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
 (``DeviceStage.untag``, then ``SkipReport``) before a batch is delivered.
@@ -37,13 +39,14 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
+from fastload import compat
 from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.memory import buffers, handover, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
 from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_fields
 
-__all__ = ["RingCollate", "collate_chain"]
+__all__ = ["OwnCollate", "RingCollate", "collate_chain"]
 
 
 def collate_chain(
@@ -71,8 +74,8 @@ def collate_chain(
         pinned: torch pins the batches (the loader's ``pin_memory``).
     """
     chain = collate_fn
-    if collate_fn is default_collate and (stage is None or on_device):
-        chain = RingCollate()
+    if stage is None or on_device:  # else the batch ops' stage keeps the memory it makes
+        chain = RingCollate() if collate_fn is default_collate else OwnCollate(collate_fn)
     if stage is not None and not on_device:
         chain = CollateThenStage(chain, stage)
     if skipping:
@@ -173,6 +176,66 @@ class RingCollate:
             return samples.collated()
         out.copy_(images)
         return StackedSamples(out, samples.targets, samples.seed).collated()
+
+
+class OwnCollate:
+    """A collate function of the user's own (one that calls ``default_collate`` and changes
+    its batch, say), in a worker process: the fields that torch's ``default_collate`` stacks
+    inside it go into the worker's kept memory, where ``default_collate`` makes each in fresh
+    shared memory, faulted in page by page and sent as a descriptor every batch. A field too
+    small for a kept slot is made in the worker's own memory, and then goes by value
+    (:mod:`fastload.memory.handover`). Slots it took for a batch the function then dropped
+    (it returned a new one) are free again once it returns. Elsewhere, and for what
+    ``default_collate`` does not stack into one tensor, the function runs as it is.
+
+    Args:
+        collate_fn: The user's collate function.
+    """
+
+    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+        self.collate_fn = collate_fn
+
+    @property
+    def takes_stacked(self) -> bool:
+        return takes_stacked(self.collate_fn)
+
+    @property
+    def normalizes_stacked(self) -> Normalizing | None:
+        return normalizes_stacked(self.collate_fn)
+
+    def __call__(self, samples: Any) -> Any:
+        if shared_buffers.current() is None:
+            return self.collate_fn(samples)
+        with compat.tensors_collated_by(stack_kept):
+            batch = self.collate_fn(samples)
+        shared_buffers.settle(batch)
+        return batch
+
+
+def stack_kept(tensors: list[torch.Tensor], *, collate_fn_map: Any = None) -> torch.Tensor:
+    """torch's ``default_collate`` of one field's ``tensors`` in a worker process, into the
+    worker's kept memory where they stack (plain tensors of one shape and dtype), else in its
+    own memory where the batch would go by value; anything else (tensor subclasses, tensors
+    that need grad, every slot out) as torch collates them."""
+    first = tensors[0]
+    if (
+        first.layout == torch.strided
+        and first.device.type == "cpu"
+        and not first.is_nested
+        and all(
+            type(t) is torch.Tensor
+            and t.shape == first.shape
+            and t.dtype == first.dtype
+            and not t.requires_grad
+            for t in tensors
+        )
+    ):
+        if len(tensors) * first.nbytes <= handover.INLINE_BYTES:
+            return torch.stack(tensors)
+        out = shared_buffers.take(torch.Size((len(tensors), *first.shape)), first.dtype)
+        if out is not None:
+            return torch.stack(tensors, out=out)
+    return compat.collate_tensors(tensors, collate_fn_map=collate_fn_map)
 
 
 def _kept(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from ramps import Ramps, as_worker
 from torch.multiprocessing import reductions
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 from torchvision import tv_tensors
 
 import fastload
@@ -230,6 +230,92 @@ def test_a_mask_beside_the_images_comes_in_a_kept_slot_too(
     for pixels, mask, label in fields_beside_torchs(Segmented(as_dicts=as_dicts), as_dicts):
         assert pixels.is_shared() and mask.is_shared() and not label.is_shared()
     assert each_once_in({4 * 3 * 64 * 64 * 4 + 16, 4 * 64 * 64 * 8 + 16}, descriptors)
+
+
+def with_flag(samples: list[Any]) -> dict[str, Any]:
+    """A collate function of one's own that changes what ``default_collate`` gives (not
+    provably ``f(*default_collate(batch))``: a dict of its own)."""
+    pixels, mask, label = default_collate(samples)
+    return {"pixels": pixels, "mask": mask, "label": label, "odd": label % 2 == 1}
+
+
+def flipped(samples: list[Any]) -> tuple[torch.Tensor, ...]:
+    """A collate function of one's own that drops the pixels ``default_collate`` stacked for
+    new ones."""
+    pixels, mask, label = default_collate(samples)
+    return pixels.flip(-1), mask, label
+
+
+class WithPrevious:
+    """A collate function of one's own that keeps each batch's pixels in the worker, to mix
+    into the next batch's."""
+
+    def __init__(self) -> None:
+        self.previous: torch.Tensor | None = None
+
+    def __call__(self, samples: list[Any]) -> tuple[torch.Tensor, ...]:
+        pixels, mask, label = default_collate(samples)
+        mixed = pixels if self.previous is None else (pixels + self.previous) / 2
+        self.previous = pixels
+        return mixed, mask, label
+
+
+@pytest.mark.parametrize(
+    "collate_fn", [with_flag, flipped, WithPrevious()], ids=["changed", "dropped", "kept"]
+)
+def test_what_default_collate_stacks_inside_ones_own_collate_comes_in_kept_slots(
+    descriptors: list[tuple[tuple[int, int], int]], collate_fn: Any
+) -> None:
+    """Each epoch gives torch's loader's batches of the same collate function, the pixels and
+    masks in the workers' kept slots (or, where the function made its own, copied into one as
+    sent) and the small fields by value: torch sends a descriptor for every field of every
+    batch, here only the slots', each once. A batch default_collate made that the function
+    dropped frees its slot; one the function keeps is not written again."""
+    dataset = Segmented(as_dicts=False)
+    common: dict[str, Any] = {
+        "batch_size": 4,
+        "num_workers": 2,
+        "collate_fn": collate_fn,
+        "persistent_workers": True,  # the function's state carries over, in both
+    }
+    loader = fastload.DataLoader(dataset, **common)
+    torchs = torch.utils.data.DataLoader(dataset, **common)
+    # four epochs: more batches a worker than it has slots, were a dropped one not freed
+    stock = [list(torchs) for _ in range(4)]
+    descriptors.clear()  # those torch's workers sent
+    for epoch in range(4):
+        got = list(loader)
+        for ours, theirs in zip(got, stock[epoch], strict=True):
+            fields = list(ours.values() if isinstance(ours, dict) else ours)
+            wanted = list(theirs.values() if isinstance(theirs, dict) else theirs)
+            for field, want in zip(fields, wanted, strict=True):
+                assert field.dtype == want.dtype and torch.equal(field, want)
+            assert [field.is_shared() for field in fields] == [True, True] + [False] * (
+                len(fields) - 2
+            )
+        del got
+    assert each_once_in({4 * 3 * 64 * 64 * 4 + 16, 4 * 64 * 64 * 8 + 16}, descriptors)
+
+
+def test_a_tensor_collate_of_ones_own_in_torchs_map_stays() -> None:
+    """Where the user put a function of their own in default_collate's map for tensors, it
+    collates the tensors inside the loader's workers as it would without fastload."""
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    from fastload import compat
+
+    def doubled(batch: list[torch.Tensor], *, collate_fn_map: Any = None) -> torch.Tensor:
+        return torch.stack(batch) * 2
+
+    default_collate_fn_map[torch.Tensor] = doubled
+    try:
+        with compat.tensors_collated_by(lambda batch, **_: None):
+            assert torch.equal(default_collate([torch.ones(2)] * 3), torch.full((3, 2), 2.0))
+    finally:
+        default_collate_fn_map[torch.Tensor] = compat.collate_tensors
+    with compat.tensors_collated_by(lambda batch, **_: "ours"):
+        assert default_collate([torch.ones(2)] * 3) == "ours"
+    assert default_collate_fn_map[torch.Tensor] is compat.collate_tensors
 
 
 def test_a_copy_sent_stays_out_until_the_main_process_lets_go_of_it(table: SlotTable) -> None:
