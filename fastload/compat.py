@@ -2,11 +2,12 @@
 
 Each is something their public APIs do not offer: torch's own DataLoader iterators (to subclass
 them, so that fastload's loader stays torch's), the storage use count that tells a reusable
-batch buffer, a fused in-place division, the compiled-module wrapper, and torchvision's policy
-tables and draws (so that a batch op draws exactly what torchvision's per-image op draws). When
-a release moves one, ``tests/test_compat.py`` names it and the release; this module is the one
-place to change. No other module of fastload may reach a private name of another package
-(``tests/test_architecture.py`` checks it).
+batch buffer, ``default_collate``'s function for tensors (swapped inside a collate function of
+the user's own, in the workers), a fused in-place division, the compiled-module wrapper, and
+torchvision's policy tables and draws (so that a batch op draws exactly what torchvision's
+per-image op draws). When a release moves one, ``tests/test_compat.py`` names it and the
+release; this module is the one place to change. No other module of fastload may reach a
+private name of another package (``tests/test_architecture.py`` checks it).
 
 Checked against torch 2.14 and torchvision 0.29 (what pip installs as this is written), and
 torch 2.11 with torchvision 0.26 (the GPU machine's).

@@ -105,3 +105,27 @@ def test_torchvisions_v2_policy_tables() -> None:
     assert "Posterize" in partial and "Color" not in partial, moved("v2 AugMix's partial table")
     assert compat.v2_policies(v2.AutoAugment()), moved("v2 AutoAugment's _policies")
     assert compat.parameter_max(v2.AugMix()) == 10, moved("v2 AugMix._PARAMETER_MAX")
+
+
+def test_default_collates_function_for_tensors() -> None:
+    """default_collate stacks tensors with the function fastload swaps in its workers, and a
+    function the user put in its map themselves stays theirs."""
+    from torch.utils.data import default_collate
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    assert default_collate_fn_map.get(torch.Tensor) is compat.collate_tensors, moved(
+        "torch.utils.data._utils.collate.default_collate_fn_map[torch.Tensor]"
+    )
+    with compat.tensors_collated_by(lambda batch, **_: "ours"):
+        assert default_collate([torch.ones(2)] * 3) == "ours", moved("default_collate's map")
+    assert default_collate_fn_map[torch.Tensor] is compat.collate_tensors
+
+    def doubled(batch: list[torch.Tensor], *, collate_fn_map: object = None) -> torch.Tensor:
+        return torch.stack(batch) * 2
+
+    default_collate_fn_map[torch.Tensor] = doubled
+    try:
+        with compat.tensors_collated_by(lambda batch, **_: None):
+            assert torch.equal(default_collate([torch.ones(2)] * 3), torch.full((3, 2), 2.0))
+    finally:
+        default_collate_fn_map[torch.Tensor] = compat.collate_tensors

@@ -297,27 +297,6 @@ def test_what_default_collate_stacks_inside_ones_own_collate_comes_in_kept_slots
     assert each_once_in({4 * 3 * 64 * 64 * 4 + 16, 4 * 64 * 64 * 8 + 16}, descriptors)
 
 
-def test_a_tensor_collate_of_ones_own_in_torchs_map_stays() -> None:
-    """Where the user put a function of their own in default_collate's map for tensors, it
-    collates the tensors inside the loader's workers as it would without fastload."""
-    from torch.utils.data._utils.collate import default_collate_fn_map
-
-    from fastload import compat
-
-    def doubled(batch: list[torch.Tensor], *, collate_fn_map: Any = None) -> torch.Tensor:
-        return torch.stack(batch) * 2
-
-    default_collate_fn_map[torch.Tensor] = doubled
-    try:
-        with compat.tensors_collated_by(lambda batch, **_: None):
-            assert torch.equal(default_collate([torch.ones(2)] * 3), torch.full((3, 2), 2.0))
-    finally:
-        default_collate_fn_map[torch.Tensor] = compat.collate_tensors
-    with compat.tensors_collated_by(lambda batch, **_: "ours"):
-        assert default_collate([torch.ones(2)] * 3) == "ours"
-    assert default_collate_fn_map[torch.Tensor] is compat.collate_tensors
-
-
 def test_a_copy_sent_stays_out_until_the_main_process_lets_go_of_it(table: SlotTable) -> None:
     ring = shared_buffers.current()
     assert ring is not None
