@@ -87,15 +87,10 @@ def collate_chain(
     return chain
 
 
-class KeepSubclasses:
-    """Wraps a collate function for batches torch pins: a batch holding tensor subclasses
-    comes out as a :class:`~fastload.memory.tensors.Pinnable`, for torch's pinning to keep
-    them; in a worker process whose batches torch's pin-memory thread receives, each comes
-    out as a :class:`~fastload.memory.shared_buffers.Arriving`, for that thread to note the
-    kept memory it came in."""
+class _Wrapping:
+    """A link around ``collate_fn`` that passes stacked samples on to it as they are."""
 
-    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
-        self.collate_fn = collate_fn
+    collate_fn: Callable[[Any], Any]
 
     @property
     def takes_stacked(self) -> bool:
@@ -104,6 +99,17 @@ class KeepSubclasses:
     @property
     def normalizes_stacked(self) -> Normalizing | None:
         return normalizes_stacked(self.collate_fn)
+
+
+class KeepSubclasses(_Wrapping):
+    """Wraps a collate function for batches torch pins: a batch holding tensor subclasses
+    comes out as a :class:`~fastload.memory.tensors.Pinnable`, for torch's pinning to keep
+    them; in a worker process whose batches torch's pin-memory thread receives, each comes
+    out as a :class:`~fastload.memory.shared_buffers.Arriving`, for that thread to note the
+    kept memory it came in."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+        self.collate_fn = collate_fn
 
     def __call__(self, samples: Any) -> Any:
         batch = self.collate_fn(samples)
@@ -178,7 +184,7 @@ class RingCollate:
         return StackedSamples(out, samples.targets, samples.seed).collated()
 
 
-class OwnCollate:
+class OwnCollate(_Wrapping):
     """A collate function of the user's own (one that calls ``default_collate`` and changes
     its batch, say), in a worker process: the fields that torch's ``default_collate`` stacks
     inside it go into the worker's kept memory, where ``default_collate`` makes each in fresh
@@ -194,14 +200,6 @@ class OwnCollate:
 
     def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
         self.collate_fn = collate_fn
-
-    @property
-    def takes_stacked(self) -> bool:
-        return takes_stacked(self.collate_fn)
-
-    @property
-    def normalizes_stacked(self) -> Normalizing | None:
-        return normalizes_stacked(self.collate_fn)
 
     def __call__(self, samples: Any) -> Any:
         if shared_buffers.current() is None:
