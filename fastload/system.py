@@ -15,6 +15,7 @@ __all__ = [
     "children_cpu_seconds",
     "cpu_cores",
     "distributed",
+    "keep_freed_heap",
     "load_average",
     "single_threaded_ops",
     "trim_heap",
@@ -59,6 +60,49 @@ def trim_heap() -> bool:
     if trim is None:
         return False
     trim(0)
+    return True
+
+
+# the largest block whose freeing raises glibc's thresholds (its DEFAULT_MMAP_THRESHOLD_MAX on
+# 64-bit systems, 32 MiB), less room for the block's header and its rounding up to pages
+_MMAP_THRESHOLD_MAX = (32 << 20) - (64 << 10)
+
+
+@functools.cache
+def _glibc_malloc() -> tuple[Callable[[int], int | None], Callable[[int | None], None]] | None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 (glibc's alone: musl's malloc has no thresholds)
+    except (OSError, AttributeError):
+        return None
+    malloc, free = libc.malloc, libc.free
+    malloc.argtypes, malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    free.argtypes, free.restype = [ctypes.c_void_p], None
+    return malloc, free
+
+
+def keep_freed_heap(nbytes: int) -> bool:
+    """Have glibc's malloc keep freed memory of up to ``nbytes`` (at most 32 MiB) a block for
+    reuse, where it would give it back to the system and fault it in again.
+
+    glibc maps a block past its mmap threshold afresh, and gives the top of its heap back
+    once more than twice that threshold is free there; both start low and rise to the size of
+    the largest mapped block freed. A batch made anew each time (torch's loader) is such a
+    block, so the samples it is collated from come from the heap, which keeps them. A batch
+    kept from batch to batch (:class:`~fastload.memory.buffers.BatchRing`) is never freed:
+    the threshold stayed at a sample's size, and in about half the runs the samples freed
+    after each batch went back to the system and were faulted in again, page by page (2.2
+    million page faults against 90 thousand, a quarter of torch's rate with no workers). One
+    block of ``nbytes`` mapped and freed here raises the thresholds as that batch did.
+
+    Returns:
+        Whether it ran (glibc's malloc only).
+    """
+    heap = _glibc_malloc()
+    if heap is None:
+        return False
+    malloc, free = heap
+    free(malloc(min(nbytes, _MMAP_THRESHOLD_MAX)))
     return True
 
 

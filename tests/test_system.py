@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from heap import PAGES, SAMPLE, SAMPLES, faults_a_batch, glibc_only
 
 from fastload import system
 
@@ -42,6 +43,14 @@ def test_trim_heap_hands_fragmented_free_memory_back() -> None:
     ran, released = done.stdout.split()
     assert ran == "True"
     assert float(released) > 100  # MiB of the 196 freed
+
+
+@glibc_only
+def test_keep_freed_heap_keeps_a_batchs_samples_for_the_next() -> None:
+    """Freed, a batch's samples go back to the system and are faulted in again each batch
+    (glibc's thresholds at their start), unless the heap was told to keep that much."""
+    assert faults_a_batch("None") > PAGES / 2, "glibc keeps freed samples of itself now"
+    assert faults_a_batch(f"keep_freed_heap({SAMPLE * SAMPLES})") < PAGES / 20
 
 
 def test_cpu_cores_and_load_average() -> None:

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from fastload import compat
+from fastload.system import keep_freed_heap
 
 __all__ = ["BatchRing", "channels_last", "current", "in_channels_last", "use", "using"]
 
@@ -68,6 +69,8 @@ class BatchRing:
                 if buffer.shape == size and buffer.dtype == dtype and _unreferenced(buffer):
                     return buffer.view(size)  # a view: it counts as a reference while held
             new = torch.empty(size, dtype=dtype, pin_memory=self.pinned)
+            # never freed, so the samples it is made from would not be kept by malloc
+            keep_freed_heap(new.nbytes)
             if len(self._kept) < self.size:
                 self._kept.append(new)
             else:

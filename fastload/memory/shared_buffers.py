@@ -51,6 +51,7 @@ from typing import Any
 import torch
 
 from fastload import compat
+from fastload.system import keep_freed_heap
 
 __all__ = [
     "OFF_ENV",
@@ -242,6 +243,8 @@ class WorkerRing:
     def _new(self, nbytes: int, slot: int) -> torch.UntypedStorage:
         payload = -(-nbytes // _ALIGN) * _ALIGN
         storage = compat.new_shared_storage(payload + _TAIL)
+        # shared memory, not malloc's: the samples a batch is made from would not be kept
+        keep_freed_heap(nbytes)
         self._made += 1
         self._numbers[slot] = self._made
         tag = _tag_of(storage)

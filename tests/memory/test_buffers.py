@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from heap import PAGES, faults_a_batch, glibc_only
 
 from fastload.memory.buffers import BatchRing
 
@@ -38,3 +39,11 @@ def test_another_shape_takes_the_place_of_a_free_buffer() -> None:
     address = small.data_ptr()
     del small
     assert ring.take((3,), torch.float32).data_ptr() == address
+
+
+@glibc_only
+def test_the_samples_a_kept_batch_is_made_from_are_kept_by_malloc() -> None:
+    """A kept batch is never freed, which would have raised malloc's thresholds to its size:
+    the ring raises them as it makes the buffer, so its samples are not faulted in again
+    batch after batch (``fastload.system.keep_freed_heap``)."""
+    assert faults_a_batch("BatchRing(2).take((64, 3, 224, 224), torch.uint8)") < PAGES / 20

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from heap import PAGES, SAMPLE, SAMPLES, faults_a_batch, glibc_only
 from ramps import Ramps
 from torch.utils.data import Dataset
 
@@ -280,3 +281,10 @@ def test_the_stage_in_a_worker_frees_what_a_later_op_replaced(
     finally:
         init.table = None
         init(0)  # no ring again in this process
+
+
+@glibc_only
+def test_the_samples_a_worker_stacks_into_a_slot_are_kept_by_malloc() -> None:
+    """A slot is shared memory, not malloc's: the ring raises malloc's thresholds to its size
+    as it makes it, so the samples stacked into it are not faulted in again each batch."""
+    assert faults_a_batch(f"WorkerRing(SlotTable(1), 0).take({SAMPLE * SAMPLES})") < PAGES / 20
