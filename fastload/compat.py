@@ -2,8 +2,8 @@
 
 Each is something their public APIs do not offer: torch's own DataLoader iterators (to subclass
 them, so that fastload's loader stays torch's), the storage use count that tells a reusable
-batch buffer, ``default_collate``'s function for tensors (swapped inside a collate function of
-the user's own, in the workers), a fused in-place division, the compiled-module wrapper, and
+batch buffer, ``default_collate``'s function for tensors (swapped, thread by thread, inside a
+collate function of the user's own), a fused in-place division, the compiled-module wrapper, and
 torchvision's policy tables and draws (so that a batch op draws exactly what torchvision's
 per-image op draws). When a release moves one, ``tests/test_compat.py`` names it and the
 release; this module is the one place to change. No other module of fastload may reach a
@@ -16,6 +16,8 @@ torch 2.11 with torchvision 0.26 (the GPU machine's).
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -158,18 +160,69 @@ def new_shared_storage(nbytes: int) -> torch.UntypedStorage:
 collate_tensors: Callable[..., Any] = _torch_collate.collate_tensor_fn
 
 
+class _Collating(threading.local):
+    """The calling thread's function in place of :data:`collate_tensors`, inside
+    :func:`tensors_collated_by` (``None``: torch's)."""
+
+    stack: Callable[..., Any] | None = None
+
+
+_COLLATING = _Collating()
+# guards the threads inside tensors_collated_by and the map entry they share
+_collating_lock = threading.Lock()
+_collating_threads = 0
+
+
+def _collate_tensors_per_thread(tensors: Any, *, collate_fn_map: Any = None) -> Any:
+    """``default_collate``'s function for tensors while some thread is inside
+    :func:`tensors_collated_by`: that thread's ``stack``, torch's in every other thread."""
+    stack = _COLLATING.stack
+    if stack is None:
+        return collate_tensors(tensors, collate_fn_map=collate_fn_map)
+    return stack(tensors, collate_fn_map=collate_fn_map)
+
+
 @contextlib.contextmanager
 def tensors_collated_by(stack: Callable[..., Any]) -> Iterator[None]:
-    """Within it, torch's ``default_collate`` (whoever calls it) stacks each field of tensors
-    with ``stack`` in place of :data:`collate_tensors`, called as that is: the tensors, and
-    ``collate_fn_map=``. Where someone has replaced torch's function in ``default_collate``'s
-    map already, theirs stays."""
+    """Within it, torch's ``default_collate`` called from this thread stacks each field of
+    tensors with ``stack`` in place of :data:`collate_tensors`, called as that is: the tensors,
+    and ``collate_fn_map=``. Other threads collate as before, so worker threads may each be
+    inside it at once. Where someone has replaced torch's function in ``default_collate``'s map
+    already, theirs stays."""
+    global _collating_threads
     table = _torch_collate.default_collate_fn_map
-    if table.get(torch.Tensor) is not collate_tensors:
+    with _collating_lock:
+        if table.get(torch.Tensor) not in (collate_tensors, _collate_tensors_per_thread):
+            ours = False
+        else:
+            ours = True
+            table[torch.Tensor] = _collate_tensors_per_thread
+            _collating_threads += 1
+    if not ours:
         yield
         return
-    table[torch.Tensor] = stack
+    before, _COLLATING.stack = _COLLATING.stack, stack
     try:
         yield
     finally:
+        _COLLATING.stack = before
+        with _collating_lock:
+            _collating_threads -= 1
+            # the last thread out gives torch its function back, unless someone replaced it
+            if not _collating_threads and table.get(torch.Tensor) is _collate_tensors_per_thread:
+                table[torch.Tensor] = collate_tensors
+
+
+def _collating_after_fork() -> None:
+    """A forked child has only the thread that forked: the lock may have been held by
+    another, and the count is that one thread's."""
+    global _collating_lock, _collating_threads
+    _collating_lock = threading.Lock()
+    _collating_threads = int(_COLLATING.stack is not None)
+    table = _torch_collate.default_collate_fn_map
+    if not _collating_threads and table.get(torch.Tensor) is _collate_tensors_per_thread:
         table[torch.Tensor] = collate_tensors
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_collating_after_fork)

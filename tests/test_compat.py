@@ -129,3 +129,69 @@ def test_default_collates_function_for_tensors() -> None:
             assert torch.equal(default_collate([torch.ones(2)] * 3), torch.full((3, 2), 2.0))
     finally:
         default_collate_fn_map[torch.Tensor] = compat.collate_tensors
+
+
+def test_a_thread_inside_tensors_collated_by_leaves_other_threads_torchs_function() -> None:
+    """Worker threads collate at once: each inside its own swap gets its function, a thread
+    outside gets torch's, and torch's is back in the map once the last one is out."""
+    import threading
+
+    from torch.utils.data import default_collate
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    inside, leave = threading.Barrier(2), threading.Event()
+    got: dict[str, object] = {}
+
+    def worker(name: str) -> None:
+        with compat.tensors_collated_by(lambda batch, **_: name):
+            inside.wait()
+            got[f"{name} inside"] = default_collate([torch.ones(2)] * 3)
+            leave.wait()
+        got[f"{name} after"] = default_collate([torch.ones(2)] * 3)
+
+    first = threading.Thread(target=worker, args=("first",))
+    first.start()
+    inside.wait()  # the first thread is inside: this one is not
+    assert torch.equal(default_collate([torch.ones(2)] * 3), torch.ones(3, 2))
+    inside.reset()
+    second = threading.Thread(target=worker, args=("second",))
+    second.start()
+    inside.wait()  # both inside at once
+    leave.set()
+    first.join(), second.join()
+    assert got["first inside"] == "first" and got["second inside"] == "second"
+    assert torch.equal(got["first after"], torch.ones(3, 2))  # type: ignore[arg-type]
+    assert default_collate_fn_map[torch.Tensor] is compat.collate_tensors
+
+
+def test_a_child_forked_while_another_thread_is_inside_gets_torchs_function_back() -> None:
+    """Only the forking thread lives on in a child: a swap another thread made is undone
+    there, and the child can swap its own (the guard is not left held)."""
+    import os
+    import threading
+
+    from torch.utils.data import default_collate
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def inside() -> None:
+        with compat.tensors_collated_by(lambda batch, **_: "theirs"):
+            entered.set()
+            leave.wait()
+
+    thread = threading.Thread(target=inside)
+    thread.start()
+    entered.wait()
+    pid = os.fork()
+    if pid == 0:  # the child: no assert may raise past here into pytest
+        ok = default_collate_fn_map[torch.Tensor] is compat.collate_tensors
+        with compat.tensors_collated_by(lambda batch, **_: "ours"):
+            ok = ok and default_collate([torch.ones(2)]) == "ours"
+        ok = ok and default_collate_fn_map[torch.Tensor] is compat.collate_tensors
+        os._exit(0 if ok else 1)
+    leave.set()
+    thread.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert default_collate_fn_map[torch.Tensor] is compat.collate_tensors

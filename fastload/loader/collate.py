@@ -24,8 +24,7 @@ meet the links:
    into memory kept from batch to batch when some is free: a worker process's shared memory
    (:mod:`fastload.memory.shared_buffers`), or the ring of a worker thread or of the loader's
    own process (:mod:`fastload.memory.buffers`). A collate function of the user's own is
-   ``OwnCollate``: in a worker process, what ``default_collate`` stacks inside it goes into the
-   worker's kept memory too.
+   ``OwnCollate``: what ``default_collate`` stacks inside it goes into the same kept memory.
 
 The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
 (``DeviceStage.untag``, then ``SkipReport``) before a batch is delivered.
@@ -186,13 +185,18 @@ class RingCollate:
 
 class OwnCollate(_Wrapping):
     """A collate function of the user's own (one that calls ``default_collate`` and changes
-    its batch, say), in a worker process: the fields that torch's ``default_collate`` stacks
-    inside it go into the worker's kept memory, where ``default_collate`` makes each in fresh
-    shared memory, faulted in page by page and sent as a descriptor every batch. A field too
-    small for a kept slot is made in the worker's own memory, and then goes by value
-    (:mod:`fastload.memory.handover`). Slots it took for a batch the function then dropped
-    (it returned a new one) are free again once it returns. Elsewhere, and for what
-    ``default_collate`` does not stack into one tensor, the function runs as it is.
+    its batch, say): the fields that torch's ``default_collate`` stacks inside it go into
+    memory kept from batch to batch, where ``default_collate`` makes each anew.
+
+    In a worker process that is the worker's shared slots, where ``default_collate`` makes
+    each field in fresh shared memory, faulted in page by page and sent as a descriptor every
+    batch; a field too small for a slot is made in the worker's own memory, and then goes by
+    value (:mod:`fastload.memory.handover`). Slots it took for a batch the function then
+    dropped (it returned a new one) are free again once it returns. In a worker thread, or
+    the loader's own process with no workers, a field past that size goes into the thread's
+    ring (:mod:`fastload.memory.buffers`): no fresh pages for a batch too large for malloc to
+    reuse, and where the ring is pinned (``FASTLOAD_PIN_IN_PLACE=1``) no pinned copy of it.
+    What ``default_collate`` does not stack into one tensor is torch's, as it is.
 
     Args:
         collate_fn: The user's collate function.
@@ -202,12 +206,15 @@ class OwnCollate(_Wrapping):
         self.collate_fn = collate_fn
 
     def __call__(self, samples: Any) -> Any:
-        if shared_buffers.current() is None:
-            return self.collate_fn(samples)
-        with compat.tensors_collated_by(stack_kept):
-            batch = self.collate_fn(samples)
-        shared_buffers.settle(batch)
-        return batch
+        if shared_buffers.current() is not None:
+            with compat.tensors_collated_by(stack_kept):
+                batch = self.collate_fn(samples)
+            shared_buffers.settle(batch)
+            return batch
+        if buffers.current() is not None:
+            with compat.tensors_collated_by(stack_in_ring):
+                return self.collate_fn(samples)
+        return self.collate_fn(samples)
 
 
 def stack_kept(tensors: list[torch.Tensor], *, collate_fn_map: Any = None) -> torch.Tensor:
@@ -215,8 +222,34 @@ def stack_kept(tensors: list[torch.Tensor], *, collate_fn_map: Any = None) -> to
     worker's kept memory where they stack (plain tensors of one shape and dtype), else in its
     own memory where the batch would go by value; anything else (tensor subclasses, tensors
     that need grad, every slot out) as torch collates them."""
+    if _plain_column(tensors):
+        first = tensors[0]
+        if len(tensors) * first.nbytes <= handover.INLINE_BYTES:
+            return torch.stack(tensors)
+        out = shared_buffers.take(torch.Size((len(tensors), *first.shape)), first.dtype)
+        if out is not None:
+            return torch.stack(tensors, out=out)
+    return compat.collate_tensors(tensors, collate_fn_map=collate_fn_map)
+
+
+def stack_in_ring(tensors: list[torch.Tensor], *, collate_fn_map: Any = None) -> torch.Tensor:
+    """torch's ``default_collate`` of one field's ``tensors`` in a worker thread or the
+    loader's own process, into the calling thread's ring where they stack and their batch is
+    past :data:`~fastload.memory.handover.INLINE_BYTES`; anything else as torch collates it."""
+    ring = buffers.current()
+    if ring is not None and _plain_column(tensors):
+        first = tensors[0]
+        if len(tensors) * first.nbytes > handover.INLINE_BYTES:
+            out = ring.take(torch.Size((len(tensors), *first.shape)), first.dtype)
+            return torch.stack(tensors, out=out)
+    return compat.collate_tensors(tensors, collate_fn_map=collate_fn_map)
+
+
+def _plain_column(tensors: list[torch.Tensor]) -> bool:
+    """Whether ``tensors`` stack into one plain CPU tensor (one shape and dtype, no subclass,
+    none needing grad): what a kept buffer can hold as torch would have made it."""
     first = tensors[0]
-    if (
+    return (
         first.layout == torch.strided
         and first.device.type == "cpu"
         and not first.is_nested
@@ -227,13 +260,7 @@ def stack_kept(tensors: list[torch.Tensor], *, collate_fn_map: Any = None) -> to
             and not t.requires_grad
             for t in tensors
         )
-    ):
-        if len(tensors) * first.nbytes <= handover.INLINE_BYTES:
-            return torch.stack(tensors)
-        out = shared_buffers.take(torch.Size((len(tensors), *first.shape)), first.dtype)
-        if out is not None:
-            return torch.stack(tensors, out=out)
-    return compat.collate_tensors(tensors, collate_fn_map=collate_fn_map)
+    )
 
 
 def _kept(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor | None:

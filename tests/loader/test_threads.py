@@ -518,3 +518,62 @@ def test_a_stacked_batch_draws_a_planned_ops_python_numbers_from_the_samples_str
     random.seed(0)  # the process's own stream: no sample draws from it
     assert _same(_epoch(_loader(dataset, kind="thread", workers=2)), want)
     assert set(stacked) == {"StackedSamples"}
+
+
+def _relabelled(samples: list) -> dict:
+    """A collate function of one's own that changes default_collate's batch (a dict of its
+    own)."""
+    images, labels = default_collate(samples)
+    return {"images": images, "labels": labels, "odd": labels % 2 == 1}
+
+
+def _flipped(samples: list) -> dict:
+    """One that drops the images default_collate stacked for new ones."""
+    images, labels = default_collate(samples)
+    return {"images": images.flip(-1), "labels": labels}
+
+
+class _Hoarding:
+    """One that keeps every batch's images it collated (and a copy of each, to compare)."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, samples: list) -> dict:
+        images, labels = default_collate(samples)
+        self.held.append((images, images.clone()))
+        return {"images": images, "labels": labels}
+
+
+@pytest.mark.parametrize("kind", ["relabelled", "flipped", "hoarding"])
+@pytest.mark.parametrize(("worker_type", "workers"), [("thread", 2), ("process", 0)])
+def test_what_default_collate_stacks_inside_ones_own_collate_goes_into_the_ring(
+    folder: Path, worker_type: str, workers: int, kind: str, ring_memory: set[int]
+) -> None:
+    """In the loader's own process, the images torch's default_collate stacks inside a collate
+    function of the user's own go into the ring (the labels, too small to, are torch's); the
+    batches are torch's loader's with the same function, an image batch the function drops is
+    written again, and one it keeps never is."""
+    import torchvision.transforms as TV
+
+    collate_fn = {"relabelled": _relabelled, "flipped": _flipped, "hoarding": _Hoarding()}[kind]
+    # float32 images of 4 x 3 x 96 x 96: past the size of a field stacked into a ring
+    dataset = fastload.ImageFolder(folder, TV.Compose([TV.Resize((96, 96)), TV.ToTensor()]))
+    stock = list(torch.utils.data.DataLoader(dataset, batch_size=4, collate_fn=collate_fn))
+    loader = _loader(dataset, kind=worker_type, workers=workers, shuffle=False)
+    loader.collate_fn = collate_fn
+    for _ in range(3):
+        ring_memory.clear()  # each pass has a ring of its own
+        for batch, want in zip(loader, stock, strict=True):
+            assert list(batch) == list(want)
+            for field in want:
+                assert batch[field].dtype == want[field].dtype
+                assert torch.equal(batch[field], want[field])
+            if kind != "flipped":
+                assert batch["images"].data_ptr() in ring_memory
+            assert batch["labels"].data_ptr() not in ring_memory
+        assert ring_memory
+        if kind == "flipped":  # each let go of as the function returned: written again
+            assert len(ring_memory) < len(loader) // 2
+    if kind == "hoarding":
+        assert all(torch.equal(images, copy) for images, copy in collate_fn.held)
