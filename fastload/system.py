@@ -90,10 +90,10 @@ def keep_freed_heap(nbytes: int) -> bool:
     the largest mapped block freed. A batch made anew each time (torch's loader) is such a
     block, so the samples it is collated from come from the heap, which keeps them. A batch
     kept from batch to batch (:class:`~fastload.memory.buffers.BatchRing`) is never freed:
-    the threshold stayed at a sample's size, and in about half the runs the samples freed
-    after each batch went back to the system and were faulted in again, page by page (2.2
-    million page faults against 90 thousand, a quarter of torch's rate with no workers). One
-    block of ``nbytes`` mapped and freed here raises the thresholds as that batch did.
+    the thresholds stay at a sample's size, and in most processes the samples freed after
+    each batch go back to the system and are faulted in again, page by page
+    (``benchmarks/loader/heap_reuse.py``). One block of ``nbytes`` mapped and freed here
+    raises the thresholds as that batch did.
 
     Returns:
         Whether it ran (glibc's malloc only).

@@ -589,6 +589,20 @@ def test_handover_sets_fastloads_way_against_torchs_and_torchs_loader_in_rate_an
     assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
 
 
+def test_heap_reuse_sets_fastload_against_the_heap_as_left_and_torchs_loader(
+    tmp_path: Path,
+) -> None:
+    doc = run_benchmark(tmp_path, "heap_reuse", "--seconds", "0.3", "--rounds", "1")
+    ratios = {(row["group"], row.get("against")) for row in doc["rows"] if "ratio" in row}
+    cases = ("no workers, uint8", "no workers, float32", "no workers, own collate, uint8")
+    cases += ("2 worker processes, uint8",)
+    assert ratios == {(case, None) for case in cases} | {
+        (f"{case} against torch's DataLoader", "torch's DataLoader") for case in cases
+    }
+    faults = [row for row in doc["rows"] if row["unit"] == "page faults a batch"]
+    assert len(faults) == 3 * len(cases) and all(f >= 0 for row in faults for f in row["rates"])
+
+
 def test_shared_ring_sets_kept_memory_against_fresh_in_speed_and_memory(tmp_path: Path) -> None:
     from fastload.synthetic import make_coco
 
