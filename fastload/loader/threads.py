@@ -16,7 +16,9 @@ torch's iterator draws from it. The decoders release the GIL while they decode; 
 
 from __future__ import annotations
 
+import sys
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -128,8 +130,10 @@ class ThreadWorkersIter(BaseDataLoaderIter):
             self._pool.shutdown(wait=wait, cancel_futures=True)
             drawing.pool_stopped()
 
-    def __del__(self) -> None:
-        if hasattr(self, "_pool"):
+    # bound here: at the interpreter's exit a module's names may be gone before its objects
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # at exit the pool's threads are joined by concurrent.futures itself
+        if hasattr(self, "_pool") and not _finalizing():
             self._shutdown()
 
 

@@ -182,6 +182,34 @@ def test_an_epoch_left_early_stops_its_threads_before_the_consumer_goes_on(folde
     assert not [t.name for t in started if t.name.startswith("fastload-worker")]
 
 
+LEFT_AT_EXIT = """
+import torch, fastload
+
+class Zeros(torch.utils.data.Dataset):
+    sample_keys = True
+    def __len__(self):
+        return 64
+    def __getitem__(self, index):
+        return torch.zeros(3, 8, 8), int(index)
+
+batches = iter(fastload.DataLoader(Zeros(), batch_size=4, num_workers=2, worker_type="thread"))
+next(batches)
+print("read")
+"""
+
+
+def test_a_pass_still_open_when_the_script_ends_exits_quietly() -> None:
+    """A script that ends holding a pass's iterator (a loop left by ``break``, at module level)
+    exits with nothing on stderr, as it does with torch's worker processes: the iterator is
+    collected as the interpreter takes its modules down, after their names are gone."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_AT_EXIT], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "read\n", "")
+
+
 def test_what_threads_cannot_run_the_same_is_refused_by_name(folder: Path) -> None:
     dataset = _dataset(folder)
 
