@@ -9,6 +9,7 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "cache_dir",
@@ -66,10 +67,16 @@ def trim_heap() -> bool:
 # the largest block whose freeing raises glibc's thresholds (its DEFAULT_MMAP_THRESHOLD_MAX on
 # 64-bit systems, 32 MiB), less room for the block's header and its rounding up to pages
 _MMAP_THRESHOLD_MAX = (32 << 20) - (64 << 10)
+_M_TRIM_THRESHOLD = -1  # mallopt's parameter (malloc.h)
+# the free heap glibc's top may hold before it is given back, per block kept past the maximum:
+# the samples of a batch of a few such fields (two views, an image and its mask)
+_TRIM_PER_BLOCK = 4
+_trim_threshold = 0  # the largest this process set, where it set one
 
 
 @functools.cache
-def _glibc_malloc() -> tuple[Callable[[int], int | None], Callable[[int | None], None]] | None:
+def _glibc_malloc() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
+    """glibc's ``malloc``, ``free`` and ``mallopt``, where the process runs on glibc."""
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 (glibc's alone: musl's malloc has no thresholds)
@@ -78,31 +85,43 @@ def _glibc_malloc() -> tuple[Callable[[int], int | None], Callable[[int | None],
     malloc, free = libc.malloc, libc.free
     malloc.argtypes, malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
     free.argtypes, free.restype = [ctypes.c_void_p], None
-    return malloc, free
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return malloc, free, mallopt
 
 
 def keep_freed_heap(nbytes: int) -> bool:
-    """Have glibc's malloc keep freed memory of up to ``nbytes`` (at most 32 MiB) a block for
-    reuse, where it would give it back to the system and fault it in again.
+    """Have glibc's malloc keep freed memory for reuse, where it would give it back to the
+    system and fault it in again: a block of up to ``nbytes`` (at most 32 MiB), and at the
+    heap's top as much as the samples of a batch of a few fields of ``nbytes`` take.
 
     glibc maps a block past its mmap threshold afresh, and gives the top of its heap back
     once more than twice that threshold is free there; both start low and rise to the size of
-    the largest mapped block freed. A batch made anew each time (torch's loader) is such a
-    block, so the samples it is collated from come from the heap, which keeps them. A batch
-    kept from batch to batch (:class:`~fastload.memory.buffers.BatchRing`) is never freed:
-    the thresholds stay at a sample's size, and in most processes the samples freed after
-    each batch go back to the system and are faulted in again, page by page
+    the largest mapped block freed, up to 32 and 64 MiB. A batch made anew each time (torch's
+    loader) is such a block, so the samples it is collated from come from the heap, which
+    keeps them. A batch kept from batch to batch (:class:`~fastload.memory.buffers.BatchRing`)
+    is never freed: the thresholds stay at a sample's size, and in most processes the samples
+    freed after each batch go back to the system and are faulted in again, page by page
     (``benchmarks/loader/heap_reuse.py``). One block of ``nbytes`` mapped and freed here
-    raises the thresholds as that batch did.
+    raises the thresholds as that batch did. Past 32 MiB, where the mmap threshold is then at
+    its maximum and the samples of two such fields (two float32 views of 64 x 3 x 224 x 224)
+    are more than the top may hold, the top's threshold is set to four times ``nbytes``.
 
     Returns:
         Whether it ran (glibc's malloc only).
     """
+    global _trim_threshold
     heap = _glibc_malloc()
     if heap is None:
         return False
-    malloc, free = heap
+    malloc, free, mallopt = heap
     free(malloc(min(nbytes, _MMAP_THRESHOLD_MAX)))
+    trim = _TRIM_PER_BLOCK * nbytes
+    if nbytes > _MMAP_THRESHOLD_MAX and trim > _trim_threshold:
+        # set after the block above: setting it ends glibc's raising of the mmap threshold,
+        # which is at its maximum by now
+        mallopt(_M_TRIM_THRESHOLD, min(trim, 2**31 - 1))
+        _trim_threshold = trim
     return True
 
 

@@ -19,9 +19,10 @@ SAMPLES = 64
 PAGES = SAMPLE * SAMPLES // 4096  # what a batch's samples take
 
 
-def faults_a_batch(setup: str) -> float:
-    """The page faults of making a batch's samples (malloc'd, written, freed, as a dataset's
-    tensors are) after ``setup`` ran in a fresh process, averaged over 20 batches."""
+def faults_a_batch(setup: str, *, sample: int = SAMPLE, samples: int = SAMPLES) -> float:
+    """The page faults of making a batch's ``samples`` of ``sample`` bytes each (malloc'd,
+    written, freed, as a dataset's tensors are) after ``setup`` ran in a fresh process,
+    averaged over 20 batches."""
     code = textwrap.dedent(
         f"""
         import ctypes, resource
@@ -36,9 +37,9 @@ def faults_a_batch(setup: str) -> float:
         libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
 
         def samples():
-            blocks = [libc.malloc({SAMPLE}) for _ in range({SAMPLES})]
+            blocks = [libc.malloc({sample}) for _ in range({samples})]
             for block in blocks:
-                libc.memset(block, 1, {SAMPLE})
+                libc.memset(block, 1, {sample})
             for block in blocks:
                 libc.free(block)
 

@@ -53,6 +53,20 @@ def test_keep_freed_heap_keeps_a_batchs_samples_for_the_next() -> None:
     assert faults_a_batch(f"keep_freed_heap({SAMPLE * SAMPLES})") < PAGES / 20
 
 
+@glibc_only
+def test_keep_freed_heap_keeps_the_samples_of_a_batch_of_two_fields_past_32_mib() -> None:
+    """Two float32 views of 64 x 3 x 224 x 224: each view's batch is past glibc's largest mmap
+    threshold, and the samples (77 MB) are more than its top may hold free by itself (twice
+    that threshold): a batch's worth of the largest block raised, the samples are still
+    faulted in again each batch, unless the top was told to keep them."""
+    view, samples = 4 * SAMPLE, 2 * SAMPLES  # float32 pictures, two a sample
+    pages = view * samples // 4096
+    mapped_and_freed = "libc.free(libc.malloc((32 << 20) - (64 << 10)))"  # glibc's own raising
+    assert faults_a_batch(mapped_and_freed, sample=view, samples=samples) > pages / 2
+    kept = f"keep_freed_heap({view * SAMPLES})"
+    assert faults_a_batch(kept, sample=view, samples=samples) < pages / 20
+
+
 def test_cpu_cores_and_load_average() -> None:
     assert system.cpu_cores() >= 1
     load = system.load_average()
