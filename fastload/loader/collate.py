@@ -121,17 +121,18 @@ class RingCollate:
     stacked into memory kept from batch to batch: the worker process's ring
     (:mod:`fastload.memory.shared_buffers`) when it has a free slot, else the calling thread's
     :class:`~fastload.memory.buffers.BatchRing` (a worker thread's, or the loader's own with
-    no workers). In a worker process, so is every other field of plain tensors whose batch is
-    too large to go by value (a segmentation mask, a second view), and those it stacks small
-    are copied out of the shared memory ``default_collate`` made them in, to go by value
+    no workers). So is every other field of plain tensors whose batch is too large to go by
+    value (a segmentation mask, a second view); in a worker process, those it stacks small are
+    copied out of the shared memory ``default_collate`` made them in, to go by value
     (:func:`fastload.memory.handover.lighten`).
 
     ``default_collate`` stacks a worker's batch into new shared memory, faulted in page by
     page for every batch; a uint8 batch then costs that as the float32 batches did before the
-    ring. In the loader's own process a float32 batch made anew faults in fresh pages too, and
-    where the ring is pinned (``FASTLOAD_PIN_IN_PLACE=1``) a batch stacked into it is copied to
-    the device from there, not pinned by copying it first. Anything else, and every batch
-    where there is no ring (torch's pinning) or no free slot, is ``default_collate``'s.
+    ring. In the loader's own process a batch made anew past glibc's largest mmap threshold
+    (32 MiB: a float32 batch of 64 x 3 x 224 x 224) faults in fresh pages too, and where the
+    ring is pinned (``FASTLOAD_PIN_IN_PLACE=1``) a batch stacked into it is copied to the
+    device from there, not pinned by copying it first. Anything else, and every batch where
+    there is no ring (torch's pinning) or no free slot, is ``default_collate``'s.
     Samples stacked as they were decoded (:class:`~fastload.memory.stacked.StackedSamples`)
     are that batch already: sent as they are where the dataset decoded them into the worker's
     shared memory, else copied into it.
@@ -156,11 +157,10 @@ class RingCollate:
         if not found or any(type(image) is not torch.Tensor for image in found[0][1]):
             return default_collate(samples)
         stacked: dict[Any, torch.Tensor] = {}
-        # past the images only in a worker process, where a field made anew is fresh shared
-        # memory faulted in and sent as a descriptor every batch. In this process it is
-        # malloc's, whose reuse of the memory freed each batch (the samples' too) varied the
-        # same loader's rate 3x from run to run, either way: too widely to show a gain
-        for field, column in found if shared_buffers.current() is not None else found[:1]:
+        # every field past the inline size, not the images alone: made anew, a batch past
+        # glibc's largest mmap threshold (32 MiB, a float32 second view) is fresh pages faulted
+        # in every batch, and a worker process's is fresh shared memory sent by descriptor
+        for field, column in found:
             first = column[0]
             if stacked and len(column) * first.nbytes <= handover.INLINE_BYTES:
                 continue  # default_collate's, then sent by value

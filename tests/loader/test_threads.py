@@ -367,6 +367,52 @@ def test_a_users_samples_are_stacked_into_the_ring(
     assert len(ring_memory) < 3 * len(loader)  # the rest came back to the ring
 
 
+class _Segmentation(torch.utils.data.Dataset):
+    """Samples of an image, a class mask and a label (a segmentation set's), read through an
+    ImageFolder that draws each sample from its own streams."""
+
+    sample_keys = True
+
+    def __init__(self, images: fastload.ImageFolder) -> None:
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, key: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        image, label = self.images[key]
+        return image, (image[0] * 20).long(), label
+
+
+@pytest.mark.parametrize(("kind", "workers"), [("thread", 2), ("process", 0)])
+def test_every_field_too_large_to_go_by_value_is_stacked_into_the_ring(
+    folder: Path, kind: str, workers: int, ring_memory: set[int]
+) -> None:
+    """Beside the images, a field whose batch is past the inline size (a segmentation mask)
+    goes into the ring too, where made anew a batch past malloc's largest threshold would be
+    fresh pages every batch; the labels are torch's. The batches are torch's loader's, and a
+    batch held is never written again."""
+    import torchvision.transforms as TV
+
+    # float32 images and int64 masks of 4 x 96 x 96: both past the size stacked into a ring
+    dataset = _Segmentation(
+        fastload.ImageFolder(folder, TV.Compose([TV.Resize((96, 96)), TV.ToTensor()]))
+    )
+    stock = list(torch.utils.data.DataLoader(dataset, batch_size=4))
+    loader = _loader(dataset, kind=kind, workers=workers, shuffle=False)
+    kept = None
+    for _ in range(3):
+        for batch, want in zip(loader, stock, strict=True):
+            images, masks, labels = batch
+            assert images.data_ptr() in ring_memory and masks.data_ptr() in ring_memory
+            assert labels.data_ptr() not in ring_memory
+            assert all(torch.equal(got, w) for got, w in zip(batch, want, strict=True))
+            if kept is None:
+                kept = masks, masks.clone()
+    assert torch.equal(*kept)  # held through three epochs: never written again
+    assert len(ring_memory) < 2 * 3 * len(loader)  # the rest came back to the ring
+
+
 def test_with_no_workers_dict_samples_are_stacked_into_the_ring(
     folder: Path, ring_memory: set[int]
 ) -> None:
