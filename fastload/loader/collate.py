@@ -160,15 +160,16 @@ class RingCollate:
         # every field past the inline size, not the images alone: made anew, a batch past
         # glibc's largest mmap threshold (32 MiB, a float32 second view) is fresh pages faulted
         # in every batch, and a worker process's is fresh shared memory sent by descriptor
-        for field, column in found:
-            first = column[0]
-            if stacked and len(column) * first.nbytes <= handover.INLINE_BYTES:
-                continue  # default_collate's, then sent by value
-            out = _kept(torch.Size((len(column), *first.shape)), first.dtype)
-            if out is None:
-                break
-            torch.stack(column, out=out)
-            stacked[field] = out
+        with buffers.one_batch():  # a ring keeps as many buffers a batch as it has fields
+            for field, column in found:
+                first = column[0]
+                if stacked and len(column) * first.nbytes <= handover.INLINE_BYTES:
+                    continue  # default_collate's, then sent by value
+                out = _kept(torch.Size((len(column), *first.shape)), first.dtype)
+                if out is None:
+                    break
+                torch.stack(column, out=out)
+                stacked[field] = out
         return collated_around(stacked, samples) if stacked else default_collate(samples)
 
     @staticmethod
@@ -212,7 +213,7 @@ class OwnCollate(_Wrapping):
             shared_buffers.settle(batch)
             return batch
         if buffers.current() is not None:
-            with compat.tensors_collated_by(stack_in_ring):
+            with buffers.one_batch(), compat.tensors_collated_by(stack_in_ring):
                 return self.collate_fn(samples)
         return self.collate_fn(samples)
 

@@ -9,7 +9,9 @@ copying the batches out of Ray's object store (``fastload.ray``), therefore take
 batches from a :class:`BatchRing`: a few buffers that are written again once nothing refers
 to them any more (the consumer dropped the batch and every view of it). While the consumer
 holds more batches than the ring has buffers, the extra ones are made anew, so a batch kept is
-never overwritten.
+never overwritten. A batch of several large fields (two views, an image and its mask) takes a
+buffer for each: the ring keeps as many buffers a batch as the most one batch took
+(:func:`one_batch`).
 
 A thread can also ask for its batches in channels-last memory (:func:`channels_last`), so that
 the op making a batch writes it in the layout the loader delivers. A ring whose batches go to a
@@ -28,7 +30,15 @@ import torch
 from fastload import compat
 from fastload.system import keep_freed_heap
 
-__all__ = ["BatchRing", "channels_last", "current", "in_channels_last", "use", "using"]
+__all__ = [
+    "BatchRing",
+    "channels_last",
+    "current",
+    "in_channels_last",
+    "one_batch",
+    "use",
+    "using",
+]
 
 _LOCAL = threading.local()
 _use_count = compat.storage_use_count()  # None: nothing is reused
@@ -43,10 +53,11 @@ def _unreferenced(buffer: torch.Tensor) -> bool:
 
 
 class BatchRing:
-    """Up to ``size`` batch buffers, each handed out again once it is let go of.
+    """Up to ``size`` batches' buffers, each handed out again once it is let go of.
 
     Args:
-        size: Buffers kept (the batches in flight, plus those the consumer holds).
+        size: Batches kept (those in flight, plus those the consumer holds): as many buffers,
+            times the most buffers one batch took (:func:`one_batch`).
         pinned: Allocate the buffers in pinned (page-locked) memory, for copies to a CUDA
             device (needs CUDA). The consumer must hold a batch until its copy has finished:
             the ring writes a buffer again once nothing refers to it.
@@ -59,11 +70,29 @@ class BatchRing:
         self.pinned = pinned
         self._kept: list[torch.Tensor] = []
         self._lock = threading.Lock()
+        self._per_batch = 1  # the most buffers one batch took
+        self._taking = threading.local()  # the buffers the thread's batch took so far
+
+    @contextlib.contextmanager
+    def one_batch(self) -> Iterator[None]:
+        """Within it, the calling thread's takes make one batch: the ring then keeps
+        ``size`` times as many buffers as the most a batch took."""
+        outer = getattr(self._taking, "count", None)
+        self._taking.count = 0
+        try:
+            yield
+        finally:
+            count = self._taking.count
+            self._taking.count = None if outer is None else outer + count
+            with self._lock:
+                self._per_batch = max(self._per_batch, count)
 
     def take(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """An uninitialised tensor of ``shape`` and ``dtype``: a free buffer of the ring, or
         a new one (kept while the ring has room)."""
         size = torch.Size(shape)
+        if getattr(self._taking, "count", None) is not None:
+            self._taking.count += 1
         with self._lock:
             for buffer in self._kept:
                 if buffer.shape == size and buffer.dtype == dtype and _unreferenced(buffer):
@@ -71,7 +100,7 @@ class BatchRing:
             new = torch.empty(size, dtype=dtype, pin_memory=self.pinned)
             # never freed, so the samples it is made from would not be kept by malloc
             keep_freed_heap(new.nbytes)
-            if len(self._kept) < self.size:
+            if len(self._kept) < self.size * self._per_batch:
                 self._kept.append(new)
             else:
                 self._replace(new)
@@ -93,6 +122,18 @@ def use(ring: BatchRing | None) -> None:
 def current() -> BatchRing | None:
     """The calling thread's ring, if it has one."""
     return getattr(_LOCAL, "ring", None)
+
+
+@contextlib.contextmanager
+def one_batch() -> Iterator[None]:
+    """Within it, what the calling thread takes from its ring makes one batch
+    (:meth:`BatchRing.one_batch`); nothing where it has no ring."""
+    ring = current()
+    if ring is None:
+        yield
+        return
+    with ring.one_batch():
+        yield
 
 
 @contextlib.contextmanager

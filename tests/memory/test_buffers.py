@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import resource
+from collections import deque
+
 import torch
 from heap import PAGES, faults_a_batch, glibc_only
 
+from fastload.memory import buffers
 from fastload.memory.buffers import BatchRing
 
 
@@ -47,3 +51,28 @@ def test_the_samples_a_kept_batch_is_made_from_are_kept_by_malloc() -> None:
     the ring raises them as it makes the buffer, so its samples are not faulted in again
     batch after batch (``fastload.system.keep_freed_heap``)."""
     assert faults_a_batch("BatchRing(2).take((64, 3, 224, 224), torch.uint8)") < PAGES / 20
+
+
+def test_batches_of_two_fields_are_kept_as_whole_batches() -> None:
+    """A ring of three batches whose batches take two buffers each (two float32 views), the
+    consumer holding the last two: the third is written into kept buffers, where a ring of
+    three buffers made fields anew every batch, each faulted in page by page (past 32 MiB,
+    glibc maps every such block afresh)."""
+    ring = BatchRing(3)
+    shape, pages = (64, 3, 224, 224), 64 * 3 * 224 * 224 * 4 // 4096
+    held: deque[tuple[torch.Tensor, ...]] = deque(maxlen=2)
+
+    def batch() -> None:
+        with buffers.using(ring), buffers.one_batch():  # as the collate functions mark one
+            views = ring.take(shape, torch.float32), ring.take(shape, torch.float32)
+        for view in views:
+            view.fill_(1.0)  # as a stack writes it: every page
+        held.append(views)
+
+    for _ in range(3):
+        batch()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(4):
+        batch()
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 4
+    assert faults < pages / 10
