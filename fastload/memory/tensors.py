@@ -124,11 +124,12 @@ def collated_around(stacked: Mapping[Any, torch.Tensor], samples: list[Any]) -> 
     if isinstance(samples[0], dict):  # its keys may be ints too
         rest = default_collate([{k: v for k, v in s.items() if k not in stacked} for s in samples])
         return {key: stacked[key] if key in stacked else rest[key] for key in samples[0]}
-    # each sample's own length: default_collate names samples of unequal lengths
-    rest = [tuple(x for i, x in enumerate(s) if i not in stacked) for s in samples]
-    others = [i for i in range(len(samples[0])) if i not in stacked]
-    columns = dict(zip(others, default_collate(rest), strict=True)) if others else {}
-    return [stacked[i] if i in stacked else columns[i] for i in range(len(samples[0]))]
+    width = len(samples[0])
+    if any(len(s) != width for s in samples):
+        return default_collate(samples)  # its error, naming samples of unequal lengths
+    # what default_collate makes of a batch of tuples: each column collated on its own
+    columns = list(zip(*samples, strict=True))
+    return [stacked[i] if i in stacked else default_collate(columns[i]) for i in range(width)]
 
 
 def map_tensors(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:
