@@ -127,8 +127,9 @@ def collated_around(stacked: Mapping[Any, torch.Tensor], samples: list[Any]) -> 
     width = len(samples[0])
     if any(len(s) != width for s in samples):
         return default_collate(samples)  # its error, naming samples of unequal lengths
-    # what default_collate makes of a batch of tuples: each column collated on its own
-    columns = list(zip(*samples, strict=True))
+    # what default_collate makes of a batch of tuples: each column collated on its own, as
+    # the tuple it collates inside (a column of strings stays a tuple)
+    columns: list[Any] = list(zip(*samples, strict=True))
     return [stacked[i] if i in stacked else default_collate(columns[i]) for i in range(width)]
 
 
