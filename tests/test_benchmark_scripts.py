@@ -589,14 +589,19 @@ def test_handover_sets_fastloads_way_against_torchs_and_torchs_loader_in_rate_an
     assert all(rate > 0 for row in doc["rows"] for rate in row["rates"])
 
 
-def test_heap_reuse_sets_fastload_against_the_heap_as_left_and_torchs_loader(
+def test_heap_reuse_sets_fastload_against_its_baselines_and_torchs_loader(
     tmp_path: Path,
 ) -> None:
-    doc = run_benchmark(tmp_path, "heap_reuse", "--seconds", "0.3", "--rounds", "1")
+    left = ("no workers, own collate, uint8",)  # against the heap as left
+    alone = ("2 worker threads, two float32 views",)  # against the images alone in the ring
+    each = ("no workers, two float32 views, 3 batches held",)  # against a buffer a batch
+    args = ["--seconds", "0.3", "--rounds", "1", "--cases", *left, *alone, *each]
+    doc = run_benchmark(tmp_path, "heap_reuse", *args)
     ratios = {(row["group"], row.get("against")) for row in doc["rows"] if "ratio" in row}
-    cases = ("no workers, uint8", "no workers, float32", "no workers, own collate, uint8")
-    cases += ("2 worker processes, uint8",)
-    assert ratios == {(case, None) for case in cases} | {
+    cases = left + alone + each
+    assert ratios == {(case, None) for case in left} | {
+        (case, "fastload, images alone") for case in alone
+    } | {(case, "fastload, a buffer a batch") for case in each} | {
         (f"{case} against torch's DataLoader", "torch's DataLoader") for case in cases
     }
     faults = [row for row in doc["rows"] if row["unit"] == "page faults a batch"]

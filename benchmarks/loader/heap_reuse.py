@@ -11,23 +11,33 @@ left" is fastload with ``fastload.system.keep_freed_heap`` made to do nothing, w
 before that function.
 
 The cases: copies of one 3 x 224 x 224 picture with an int label, batch 64, batches left on
-the CPU; uint8, or float32 (as ``ToTensor`` makes them); no workers or two worker processes;
-torch's ``default_collate``, or a function of one's own around it. Figures a round: images/s
-and the minor page faults a batch (the process's and its workers'); ratios fastload's over
-the heap as left, and over torch's ``DataLoader``, in the same round.
+the CPU; uint8, or float32 (as ``ToTensor`` makes them); no workers, two worker processes or
+two worker threads; torch's ``default_collate``, or a function of one's own around it. Two
+cases have samples of two float32 views of the picture (SimCLR's, say), whose second batch
+is past glibc's largest mmap threshold (32 MiB): made anew, its pages are faulted in every
+batch. Their baseline is "images alone": fastload with only the first field stacked into the
+ring, as it was before every field past 64 KiB went there. One more holds the last three
+batches (as the prefetcher does with ``device="cuda"``, or a loop keeping the previous
+batch): its baseline is "a buffer a batch", a ring that keeps as many buffers as batches,
+as it was before it counted a batch's fields. torch's ``DataLoader`` has no
+worker threads: against fastload's two, it runs two worker processes. Figures a round:
+images/s and the minor page faults a batch (the process's and its workers'); ratios
+fastload's over the case's baseline, and over torch's ``DataLoader``, in the same round.
 
-Run: python benchmarks/loader/heap_reuse.py [--seconds 3] [--rounds 6]
+Run: python benchmarks/loader/heap_reuse.py [--seconds 3] [--rounds 6] [--cases ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -40,32 +50,63 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: res
 import results
 
 BATCH = 64
+TORCH_LOADER = "torch's DataLoader"
+LEFT = "fastload, heap as left"
+ALONE = "fastload, images alone"
+ONE_EACH = "fastload, a buffer a batch"
+OURS = "fastload"
 CASES: dict[str, dict[str, Any]] = {
     "no workers, uint8": {"dtype": "uint8", "workers": 0},
     "no workers, float32": {"dtype": "float32", "workers": 0},
     "no workers, own collate, uint8": {"dtype": "uint8", "workers": 0, "own": True},
     "2 worker processes, uint8": {"dtype": "uint8", "workers": 2},
+    "no workers, two float32 views": {
+        "dtype": "float32",
+        "workers": 0,
+        "views": 2,
+        "baseline": ALONE,
+    },
+    "no workers, two float32 views, 3 batches held": {
+        "dtype": "float32",
+        "workers": 0,
+        "views": 2,
+        "held": 3,
+        "baseline": ONE_EACH,
+    },
+    "2 worker threads, two float32 views": {
+        "dtype": "float32",
+        "workers": 2,
+        "views": 2,
+        "threads": True,
+        "baseline": ALONE,
+    },
 }
-TORCH_LOADER = "torch's DataLoader"
-LEFT = "fastload, heap as left"
-OURS = "fastload"
-WAYS = (LEFT, OURS, TORCH_LOADER)
+
+
+def ways(case: str) -> tuple[str, str, str]:
+    """The case's baseline, fastload, torch's loader."""
+    return CASES[case].get("baseline", LEFT), OURS, TORCH_LOADER
 
 
 class Pictures(torch.utils.data.Dataset):
-    """Copies of one random picture (uint8, or float32 in [0, 1]), each with an int label."""
+    """Copies of one random picture (uint8, or float32 in [0, 1]), ``views`` times a sample,
+    each sample with an int label."""
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, views: int = 1, *, threads: bool = False) -> None:
+        # it draws nothing, so worker threads may run it; elsewhere left unkeyed, as a user's
+        # dataset is (a keyed one is sent each index's seed, a cost of its own)
+        self.sample_keys = threads
         picture = torch.randint(
             0, 256, (3, 224, 224), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
         )
         self.picture = picture if dtype == "uint8" else picture.float() / 255
+        self.views = views
 
     def __len__(self) -> int:
         return 1 << 20
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        return self.picture.clone(), index % 1000
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
+        return *(self.picture.clone() for _ in range(self.views)), index % 1000
 
 
 def own_collate(samples: list[Any]) -> dict[str, torch.Tensor]:
@@ -81,17 +122,30 @@ def one(case: str, way: str, seconds: float) -> dict[str, float]:
         from fastload.memory import buffers, shared_buffers
 
         buffers.keep_freed_heap = shared_buffers.keep_freed_heap = lambda nbytes: False
+    if way == ALONE:  # the first field alone found to stack, as before the other fields went
+        from fastload.loader import collate
+
+        every_field = collate.stackable_fields
+        collate.stackable_fields = lambda samples: every_field(samples)[:1]
+    if way == ONE_EACH:  # no batch marked: the ring counts a buffer a batch
+        from fastload.memory import buffers
+
+        buffers.one_batch = contextlib.nullcontext
     options: dict[str, Any] = {"batch_size": BATCH, "num_workers": spec["workers"]}
     if spec.get("own"):
         options["collate_fn"] = own_collate
+    if spec.get("threads") and way != TORCH_LOADER:
+        options["worker_type"] = "thread"
     kind = torch.utils.data.DataLoader if way == TORCH_LOADER else fastload.DataLoader
-    batches = iter(kind(Pictures(spec["dtype"]), **options))
+    data = Pictures(spec["dtype"], spec.get("views", 1), threads=bool(spec.get("threads")))
+    batches = iter(kind(data, **options))
+    held: deque[Any] = deque(maxlen=spec.get("held", 1))  # the last batch is held anyway
     for _ in range(4 + 4 * spec["workers"]):  # workers started, kept memory made
-        next(batches)
+        held.append(next(batches))
     before = _faults_with_workers(batches)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        next(batches)
+        held.append(next(batches))
         count += 1
     rate = count * BATCH / (time.perf_counter() - start)
     return {"rate": rate, "faults": (_faults_with_workers(batches) - before) / count}
@@ -123,6 +177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per read")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument("--one", nargs=2, metavar=("CASE", "WAY"), help=argparse.SUPPRESS)
     results.add_argument(parser)
     args = parser.parse_args()
@@ -133,31 +188,34 @@ def main() -> None:
         f"fastload {fastload.__version__}; batch {BATCH}, {args.rounds} interleaved rounds of "
         f"{args.seconds:g} s, each read in a fresh process; batches left on the CPU"
     )
-    pages = 3 * 224 * 224 * BATCH // 4096  # a uint8 batch's samples
     figures = []
-    for case in CASES:
-        reads: dict[str, list[dict[str, float]]] = {way: [] for way in WAYS}
+    for case in args.cases:
+        spec = CASES[case]
+        pages = Pictures(spec["dtype"]).picture.nbytes * BATCH // 4096  # one field's batch
+        baseline, _, _ = case_ways = ways(case)
+        reads: dict[str, list[dict[str, float]]] = {way: [] for way in case_ways}
         for _ in range(args.rounds):
-            for way in WAYS:
+            for way in case_ways:
                 reads[way].append(read_in_a_fresh_process(case, way, args.seconds))
-        rates = {way: [r["rate"] for r in reads[way]] for way in WAYS}
+        rates = {way: [r["rate"] for r in reads[way]] for way in case_ways}
         print(f"{case}:")
-        for way in WAYS:
+        for way in case_ways:
             each = [r["faults"] for r in reads[way]]
             again = sum(f > pages / 2 for f in each)
             print(
                 f"  {way:>22}: {statistics.median(rates[way]):,.0f} images/s "
                 f"({min(rates[way]):,.0f}-{max(rates[way]):,.0f}), page faults a batch "
-                f"{statistics.median(each):,.0f} ({min(each):,.0f}-{max(each):,.0f}); samples "
-                f"faulted in again in {again} of {args.rounds} processes"
+                f"{statistics.median(each):,.0f} ({min(each):,.0f}-{max(each):,.0f}); a field's "
+                f"batch faulted in afresh in {again} of {args.rounds} processes"
             )
             figures.append(
                 results.row(way, each, unit="page faults a batch", group=f"{case}, faults")
             )
-        print(f"  {OURS} / {LEFT}: {results.spread(rates[OURS], rates[LEFT])}")
+        print(f"  {OURS} / {baseline}: {results.spread(rates[OURS], rates[baseline])}")
         print(f"  {OURS} / {TORCH_LOADER}: {results.spread(rates[OURS], rates[TORCH_LOADER])}")
-        figures.append(results.row(LEFT, rates[LEFT], group=case))
-        figures.append(results.row(OURS, rates[OURS], rates[LEFT], group=case))
+        figures.append(results.row(baseline, rates[baseline], group=case))
+        against = None if baseline == LEFT else baseline  # LEFT: the run's own baseline
+        figures.append(results.row(OURS, rates[OURS], rates[baseline], group=case, against=against))
         figures.append(
             results.row(
                 OURS,
@@ -170,7 +228,10 @@ def main() -> None:
     results.write(
         args.json,
         benchmark="heap_reuse",
-        title="the samples' memory under kept batches: malloc's thresholds raised or as left",
+        title=(
+            "the samples' memory under kept batches: malloc's thresholds raised or as left; "
+            "every large field kept or the images alone"
+        ),
         baseline=LEFT,
         rows=figures,
         settings={"seconds": args.seconds, "rounds": args.rounds},
