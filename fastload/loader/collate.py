@@ -32,6 +32,7 @@ The main process undoes 0 (``Counting``), then 1 and 2 in the reverse order
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -43,9 +44,17 @@ from fastload.datasets.skipping import SkipCollate
 from fastload.gpu.stage import BatchStage, CollateThenStage, SeedTag
 from fastload.memory import buffers, handover, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, normalizes_stacked, takes_stacked
-from fastload.memory.tensors import Pinnable, collated_around, has_subclasses, stackable_fields
+from fastload.memory.tensors import (
+    Pinnable,
+    collated_around,
+    has_subclasses,
+    plain_alike,
+    stackable_fields,
+)
 
 __all__ = ["OwnCollate", "RingCollate", "collate_chain"]
+
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
 
 
 def collate_chain(
@@ -154,7 +163,7 @@ class RingCollate:
             return self._stacked(samples)
         found = stackable_fields(samples)
         # a subclass (a tv_tensors.Image) is default_collate's to stack: it keeps the type
-        if not found or any(type(image) is not torch.Tensor for image in found[0][1]):
+        if not found or set(map(type, found[0][1])) != {torch.Tensor}:
             return default_collate(samples)
         stacked: dict[Any, torch.Tensor] = {}
         # every field past the inline size, not the images alone: made anew, a batch past
@@ -254,13 +263,8 @@ def _plain_column(tensors: list[torch.Tensor]) -> bool:
         first.layout == torch.strided
         and first.device.type == "cpu"
         and not first.is_nested
-        and all(
-            type(t) is torch.Tensor
-            and t.shape == first.shape
-            and t.dtype == first.dtype
-            and not t.requires_grad
-            for t in tensors
-        )
+        and plain_alike(tensors)
+        and not any(map(_REQUIRES_GRAD, tensors))
     )
 
 

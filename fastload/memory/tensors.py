@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,10 +23,13 @@ __all__ = [
     "map_tensors",
     "pin",
     "pin_batch",
+    "plain_alike",
     "stackable_fields",
     "stackable_firsts",
     "targets_of",
 ]
+
+_SHAPE_AND_DTYPE = operator.attrgetter("shape", "dtype")
 
 
 def inputs_of(batch: Any) -> Any:
@@ -68,18 +72,16 @@ def stackable_firsts(samples: Any) -> list[torch.Tensor] | None:
     """The first fields of ``samples`` when it is a non-empty list of tuples whose first
     fields are tensors of one shape and dtype, which torch's ``default_collate`` stacks into
     one tensor; else ``None``."""
+    # checked with map and set, not a generator a sample: a batch passes every check, in
+    # the loop that makes it
     if not isinstance(samples, list) or not samples:
         return None
-    if any(type(sample) is not tuple or not sample for sample in samples):
+    if set(map(type, samples)) != {tuple} or not all(samples):
         return None
     firsts = [sample[0] for sample in samples]
-    first = firsts[0]
-    if not isinstance(first, torch.Tensor):
+    if not all(issubclass(kind, torch.Tensor) for kind in set(map(type, firsts))):
         return None
-    shape, dtype = first.shape, first.dtype
-    if any(not isinstance(x, torch.Tensor) or x.shape != shape or x.dtype != dtype for x in firsts):
-        return None
-    return firsts
+    return firsts if _one_shape_and_dtype(firsts) else None
 
 
 def stackable_fields(samples: Any) -> list[tuple[Any, list[torch.Tensor]]]:
@@ -90,28 +92,34 @@ def stackable_fields(samples: Any) -> list[tuple[Any, list[torch.Tensor]]]:
     the largest first. Empty where the images do not stack."""
     firsts = stackable_firsts(samples)
     if firsts is not None:
-        width = len(samples[0])
-        if any(len(sample) != width for sample in samples):
+        if len(set(map(len, samples))) != 1:
             return [(0, firsts)]  # default_collate refuses them: its error, not ours
-        later = [(i, [sample[i] for sample in samples]) for i in range(1, width)]
-        return [(0, firsts), *((i, column) for i, column in later if _one_kind(column))]
+        found = [(0, firsts)]
+        for i in range(1, len(samples[0])):
+            if type(samples[0][i]) is torch.Tensor:  # a label's int: no column to make
+                column = [sample[i] for sample in samples]
+                if plain_alike(column):
+                    found.append((i, column))
+        return found
     if not isinstance(samples, list) or not samples:
         return []
-    if any(type(sample) is not dict for sample in samples):
+    if set(map(type, samples)) != {dict}:
         return []
     columns = [(key, [sample.get(key) for sample in samples]) for key in samples[0]]
-    found = [(key, column) for key, column in columns if _one_kind(column)]
+    found = [(key, column) for key, column in columns if plain_alike(column)]
     # sorted keeps the keys' order among equals: the first of the largest, as before
     return sorted(found, key=lambda pair: -pair[1][0].nbytes)
 
 
-def _one_kind(column: list[Any]) -> bool:
-    """Whether ``column`` holds plain tensors (no subclass) of one shape and dtype."""
-    first = column[0]
-    return all(
-        type(x) is torch.Tensor and x.shape == first.shape and x.dtype == first.dtype
-        for x in column
-    )
+def plain_alike(column: list[Any]) -> bool:
+    """Whether ``column`` (a non-empty list) holds plain tensors (no subclass) of one shape
+    and dtype."""
+    return set(map(type, column)) == {torch.Tensor} and _one_shape_and_dtype(column)
+
+
+def _one_shape_and_dtype(tensors: list[torch.Tensor]) -> bool:
+    """Whether ``tensors`` (a non-empty list) are all of one shape and dtype."""
+    return len(set(map(_SHAPE_AND_DTYPE, tensors))) == 1
 
 
 def collated_around(stacked: Mapping[Any, torch.Tensor], samples: list[Any]) -> Any:
@@ -124,9 +132,9 @@ def collated_around(stacked: Mapping[Any, torch.Tensor], samples: list[Any]) -> 
     if isinstance(samples[0], dict):  # its keys may be ints too
         rest = default_collate([{k: v for k, v in s.items() if k not in stacked} for s in samples])
         return {key: stacked[key] if key in stacked else rest[key] for key in samples[0]}
-    width = len(samples[0])
-    if any(len(s) != width for s in samples):
+    if len(set(map(len, samples))) != 1:
         return default_collate(samples)  # its error, naming samples of unequal lengths
+    width = len(samples[0])
     # what default_collate makes of a batch of tuples: each column collated on its own, as
     # the tuple it collates inside (a column of strings stays a tuple)
     columns: list[Any] = list(zip(*samples, strict=True))
