@@ -4,7 +4,7 @@
 #   bash scripts/gpu_check.sh --fetch WHEELDIR          where the registry is reachable
 #   bash scripts/gpu_check.sh [--wheels WHEELDIR] OUTDIR on the GPU machine (every part: over 30
 #                                                        minutes; --only "gpu path" --budget 570
-#                                                        --pack FILE fits one call, see docs/gpu.md)
+#                                                        --pack FILE fits one call, see docs/gpu-check.md)
 #   bash scripts/gpu_check.sh --dry-run OUTDIR          anywhere: GPU parts skipped, the rest run
 #
 # DALI (199 MB) travels in parts of 56 MB, one device call each (see scripts/dali_parts.py):

@@ -1,6 +1,6 @@
 """What the GPU check runs: each part's command, whether it needs a GPU, its time limit, and
 the plans that name parts in the order one device call should run them (``scripts/gpu_check.py``
-runs them; docs/gpu.md says which call runs which plan)."""
+runs them; docs/gpu-check.md says which call runs which plan)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Part:
 
 
 # Parts in the order one device call runs them, most wanted first: each fits what the session
-# has left after the machine's start (docs/gpu.md, "The GPU check: one command").
+# has left after the machine's start (docs/gpu-check.md, "Plans under a budget").
 PLANS = {
     # the GPU path's figures that need only the carried wheels: the GPU-marked tests (faults
     # inside device-decoded batches, a worker killed with batches in flight), delivery against
@@ -276,7 +276,8 @@ def parts(python: str) -> list[Part]:
             least=90,
         ),
         # with worker processes, pinning in place moves each batch's receiving onto the loop's
-        # thread: whether the step pays for it (docs/gpu.md, "Pinned in place")
+        # thread: whether the step pays for it (docs/gpu-check.md, "Deciding
+        # FASTLOAD_PIN_IN_PLACE's default")
         *(
             Part(
                 name,
