@@ -44,7 +44,7 @@ PLANS = {
     ),
     # the detection target (the references' input on the device against the same left on the
     # CPU), then what decides FASTLOAD_PIN_IN_PLACE's default beside delivery: the step itself
-    # with the batches received on the loop's thread
+    # with each batch copied to the device from its worker's slot
     "detection and pinning": (
         "detection",
         "detection cpu side",
@@ -275,8 +275,8 @@ def parts(python: str) -> list[Part]:
             figures="train_ceiling_cores.json",
             least=90,
         ),
-        # with worker processes, pinning in place moves each batch's receiving onto the loop's
-        # thread: whether the step pays for it (docs/gpu-check.md, "Deciding
+        # with worker processes, pinning in place keeps each slot until the copy from it is
+        # done: whether the step gains what delivery does (docs/gpu-check.md, "Deciding
         # FASTLOAD_PIN_IN_PLACE's default")
         *(
             Part(

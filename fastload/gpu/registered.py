@@ -6,11 +6,12 @@ The same switch makes the batches made in the loader's own process (thread worke
 workers) in pinned memory: their ring (:class:`fastload.memory.buffers.BatchRing`) allocates
 its buffers pinned, once each, instead of each batch being pinned by copying it.
 
-Without it, a loader with a CUDA device pins each batch by copying it (torch's pin-memory
-thread), and its workers make each batch in fresh shared memory (the slots are kept only where
-nothing copies the batches). With it, torch's pin-memory thread is off, the workers write into
-their kept slots, and the prefetcher copies from them; a slot goes back to its worker once the
-consumer has let go of the batch and the copy has finished on the GPU
+Without it, a loader with a CUDA device pins each batch by copying it out of the workers'
+kept slots (torch's pin-memory thread). With it, the thread that receives the batches
+(torch's pin-memory thread, or the iterator's own where ``pin_memory=False``) registers each
+slot as it first arrives, torch's pinning passes a tensor in a registered slot on as it is,
+and the prefetcher copies from the slot; a slot goes back to its worker once the consumer has
+let go of the batch and the copy has finished on the GPU
 (:class:`fastload.gpu.prefetch.CUDAPrefetcher` holds the host batch until then). A slot is
 unregistered before its memory is let go of.
 

@@ -107,13 +107,12 @@ class WorkerPath:
             else:
                 arguments.update(sampler=self.epochs, batch_size=None)
         # batches made in pinned memory (the worker processes' kept slots registered with
-        # CUDA, the rings of this process allocated pinned) need no pinned copy. Worker
-        # processes: torch's pin-memory thread is off (and with it the reason to make each
-        # batch anew), the prefetcher pins what is left (the labels). Thread workers keep
-        # pinning, which returns a batch already pinned as it is.
+        # CUDA, the rings of this process allocated pinned) need no pinned copy: torch's
+        # pinning returns a tensor already pinned as it is. Worker processes: where torch's
+        # pin-memory thread receives the batches, it registers each slot as it first arrives
+        # (shared_buffers.Arriving), so receiving stays off the loop's thread and only the
+        # copy is gone; it pins what is left (the labels).
         in_place = plan.cuda and registered.enabled()
-        if in_place and not plan.threads:
-            arguments["pin_memory"] = False
         arguments["collate_fn"] = collate_chain(
             loader.collate_fn if plan.then is None else torch.utils.data.default_collate,
             stage=self.stage,

@@ -90,8 +90,8 @@ class SlotTable:
             written by the main process: a worker may name a slot's storage instead of sending
             it only while its number is there.
         ring_id: The id in every storage's tag.
-        pinning_thread: Whether torch's pin-memory thread receives the batches (pinning each
-            by copying), not the iterator's own thread: then each batch goes as an
+        pinning_thread: Whether torch's pin-memory thread receives the batches (pinning
+            each), not the iterator's own thread: then each batch goes as an
             :class:`Arriving`.
 
     Args:
@@ -312,10 +312,12 @@ def current() -> WorkerRing | None:
 
 class Arriving:
     """A worker's batch on its way through torch's pin-memory thread, where the batches are
-    received when that thread pins them by copying: :meth:`pin_memory`, which that thread
-    calls, notes the kept storages the batch came in (:meth:`Returns.received`, as the
-    iterator's thread does without that thread), then pins it as torch would. The pinned
-    copy is what the loader hands out; the slots are free again once the copy is made.
+    received when that thread pins them: :meth:`pin_memory`, which that thread calls, notes
+    the kept storages the batch came in (:meth:`Returns.received`, as the iterator's thread
+    does without that thread, registering them with CUDA where its registry does), then pins
+    it as torch would. Pinned by copying, the copy is what the loader hands out and the slots
+    are free again once it is made; registered, a tensor in a slot is pinned already, so it is
+    handed out as it is and its slot is free once nothing holds the batch.
 
     Args:
         batch: What the worker's collate function made.
