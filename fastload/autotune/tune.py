@@ -378,7 +378,7 @@ def _worker_type_step(
 def choose_worker_type(
     dataset: Any,
     *,
-    batch_size: int,
+    batch_size: int | None,
     num_workers: int,
     loader: Callable[..., Any],
     loader_kwargs: dict[str, Any] | None = None,
@@ -389,11 +389,13 @@ def choose_worker_type(
 
     What ``fastload.DataLoader(num_workers=N, worker_type="auto")`` runs: both kinds
     measured in turns, twice each, threads kept only when faster beyond the noise; processes,
-    unmeasured, with no workers or where threads cannot run the loader (the reason says why).
+    unmeasured, with no workers, where threads cannot run the loader or where the dataset is
+    empty (the reason says why), as torch's loader would run it.
 
     Args:
         dataset: What the loader will read.
-        batch_size: The training batch size.
+        batch_size: The training batch size (``None``, samples one at a time, cannot be
+            measured: it is refused where measuring is needed).
         num_workers: The worker count.
         loader: The loader class (``fastload.DataLoader``).
         loader_kwargs: Its other arguments, as training will use them.
@@ -402,11 +404,23 @@ def choose_worker_type(
 
     Returns:
         The result, its ``worker_type`` the choice.
+
+    Raises:
+        ValueError: A bad argument, or ``batch_size=None`` where both kinds would be measured.
     """
-    _check_arguments(dataset, batch_size, budget, None)
     check_int("num_workers", num_workers, minimum=0)
     kwargs = {**(loader_kwargs or {}), "worker_type": "auto"}
-    trials = _Trials(dataset, batch_size, kwargs, loader)
+    # whether threads are refused does not hang on the batch size; None is refused below,
+    # where measuring needs one
+    trials = _Trials(dataset, 1 if batch_size is None else batch_size, kwargs, loader)
+    given = f"num_workers={num_workers} was given"
+    unmeasured = _processes_unmeasured(trials, num_workers)
+    if unmeasured is not None:
+        reason = f"{given}; processes, since {unmeasured}"
+        return AutotuneResult(num_workers, 0.0, [], reason, worker_type="process")
+    if batch_size is None:
+        raise ValueError("worker_type='auto' needs a batch_size to measure with")
+    _check_arguments(dataset, batch_size, budget, None)
     key = cache_key(trials, None, 1.0, num_workers, num_workers, question="worker_type")
     file = cache_dir() / "autotune.json"
     cached = read_cache(file, key) if cache else None
@@ -415,13 +429,28 @@ def choose_worker_type(
     load = load_average()
     trials.seconds = max(0.5, budget / 4 - 0.5)
     table: list[Measurement] = []
-    given = f"num_workers={num_workers} was given"
     with torch.random.fork_rng(devices=[]):  # as autotune: the user's streams are not moved
         kind, rate, reason = _worker_type_step(trials, num_workers, None, table, 0.0, given)
     result = AutotuneResult(num_workers, rate, table, reason, False, key, load, None, None, kind)
     if cache:
         write_cache(file, result)
     return result
+
+
+def _processes_unmeasured(trials: _Trials, workers: int) -> str | None:
+    """Why ``worker_type="auto"`` keeps processes without measuring (``None``: it measures):
+    no workers, the loader's own refusal of threads, or nothing to read."""
+    if workers == 0:
+        return "no workers, so no kind of worker to choose"
+    try:
+        trials.make_loader(workers, None, "thread")
+    except ValueError as exc:  # the loader's own refusal, which names why
+        return str(exc)
+    try:
+        empty = len(trials.dataset) == 0
+    except TypeError:  # no length: an IterableDataset, which threads refuse above
+        empty = False
+    return "the dataset is empty, so there is nothing to measure" if empty else None
 
 
 def _check_arguments(

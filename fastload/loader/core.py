@@ -461,18 +461,15 @@ def _worker_type_at(
     if not isinstance(workers, int) or isinstance(workers, bool) or workers <= 0:
         # nothing to choose between (torch's own checks name a bad count)
         return "process", f"num_workers={workers!r}, so no kind of worker to choose"
-    batch_size = arguments.get("batch_size", 1)
-    if batch_size is None:
-        raise ValueError("worker_type='auto' needs a batch_size to measure with")
     result = choose_worker_type(
         arguments["dataset"],
-        batch_size=batch_size,
+        batch_size=arguments.get("batch_size", 1),
         num_workers=workers,
         loader=loader_class,
         loader_kwargs=_measured_arguments(arguments, options),
     )
     assert result.worker_type is not None  # choose_worker_type always answers it
-    source = "cached" if result.cached else "measured"
+    source = "cached" if result.cached else "measured" if result.table else "not measured"
     return result.worker_type, f"{source}: {result.reason}"
 
 

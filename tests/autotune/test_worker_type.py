@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from curves import Tensors
 
 import fastload
@@ -114,6 +115,24 @@ def test_auto_keeps_processes_unmeasured_where_threads_cannot_run(
     assert calls == []
     given = fastload.DataLoader(dataset, batch_size=8, num_workers=2, worker_type="thread")
     assert given.worker_choice is None and calls == []
+
+
+def test_auto_keeps_processes_unmeasured_where_torch_would_run_the_loader_as_it_is(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty dataset, and single samples (batch_size=None) that threads cannot run: the
+    loader is torch's, with no error of fastload's and nothing measured."""
+    calls = _kind_measure(monkeypatch, {"process": 100.0, "thread": 1000.0})
+    empty = fastload.ImageList([], [], fastload.transforms.RandomResizedCrop(16))
+    loader = fastload.DataLoader(empty, batch_size=8, num_workers=2, worker_type="auto")
+    assert loader.worker_type == "process" and list(loader) == [] and calls == []
+    assert loader.worker_choice is not None and "the dataset is empty" in loader.worker_choice
+    assert "not measured" in loader.worker_choice
+    samples = fastload.DataLoader(Tensors(), batch_size=None, num_workers=2, worker_type="auto")
+    stock = torch.utils.data.DataLoader(Tensors(), batch_size=None, num_workers=2)
+    assert samples.worker_type == "process" and calls == []
+    for (image, label), (expected, its_label) in zip(samples, stock, strict=True):
+        assert torch.equal(image, expected) and label == its_label
 
 
 def test_auto_needs_a_batch_size(photos: Path, cache: Path) -> None:
