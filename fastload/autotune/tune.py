@@ -409,6 +409,7 @@ def choose_worker_type(
         ValueError: A bad argument, or ``batch_size=None`` where both kinds would be measured.
     """
     check_int("num_workers", num_workers, minimum=0)
+    _check_budget(budget)
     kwargs = {**(loader_kwargs or {}), "worker_type": "auto"}
     # whether threads are refused does not hang on the batch size; None is refused below,
     # where measuring needs one
@@ -458,8 +459,7 @@ def _check_arguments(
 ) -> int | None:
     """Refuse bad arguments; return the dataset's length (``None`` without one)."""
     check_int("batch_size", batch_size, minimum=1)
-    if not budget > 0:
-        raise ValueError(f"budget={budget!r} must be a positive number of seconds")
+    _check_budget(budget)
     if step_time is not None and not step_time > 0:
         raise ValueError(f"step_time={step_time!r} must be a positive number of seconds")
     try:
@@ -469,6 +469,11 @@ def _check_arguments(
     if size == 0:
         raise ValueError("the dataset is empty: there is nothing to measure")
     return size
+
+
+def _check_budget(budget: float) -> None:
+    if not budget > 0:
+        raise ValueError(f"budget={budget!r} must be a positive number of seconds")
 
 
 def _loader_class(

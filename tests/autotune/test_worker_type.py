@@ -133,6 +133,11 @@ def test_auto_keeps_processes_unmeasured_where_torch_would_run_the_loader_as_it_
     assert samples.worker_type == "process" and calls == []
     for (image, label), (expected, its_label) in zip(samples, stock, strict=True):
         assert torch.equal(image, expected) and label == its_label
+    # an answer that needs no measuring still checks what it was given
+    with pytest.raises(ValueError, match="budget=0 must be a positive number"):
+        tune.choose_worker_type(
+            Tensors(), batch_size=8, num_workers=2, loader=fastload.DataLoader, budget=0
+        )
 
 
 def test_auto_needs_a_batch_size(photos: Path, cache: Path) -> None:
