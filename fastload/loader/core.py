@@ -133,7 +133,8 @@ class DataLoader(torch.utils.data.dataloader.DataLoader[T_co]):
             ``"auto"``: both kinds measured in turns at the worker count
             (:func:`fastload.autotune.choose_worker_type`; with ``num_workers="auto"``, at
             the count autotune chose), and threads kept only when faster beyond the noise;
-            processes, unmeasured, without workers or where threads cannot run the loader.
+            processes, unmeasured, without workers, where threads cannot run the loader or
+            where the dataset is empty.
             The answer is cached as autotune's are; the loader then holds the kind chosen,
             and :attr:`worker_choice` (and :func:`fastload.explain`) says why.
         gpu_transforms: The old name of ``batch_transforms`` (a ``FutureWarning``).
