@@ -358,12 +358,20 @@ def _worker_type_step(
     """
     if not trials.both_kinds:
         return None, rate, reason
-    if workers == 0:
-        return "process", rate, reason + "; no workers, so no kind of worker to choose"
-    try:
-        trials.make_loader(workers, prefetch, "thread")
-    except ValueError as exc:  # the loader's own refusal, which names why
-        return "process", rate, f"{reason}; processes, since {exc}"
+    unmeasured = _processes_unmeasured(trials, workers, prefetch)
+    if unmeasured is not None:
+        return "process", rate, f"{reason}; processes, since {unmeasured}"
+    return _compare_worker_types(trials, workers, prefetch, table, reason)
+
+
+def _compare_worker_types(
+    trials: _Trials, workers: int, prefetch: int | None, table: list[Measurement], reason: str
+) -> tuple[str, float, str]:
+    """Threads and processes measured in turns at ``workers``; ``table`` gains the readings.
+
+    Returns:
+        The faster kind, its images/s (the mean of its readings), and the reason.
+    """
 
     def measure(kind: str) -> float:
         began = time.monotonic()
@@ -415,7 +423,7 @@ def choose_worker_type(
     # where measuring needs one
     trials = _Trials(dataset, 1 if batch_size is None else batch_size, kwargs, loader)
     given = f"num_workers={num_workers} was given"
-    unmeasured = _processes_unmeasured(trials, num_workers)
+    unmeasured = _processes_unmeasured(trials, num_workers, None)
     if unmeasured is not None:
         reason = f"{given}; processes, since {unmeasured}"
         return AutotuneResult(num_workers, 0.0, [], reason, worker_type="process")
@@ -431,20 +439,20 @@ def choose_worker_type(
     trials.seconds = max(0.5, budget / 4 - 0.5)
     table: list[Measurement] = []
     with torch.random.fork_rng(devices=[]):  # as autotune: the user's streams are not moved
-        kind, rate, reason = _worker_type_step(trials, num_workers, None, table, 0.0, given)
+        kind, rate, reason = _compare_worker_types(trials, num_workers, None, table, given)
     result = AutotuneResult(num_workers, rate, table, reason, False, key, load, None, None, kind)
     if cache:
         write_cache(file, result)
     return result
 
 
-def _processes_unmeasured(trials: _Trials, workers: int) -> str | None:
+def _processes_unmeasured(trials: _Trials, workers: int, prefetch: int | None) -> str | None:
     """Why ``worker_type="auto"`` keeps processes without measuring (``None``: it measures):
     no workers, the loader's own refusal of threads, or nothing to read."""
     if workers == 0:
         return "no workers, so no kind of worker to choose"
     try:
-        trials.make_loader(workers, None, "thread")
+        trials.make_loader(workers, prefetch, "thread")
     except ValueError as exc:  # the loader's own refusal, which names why
         return str(exc)
     try:
