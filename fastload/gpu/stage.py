@@ -28,7 +28,7 @@ from fastload.memory.stacked import Normalizing, StackedSamples, takes_stacked
 from fastload.memory.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
 from fastload.sampling import drawing, sample_seed, seeded
 
-__all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
+__all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "images_key", "ops_seeded"]
 
 
 @contextlib.contextmanager
@@ -59,7 +59,8 @@ def ops_seeded(ops: Iterable[Any], seed: int | None) -> Iterator[None]:
 
 
 class BatchStage:
-    """Applies batch ops to a batch that is an image tensor or a sequence (images, labels, ...).
+    """Applies batch ops to a batch that is an image tensor, a sequence (images, labels, ...)
+    or a dict holding a 4-D image tensor (:func:`images_key`).
 
     Args:
         transforms: Called as ``transforms(images, labels)`` when the batch has labels, else
@@ -149,6 +150,9 @@ class BatchStage:
             return out
         if isinstance(out, torch.Tensor):
             return _channels_last(out)
+        if isinstance(out, dict):
+            key = images_key(out)
+            return out if key is None else {**out, key: _channels_last(out[key])}
         if not isinstance(out, (list, tuple)) or not out:  # what a collate of one's own made
             return out
         items = (_channels_last(out[0]), *out[1:])
@@ -177,11 +181,13 @@ class BatchStage:
             has_labels = len(batch) > 1 and isinstance(batch[1], torch.Tensor)
             labels = batch[1] if has_labels else None
             rest, kind = tuple(batch[2 if has_labels else 1 :]), type(batch)
+        elif isinstance(batch, dict) and images_key(batch) is not None:
+            return self._transform_dict(batch)
         else:
             raise TypeError(
-                "batch_transforms and channels_last need batches that are an image tensor or a "
-                "sequence (images, labels, ...) whose images are a tensor or a list of them; "
-                f"got {type(batch).__name__}"
+                "batch_transforms and channels_last need batches that are an image tensor, a "
+                "sequence (images, labels, ...) whose images are a tensor or a list of them, or "
+                f"a dict holding a 4-D image tensor; got {_described(batch)}"
             )
         if self.transforms is not None:
             if labels is None:
@@ -194,6 +200,42 @@ class BatchStage:
         if hasattr(batch, "_fields"):  # namedtuple
             return kind(*items)
         return kind(items)
+
+    def _transform_dict(self, batch: dict[Any, Any]) -> dict[Any, Any]:
+        """A dict batch (torch's default collate of dict samples, as Hugging Face pipelines
+        make them): the ops run on its images (:func:`images_key`) and, where it has them, its
+        labels, as on an ``(images, labels)`` tuple; the other keys are left as they are."""
+        if self.transforms is None:
+            return batch
+        key = images_key(batch)
+        labels_at = next((k for k in LABEL_KEYS if isinstance(batch.get(k), torch.Tensor)), None)
+        if labels_at is None:
+            return {**batch, key: self.transforms(batch[key])}
+        images, labels = self.transforms(batch[key], batch[labels_at])
+        return {**batch, key: images, labels_at: labels}
+
+
+LABEL_KEYS = ("labels", "label")
+"""Where a dict batch's labels are: Hugging Face's names (``transformers`` models take
+``labels``; ``datasets`` columns are often ``label``), in that order."""
+
+
+def images_key(batch: dict[Any, Any]) -> Any:
+    """The key of a dict batch's images: of its 4-D tensors (``N x C x H x W``), the one of
+    the most bytes, the first among equals; ``None`` where it holds none."""
+    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor) and v.ndim == 4]
+    # max keeps the first of the largest
+    return max(keys, key=lambda k: batch[k].nbytes, default=None)
+
+
+def _described(batch: Any) -> str:
+    if not isinstance(batch, dict):
+        return type(batch).__name__
+    fields = ", ".join(
+        f"{k!r}: {tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}"
+        for k, v in batch.items()
+    )
+    return f"a dict with no 4-D tensor ({fields})"
 
 
 def _draws(op: Any) -> bool:

@@ -79,11 +79,14 @@ class DataLoader(torch.utils.data.dataloader.DataLoader[T_co]):
         device_prefetch: With a CUDA ``device``, how many batches are copied ahead of the one
             in use.
         batch_transforms: Batch ops (``fastload.gpu``) applied to each batch's images, and to
-            its labels when the batch is ``(images, labels, ...)``. With a CUDA ``device`` they
+            its labels when the batch is ``(images, labels, ...)``; of a dict batch (dict
+            samples, as Hugging Face pipelines make them), to its largest 4-D tensor and its
+            ``"labels"`` (else ``"label"``). With a CUDA ``device`` they
             run on the prefetcher's side stream right after the copy, overlapping the training
             step; otherwise they run in the worker processes, after collating (or, with a
             batch executor, on the batches it delivers, the leading ones folded into it).
-        channels_last: Deliver 4-D images in channels-last memory format.
+        channels_last: Deliver 4-D images (of a dict batch, its largest 4-D tensor) in
+            channels-last memory format.
         backend: Who executes the dataset's pipeline: ``None`` (default), ``"auto"``, or any
             name in ``fastload.backends.names()`` (``fastload.backends.choices()`` lists them
             all). ``None`` and ``"auto"`` mean the same: fastload chooses. That is the dataset

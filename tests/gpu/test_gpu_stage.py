@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import replace
 
+import datasets
 import pytest
 import torch
 from fakecuda import FakeCuda
+from images import jpeg_bytes, photo
+from PIL import Image
+from torchvision.transforms import v2
 
 import fastload
 from fastload import gpu
+from fastload.gpu import stage
 
 
 class Constant(torch.utils.data.Dataset):
@@ -133,6 +139,29 @@ def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> 
     assert id(images) in owned  # the stage's outputs are handed over, not only the copies
 
 
+def test_dict_batches_get_the_ops_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCuda(monkeypatch)
+    streams = []
+
+    def record(images: torch.Tensor, labels: torch.Tensor):
+        streams.append(fake.current.name)
+        return images.float() / 255, labels
+
+    loader = fastload.DataLoader(
+        _hugging_face_rows(),
+        batch_size=4,
+        device="cuda",
+        batch_transforms=record,
+        channels_last=True,
+    )
+    batches = list(loader)
+    assert streams == ["side"] * 3
+    images = batches[0]["pixel_values"]
+    assert images.dtype == torch.float32 and images.is_contiguous(memory_format=torch.channels_last)
+    owned = {e[2] for e in fake.log if e[0] == "record_stream"}
+    assert id(images) in owned  # the stage's outputs are handed over, not only the copies
+
+
 def test_draws_made_per_sample_ride_with_the_batch_to_the_device(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
@@ -177,18 +206,84 @@ def test_bad_options(kwargs, error, message) -> None:
 
 
 def test_batches_the_stage_cannot_read() -> None:
-    class Dicts(torch.utils.data.Dataset):
+    class Tokens(torch.utils.data.Dataset):
         def __len__(self) -> int:
             return 2
 
         def __getitem__(self, i: int) -> dict:
-            return {"image": torch.zeros(3, 4, 4)}
+            return {"tokens": torch.zeros(5, dtype=torch.long), "label": i}
 
     loader = fastload.DataLoader(
-        Dicts(), batch_size=2, batch_transforms=gpu.Normalize([0.5], [0.5])
+        Tokens(), batch_size=2, batch_transforms=gpu.Normalize([0.5], [0.5])
     )
-    with pytest.raises(TypeError, match="an image tensor or a sequence"):
+    with pytest.raises(TypeError, match=r"a dict with no 4-D tensor \('tokens': \(2, 5\)"):
         next(iter(loader))
+
+
+def _hugging_face_rows() -> datasets.Dataset:
+    """A Hugging Face dataset of real JPEGs, its pipeline given with ``set_transform`` as its
+    image-classification examples give it: dict samples, collated by torch's default."""
+    photos = [Image.open(io.BytesIO(jpeg_bytes(photo(40 + 3 * k, 36, seed=k)))) for k in range(12)]
+    rows = datasets.Dataset.from_dict({"image": photos, "label": [k % 3 for k in range(12)]})
+    pipeline = v2.Compose([v2.PILToTensor(), v2.Resize(24), v2.CenterCrop(24)])
+
+    def transform(columns: dict) -> dict:
+        return {
+            "pixel_values": [pipeline(image.convert("RGB")) for image in columns["image"]],
+            "label": columns["label"],
+            "size": [torch.tensor(image.size) for image in columns["image"]],
+        }
+
+    rows.set_transform(transform)
+    return rows
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dict_batches_get_the_ops_on_their_images_and_come_channels_last(workers) -> None:
+    rows = _hugging_face_rows()
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    loader = fastload.DataLoader(
+        rows,
+        batch_size=4,
+        num_workers=workers,
+        batch_transforms=gpu.Normalize(mean, std),
+        channels_last=True,
+    )
+    normalize = v2.Normalize(mean, std)
+    theirs = list(torch.utils.data.DataLoader(rows, batch_size=4))
+    for ours, batch in zip(loader, theirs, strict=True):
+        assert ours.keys() == batch.keys()
+        images = ours["pixel_values"]
+        assert (
+            images.is_contiguous(memory_format=torch.channels_last) and not images.is_contiguous()
+        )
+        expected = normalize(batch["pixel_values"].float() / 255)
+        torch.testing.assert_close(images, expected, atol=1e-5, rtol=0)
+        assert torch.equal(ours["label"], batch["label"]) and torch.equal(
+            ours["size"], batch["size"]
+        )
+
+
+def test_dict_batches_hand_their_labels_to_the_ops() -> None:
+    mix = gpu.MixUp(1.0, num_classes=3, generator=torch.Generator().manual_seed(0))
+    loader = fastload.DataLoader(
+        _hugging_face_rows(),
+        batch_size=4,
+        batch_transforms=gpu.Compose([gpu.Normalize([0.5] * 3, [0.25] * 3), mix]),
+    )
+    batch = next(iter(loader))
+    assert batch["label"].shape == (4, 3)
+    torch.testing.assert_close(batch["label"].sum(1), torch.ones(4))
+
+
+def test_a_dict_batchs_images_are_its_largest_4d_tensor() -> None:
+    small, large = torch.zeros(2, 1, 4, 4), torch.zeros(2, 3, 4, 4)
+    assert (
+        stage.images_key({"mask": small, "pixel_values": large, "tokens": torch.zeros(2, 99)})
+        == "pixel_values"
+    )
+    assert stage.images_key({"first": large, "second": large.clone()}) == "first"
+    assert stage.images_key({"tokens": torch.zeros(2, 99), "label": 3}) is None
 
 
 @pytest.mark.gpu
@@ -210,6 +305,24 @@ def test_real_cuda_stage() -> None:
     )
     for images, labels in loader:
         assert images.is_cuda and labels.is_cuda and images.dtype == torch.float32
+        assert images.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.gpu
+def test_real_cuda_stage_on_dict_batches() -> None:
+    loader = fastload.DataLoader(
+        _hugging_face_rows(),
+        batch_size=4,
+        num_workers=2,
+        device="cuda",
+        batch_transforms=gpu.Compose(
+            [gpu.RandomHorizontalFlip(), gpu.Normalize([0.5] * 3, [0.25] * 3)]
+        ),
+        channels_last=True,
+    )
+    for batch in loader:
+        images = batch["pixel_values"]
+        assert images.is_cuda and batch["label"].is_cuda and images.dtype == torch.float32
         assert images.is_contiguous(memory_format=torch.channels_last)
 
 
