@@ -181,7 +181,8 @@ class BatchStage:
             has_labels = len(batch) > 1 and isinstance(batch[1], torch.Tensor)
             labels = batch[1] if has_labels else None
             rest, kind = tuple(batch[2 if has_labels else 1 :]), type(batch)
-        elif isinstance(batch, dict) and images_key(batch) is not None:
+        elif isinstance(batch, dict) and (self.transforms is None or images_key(batch) is not None):
+            # channels_last alone: a dict with no 4-D tensor has nothing to lay out
             return self._transform_dict(batch)
         else:
             raise TypeError(

@@ -218,6 +218,11 @@ def test_batches_the_stage_cannot_read() -> None:
     )
     with pytest.raises(TypeError, match=r"a dict with no 4-D tensor \('tokens': \(2, 5\)"):
         next(iter(loader))
+    # channels_last alone has nothing to lay out there, as on a 3-D image: torch's batches
+    loader = fastload.DataLoader(Tokens(), batch_size=2, channels_last=True)
+    theirs = torch.utils.data.DataLoader(Tokens(), batch_size=2)
+    for ours, batch in zip(loader, theirs, strict=True):
+        assert ours.keys() == batch.keys() and all(torch.equal(ours[k], batch[k]) for k in batch)
 
 
 def _hugging_face_rows() -> datasets.Dataset:
