@@ -6,6 +6,7 @@ the inputs; whatever measures, moves or transforms batches reads them with these
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import operator
@@ -52,19 +53,40 @@ def targets_of(batch: Any) -> Any:
 
 
 def batch_size_of(batch: Any) -> int:
-    """How many samples a batch holds: the leading size of its inputs (an int counts as a
-    batch of that many, as measuring code passes sizes along).
+    """How many samples a batch holds (an int counts as a batch of that many, as measuring
+    code passes sizes along).
+
+    The leading size of its first tensor field (``(images, labels)``, a dict whose first
+    values are strings); else of its first mapping field that tells; else the length of its
+    first field that is a column of one item a sample (detection's ``(images, targets)``
+    tuples of per-sample tensors, a dict of strings); else, for a sequence, its own length
+    (a list of samples, a column of strings).
 
     Raises:
-        TypeError: The batch holds no tensor to count.
+        TypeError: Nothing in the batch tells.
     """
     if isinstance(batch, int):
         return batch
-    inputs = inputs_of(batch)
-    if isinstance(inputs, torch.Tensor):
-        return int(inputs.shape[0]) if inputs.ndim else 1
-    if inputs is not None and inputs is not batch:
-        return batch_size_of(inputs)
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.ndim else 1
+    if isinstance(batch, Mapping):
+        fields = list(batch.values())
+    elif isinstance(batch, (list, tuple)):
+        fields = list(batch)
+    else:
+        fields = []
+    for field in fields:
+        if isinstance(field, torch.Tensor):
+            return int(field.shape[0]) if field.ndim else 1
+    for field in fields:
+        if isinstance(field, Mapping):
+            with contextlib.suppress(TypeError):
+                return batch_size_of(field)
+    for field in fields:
+        if _is_column(field):
+            return len(field)
+    if isinstance(batch, (list, tuple)) and batch:
+        return len(batch)
     raise TypeError(f"cannot tell how many samples a {type(batch).__name__} batch holds")
 
 
@@ -109,6 +131,16 @@ def stackable_fields(samples: Any) -> list[tuple[Any, list[torch.Tensor]]]:
     found = [(key, column) for key, column in columns if plain_alike(column)]
     # sorted keeps the keys' order among equals: the first of the largest, as before
     return sorted(found, key=lambda pair: -pair[1][0].nbytes)
+
+
+def _is_column(field: Any) -> bool:
+    """Whether ``field`` is a sequence of one item a sample: items of one kind, none a
+    sequence (tensors of one rank), as a collate function makes of per-sample images or of
+    strings. A sample in a list of samples (an image and its target) mixes kinds."""
+    if not isinstance(field, (list, tuple)) or not field:
+        return False
+    kinds = {(type(x), x.ndim if isinstance(x, torch.Tensor) else None) for x in field}
+    return len(kinds) == 1 and not isinstance(field[0], (list, tuple))
 
 
 def plain_alike(column: list[Any]) -> bool:
