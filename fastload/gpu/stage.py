@@ -25,10 +25,17 @@ from fastload.gpu.lists import apply_to_images, is_image_list
 from fastload.gpu.transforms import BatchTransform, Compose, Normalize, transforms_in
 from fastload.memory import buffers, shared_buffers
 from fastload.memory.stacked import Normalizing, StackedSamples, takes_stacked
-from fastload.memory.tensors import collated_around, map_tensors, pin_batch, stackable_firsts
+from fastload.memory.tensors import (
+    collated_around,
+    images_key,
+    labels_key,
+    map_tensors,
+    pin_batch,
+    stackable_firsts,
+)
 from fastload.sampling import drawing, sample_seed, seeded
 
-__all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "images_key", "ops_seeded"]
+__all__ = ["BatchStage", "CollateThenStage", "DeviceStage", "SeedTag", "ops_seeded"]
 
 
 @contextlib.contextmanager
@@ -60,7 +67,8 @@ def ops_seeded(ops: Iterable[Any], seed: int | None) -> Iterator[None]:
 
 class BatchStage:
     """Applies batch ops to a batch that is an image tensor, a sequence (images, labels, ...)
-    or a dict holding a 4-D image tensor (:func:`images_key`).
+    or a dict holding a 4-D image tensor
+    (:func:`~fastload.memory.tensors.images_key`).
 
     Args:
         transforms: Called as ``transforms(images, labels)`` when the batch has labels, else
@@ -204,29 +212,16 @@ class BatchStage:
 
     def _transform_dict(self, batch: dict[Any, Any]) -> dict[Any, Any]:
         """A dict batch (torch's default collate of dict samples, as Hugging Face pipelines
-        make them): the ops run on its images (:func:`images_key`) and, where it has them, its
-        labels, as on an ``(images, labels)`` tuple; the other keys are left as they are."""
+        make them): the ops run on its images (:func:`~fastload.memory.tensors.images_key`) and,
+        where it has them, its labels, as on an ``(images, labels)`` tuple; the other keys are
+        left as they are."""
         if self.transforms is None:
             return batch
-        key = images_key(batch)
-        labels_at = next((k for k in LABEL_KEYS if isinstance(batch.get(k), torch.Tensor)), None)
+        key, labels_at = images_key(batch), labels_key(batch)
         if labels_at is None:
             return {**batch, key: self.transforms(batch[key])}
         images, labels = self.transforms(batch[key], batch[labels_at])
         return {**batch, key: images, labels_at: labels}
-
-
-LABEL_KEYS = ("labels", "label")
-"""Where a dict batch's labels are: Hugging Face's names (``transformers`` models take
-``labels``; ``datasets`` columns are often ``label``), in that order."""
-
-
-def images_key(batch: dict[Any, Any]) -> Any:
-    """The key of a dict batch's images: of its 4-D tensors (``N x C x H x W``), the one of
-    the most bytes, the first among equals; ``None`` where it holds none."""
-    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor) and v.ndim == 4]
-    # max keeps the first of the largest
-    return max(keys, key=lambda k: batch[k].nbytes, default=None)
 
 
 def _described(batch: Any) -> str:

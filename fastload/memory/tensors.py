@@ -1,7 +1,8 @@
 """Reading batches: their parts (inputs, targets, size) and their tensors, in one place.
 
-A batch is a tensor, a sequence ``(inputs, targets, ...)`` or a mapping whose first value is
-the inputs; whatever measures, moves or transforms batches reads them with these helpers.
+A batch is a tensor, a sequence ``(inputs, targets, ...)`` or a mapping (its images the inputs,
+its ``labels`` the targets: Hugging Face's dicts); whatever measures, moves or transforms
+batches reads them with these helpers.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Any
 import torch
 
 __all__ = [
+    "LABEL_KEYS",
     "Pinnable",
     "batch_size_of",
     "collated_around",
     "has_subclasses",
+    "images_key",
     "inputs_of",
+    "labels_key",
     "map_tensors",
     "pin",
     "pin_batch",
@@ -33,22 +37,51 @@ __all__ = [
 _SHAPE_AND_DTYPE = operator.attrgetter("shape", "dtype")
 
 
+LABEL_KEYS = ("labels", "label")
+"""Where a dict batch's labels are: Hugging Face's names (``transformers`` models take
+``labels``; ``datasets`` columns are often ``label``), in that order."""
+
+
+def images_key(batch: Mapping[Any, Any]) -> Any:
+    """The key of a dict batch's images: of its 4-D tensors (``N x C x H x W``), the one of
+    the most bytes, the first among equals; ``None`` where it holds none."""
+    keys = [k for k, v in batch.items() if isinstance(v, torch.Tensor) and v.ndim == 4]
+    # max keeps the first of the largest
+    return max(keys, key=lambda k: batch[k].nbytes, default=None)
+
+
+def labels_key(batch: Mapping[Any, Any]) -> Any:
+    """The key of a dict batch's labels (:data:`LABEL_KEYS`, a tensor there); ``None``
+    where it has none."""
+    return next((k for k in LABEL_KEYS if isinstance(batch.get(k), torch.Tensor)), None)
+
+
 def inputs_of(batch: Any) -> Any:
     """The inputs of a batch: the batch itself when it is a tensor, the first item of a
-    sequence, the first value of a mapping; ``None`` otherwise."""
+    sequence; of a mapping, its images (:func:`images_key`), else its first tensor other than
+    its labels, else its first value; ``None`` otherwise."""
     if isinstance(batch, torch.Tensor):
         return batch
     if isinstance(batch, (list, tuple)) and batch:
         return batch[0]
-    if isinstance(batch, dict) and batch:
-        return next(iter(batch.values()))
+    if isinstance(batch, Mapping) and batch:
+        key = images_key(batch)
+        if key is None:
+            labels = labels_key(batch)
+            tensors = (k for k, v in batch.items() if isinstance(v, torch.Tensor) and k != labels)
+            key = next(tensors, next(iter(batch)))
+        return batch[key]
     return None
 
 
 def targets_of(batch: Any) -> Any:
-    """The targets of a ``(inputs, targets, ...)`` batch; ``None`` otherwise."""
+    """The targets of a ``(inputs, targets, ...)`` batch, or of a mapping its labels
+    (:func:`labels_key`); ``None`` otherwise."""
     if isinstance(batch, (list, tuple)) and len(batch) > 1:
         return batch[1]
+    if isinstance(batch, Mapping):
+        key = labels_key(batch)
+        return batch[key] if key is not None else None
     return None
 
 

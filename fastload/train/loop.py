@@ -54,7 +54,9 @@ def _rank() -> int:
 
 
 class Trainer:
-    """Trains a classifier-style model on ``(inputs, targets)`` batches.
+    """Trains a classifier-style model on ``(inputs, targets)`` batches, or on dict batches
+    as Hugging Face pipelines make them (the images the inputs, ``labels`` or ``label`` the
+    targets: :func:`~fastload.memory.tensors.inputs_of`).
 
     Args:
         model: The model, on its device (wrap it in DistributedDataParallel yourself, or let
@@ -139,11 +141,18 @@ class Trainer:
         """A batch's inputs and targets on the model's device (inputs channels-last if asked).
 
         Raises:
-            TypeError: The batch is not ``(inputs, targets, ...)``.
+            TypeError: The batch is neither ``(inputs, targets, ...)`` nor a dict with labels.
         """
         inputs, targets = inputs_of(batch), targets_of(batch)
-        if targets is None:  # a tensor, a mapping, or a sequence of one: no targets to train on
-            raise TypeError(f"batches must be (inputs, targets, ...); got {type(batch).__name__}")
+        if targets is None:  # a tensor, a sequence of one, a dict without labels: no targets
+            raise TypeError(
+                "batches must be (inputs, targets, ...) or a dict with 'labels' or 'label'; got "
+                + (
+                    f"a dict of {sorted(map(str, batch))}"
+                    if isinstance(batch, dict)
+                    else type(batch).__name__
+                )
+            )
         if isinstance(inputs, torch.Tensor):
             if inputs.device != self.device:
                 inputs = inputs.to(self.device, non_blocking=True)

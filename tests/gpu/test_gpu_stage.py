@@ -16,7 +16,6 @@ from torchvision.transforms import v2
 
 import fastload
 from fastload import gpu
-from fastload.gpu import stage
 
 
 class Constant(torch.utils.data.Dataset):
@@ -279,16 +278,6 @@ def test_dict_batches_hand_their_labels_to_the_ops() -> None:
     batch = next(iter(loader))
     assert batch["label"].shape == (4, 3)
     torch.testing.assert_close(batch["label"].sum(1), torch.ones(4))
-
-
-def test_a_dict_batchs_images_are_its_largest_4d_tensor() -> None:
-    small, large = torch.zeros(2, 1, 4, 4), torch.zeros(2, 3, 4, 4)
-    assert (
-        stage.images_key({"mask": small, "pixel_values": large, "tokens": torch.zeros(2, 99)})
-        == "pixel_values"
-    )
-    assert stage.images_key({"first": large, "second": large.clone()}) == "first"
-    assert stage.images_key({"tokens": torch.zeros(2, 99), "label": 3}) is None
 
 
 @pytest.mark.gpu

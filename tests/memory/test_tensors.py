@@ -9,7 +9,14 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from fastload.memory.tensors import collated_around, stackable_fields, stackable_firsts
+from fastload.memory.tensors import (
+    collated_around,
+    images_key,
+    inputs_of,
+    stackable_fields,
+    stackable_firsts,
+    targets_of,
+)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -154,3 +161,22 @@ def test_tuples_of_unequal_lengths_get_default_collates_error() -> None:
     with pytest.raises(RuntimeError) as ours:
         collated_around({0: torch.stack([_image(0), _image(1)])}, samples)
     assert str(ours.value) == str(theirs.value)
+
+
+def test_a_dict_batchs_images_are_its_largest_4d_tensor() -> None:
+    small, large = torch.zeros(2, 1, 4, 4), torch.zeros(2, 3, 4, 4)
+    batch = {"mask": small, "pixel_values": large, "tokens": torch.zeros(2, 99)}
+    assert images_key(batch) == "pixel_values"
+    assert images_key({"first": large, "second": large.clone()}) == "first"
+    assert images_key({"tokens": torch.zeros(2, 99), "label": 3}) is None
+
+
+def test_a_dict_batch_from_default_collate_reads_as_images_and_labels() -> None:
+    samples = [
+        {"__key__": f"s{k}", "pixel_values": _image(k), "labels": k, "label": 9} for k in range(3)
+    ]
+    batch = default_collate(samples)
+    assert inputs_of(batch) is batch["pixel_values"] and targets_of(batch) is batch["labels"]
+    plain = default_collate([{"text": torch.zeros(4), "label": k} for k in range(3)])
+    assert inputs_of(plain) is plain["text"] and targets_of(plain) is plain["label"]
+    assert targets_of(default_collate([{"pixel_values": _image(0)}])) is None

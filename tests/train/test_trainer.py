@@ -499,3 +499,40 @@ def test_the_lr_plot_of_a_single_rate_and_of_a_divergence(tmp_path: Path) -> Non
     for path in (one, wild):
         with Image.open(path) as image:
             assert image.size == (720, 420)
+
+
+class Rows(torch.utils.data.Dataset):
+    """``data()``'s samples as dicts, the way Hugging Face pipelines give them (a string key
+    first, as webdataset's ``__key__``)."""
+
+    def __init__(self) -> None:
+        self.rows = data()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        x, y = self.rows[i]
+        return {"__key__": f"row{i}", "features": x, "label": y}
+
+
+def test_dict_batches_train_as_their_tuples_do() -> None:
+    models = {}
+    for kind, dataset in {"tuples": data(), "dicts": Rows()}.items():
+        model = models[kind] = mlp()
+        trainer = train.Trainer(model, train.adamw(model, 1e-2), precision="fp32", progress=False)
+        stats = trainer.train_epoch(DataLoader(dataset, batch_size=16))
+        assert stats.images == 96
+    for ours, theirs in zip(
+        models["dicts"].parameters(), models["tuples"].parameters(), strict=True
+    ):
+        assert torch.equal(ours, theirs)
+
+
+def test_a_dict_batch_without_labels_is_refused_naming_its_keys() -> None:
+    model = mlp()
+    trainer = train.Trainer(model, train.adamw(model, 1e-2), precision="fp32", progress=False)
+    with pytest.raises(
+        TypeError, match=r"or a dict with 'labels' or 'label'; got a dict of \['target', 'x'\]"
+    ):
+        trainer.train_step({"x": torch.zeros(2, 8), "target": torch.zeros(2, dtype=torch.long)})
