@@ -130,6 +130,33 @@ def test_loader_findings() -> None:
     assert keys(static_findings(model, pinned, fused, device=cuda, batch=None)) == set()
 
 
+class Rows(Dataset):
+    """``Images``' samples as the dicts Hugging Face pipelines give, a string key first (as
+    webdataset's ``__key__``)."""
+
+    def __init__(self, **images: object) -> None:
+        self.images = Images(**images)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> dict:
+        image, label = self.images[i]
+        return {"__key__": f"img{i}", "pixel_values": image, "label": label}
+
+
+def test_dict_batches_are_read_as_their_tuples() -> None:
+    cuda = torch.device("cuda")  # only read, never used
+    for dataset in (Images(dtype=torch.float32), Rows(dtype=torch.float32)):
+        loader = DataLoader(dataset, batch_size=4, num_workers=1)
+        found = static_findings(
+            Net(bias=False), loader, None, device=cuda, batch=first_batch(loader)
+        )
+        assert keys(found) == {"float32_batches", "pin_memory_off"}
+    report = doctor(Net(), DataLoader(Rows(), batch_size=4), steps=3, warmup=1, try_changes=False)
+    assert report.steps == 3 and report.batch_size == 4
+
+
 @pytest.mark.parametrize(
     ("slow", "bound"), [("loader", "loader"), ("model", "model")], ids=["slow loader", "slow model"]
 )
