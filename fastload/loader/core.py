@@ -27,7 +27,7 @@ import numpy.random  # noqa: F401
 import torch.utils.data
 
 from fastload.accelerate import Acceleration
-from fastload.autotune import autotune, choose_worker_type
+from fastload.autotune import AutotuneResult, autotune, choose_worker_type
 from fastload.checks import differences
 from fastload.devices import resolve_device
 from fastload.loader.delivery import EpochKeys, keyed_epoch
@@ -67,6 +67,7 @@ class DataLoader(torch.utils.data.dataloader.DataLoader[T_co]):
     cached on disk), passes that int to torch, and logs the choice on the ``fastload`` logger.
     When the workers mostly wait (on network storage, say) and ``prefetch_factor`` is not
     given, it also sets the ``prefetch_factor`` that autotune measured to beat torch's default.
+    An empty dataset has nothing to measure: it gets 0 workers, and torch's empty epochs.
 
     Args:
         *args: torch's positional parameters (``dataset``, ``batch_size``, ...).
@@ -497,18 +498,22 @@ def _autotuned_workers(
 ) -> Any:
     """Run fastload.autotune for a loader built with these arguments; log and return its
     result (the worker count, a ``prefetch_factor`` when one beat the default, and with
-    ``worker_type="auto"`` the kind of worker)."""
+    ``worker_type="auto"`` the kind of worker). An empty dataset gets no workers, unmeasured."""
     dataset = arguments["dataset"]
     batch_size = arguments.get("batch_size", 1)
-    if batch_size is None:
-        raise ValueError("num_workers='auto' needs a batch_size to measure with")
-    result = autotune(
-        dataset,
-        batch_size=batch_size,
-        loader_kwargs=_measured_arguments(arguments, options),
-        loader=loader_class,
-    )
-    source = "cached" if result.cached else "measured"
+    if _empty(dataset):
+        # torch runs it (an epoch of no batches); nothing to measure, no worker to start
+        result = AutotuneResult(0, 0.0, [], "the dataset is empty, so there is nothing to load")
+    else:
+        if batch_size is None:
+            raise ValueError("num_workers='auto' needs a batch_size to measure with")
+        result = autotune(
+            dataset,
+            batch_size=batch_size,
+            loader_kwargs=_measured_arguments(arguments, options),
+            loader=loader_class,
+        )
+    source = "cached" if result.cached else "measured" if result.table else "not measured"
     log.info(
         "num_workers='auto': %d workers (%s, %.0f images/s): %s",
         result.num_workers,
@@ -517,6 +522,13 @@ def _autotuned_workers(
         result.reason,
     )
     return result
+
+
+def _empty(dataset: Any) -> bool:
+    try:
+        return len(dataset) == 0
+    except TypeError:  # no length: an IterableDataset
+        return False
 
 
 def _is_default(name: str, value: Any) -> bool:

@@ -98,6 +98,20 @@ def test_dataloader_auto_needs_a_batch_size(cache: Path, fake_measure: list[int]
         fastload.DataLoader(Tensors(), batch_size=None, num_workers="auto")
 
 
+@pytest.mark.parametrize("worker_type", ["process", "auto"])
+def test_dataloader_auto_on_an_empty_dataset_runs_as_torchs(
+    cache: Path, fake_measure: list[int], worker_type: str
+) -> None:
+    empty = torch.utils.data.TensorDataset(torch.zeros(0, 3, 4, 4), torch.zeros(0))
+    loader = fastload.DataLoader(empty, batch_size=4, num_workers="auto", worker_type=worker_type)
+    assert loader.num_workers == 0 and fake_measure == [] and not cache.exists()
+    assert list(loader) == list(torch.utils.data.DataLoader(empty, batch_size=4)) == []
+    with pytest.raises(ValueError, match="num_samples=0") as theirs:
+        torch.utils.data.DataLoader(empty, batch_size=4, shuffle=True)
+    with pytest.raises(ValueError, match=str(theirs.value)):
+        fastload.DataLoader(empty, batch_size=4, shuffle=True, num_workers="auto")
+
+
 def test_prefetch_factor_is_kept_for_workers_and_dropped_without(cache: Path, monkeypatch) -> None:
     seen = {}
 
