@@ -11,9 +11,10 @@ depend on the batch's place in the epoch, not on the worker or process that runs
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 import torch
@@ -158,22 +159,22 @@ class BatchStage:
             return out
         if isinstance(out, torch.Tensor):
             return _channels_last(out)
-        if isinstance(out, dict):
+        if isinstance(out, MutableMapping):
             key = images_key(out)
-            return out if key is None else {**out, key: _channels_last(out[key])}
+            return out if key is None else _replaced(out, {key: _channels_last(out[key])})
         if not isinstance(out, (list, tuple)) or not out:  # what a collate of one's own made
             return out
         items = (_channels_last(out[0]), *out[1:])
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
 
     def _apply_at(self, batch: Any, key: str) -> Any:
-        if not isinstance(batch, dict) or not isinstance(batch.get(key), torch.Tensor):
+        if not isinstance(batch, MutableMapping) or not isinstance(batch.get(key), torch.Tensor):
             raise TypeError(
                 f"the batch ops run on the images your collate_fn stacks at {key!r}; its batch "
                 f"was {type(batch).__name__} with no tensor there"
             )
         stage = BatchStage(self.transforms, channels_last=self.channels_last)
-        return {**batch, key: stage._apply(batch[key])}
+        return _replaced(batch, {key: stage._apply(batch[key])})
 
     def _transform(self, batch: Any) -> Any:
         if isinstance(batch, torch.Tensor):
@@ -189,7 +190,9 @@ class BatchStage:
             has_labels = len(batch) > 1 and isinstance(batch[1], torch.Tensor)
             labels = batch[1] if has_labels else None
             rest, kind = tuple(batch[2 if has_labels else 1 :]), type(batch)
-        elif isinstance(batch, dict) and (self.transforms is None or images_key(batch) is not None):
+        elif isinstance(batch, MutableMapping) and (
+            self.transforms is None or images_key(batch) is not None
+        ):
             # channels_last alone: a dict with no 4-D tensor has nothing to lay out
             return self._transform_dict(batch)
         else:
@@ -210,7 +213,7 @@ class BatchStage:
             return kind(*items)
         return kind(items)
 
-    def _transform_dict(self, batch: dict[Any, Any]) -> dict[Any, Any]:
+    def _transform_dict(self, batch: MutableMapping[Any, Any]) -> Any:
         """A dict batch (torch's default collate of dict samples, as Hugging Face pipelines
         make them): the ops run on its images (:func:`~fastload.memory.tensors.images_key`) and,
         where it has them, its labels, as on an ``(images, labels)`` tuple; the other keys are
@@ -219,19 +222,27 @@ class BatchStage:
             return batch
         key, labels_at = images_key(batch), labels_key(batch)
         if labels_at is None:
-            return {**batch, key: self.transforms(batch[key])}
+            return _replaced(batch, {key: self.transforms(batch[key])})
         images, labels = self.transforms(batch[key], batch[labels_at])
-        return {**batch, key: images, labels_at: labels}
+        return _replaced(batch, {key: images, labels_at: labels})
+
+
+def _replaced(batch: MutableMapping[Any, Any], changes: dict[Any, Any]) -> Any:
+    """A copy of a dict batch with ``changes`` in it, of the batch's own type (an
+    ``OrderedDict``, transformers' ``BatchFeature``), as torch's collate made it."""
+    out = copy.copy(batch)
+    out.update(changes)
+    return out
 
 
 def _described(batch: Any) -> str:
-    if not isinstance(batch, dict):
+    if not isinstance(batch, MutableMapping):
         return type(batch).__name__
     fields = ", ".join(
         f"{k!r}: {tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}"
         for k, v in batch.items()
     )
-    return f"a dict with no 4-D tensor ({fields})"
+    return f"a {type(batch).__name__} with no 4-D tensor ({fields})"
 
 
 def _draws(op: Any) -> bool:

@@ -22,7 +22,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +148,8 @@ class Trainer:
             raise TypeError(
                 "batches must be (inputs, targets, ...) or a dict with 'labels' or 'label'; got "
                 + (
-                    f"a dict of {sorted(map(str, batch))}"
-                    if isinstance(batch, dict)
+                    f"a {type(batch).__name__} of {sorted(map(str, batch))}"
+                    if isinstance(batch, Mapping)
                     else type(batch).__name__
                 )
             )

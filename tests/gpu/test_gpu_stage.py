@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import io
 import os
 from dataclasses import replace
@@ -9,6 +10,7 @@ from dataclasses import replace
 import datasets
 import pytest
 import torch
+import transformers
 from fakecuda import FakeCuda
 from images import jpeg_bytes, photo
 from PIL import Image
@@ -266,6 +268,28 @@ def test_dict_batches_get_the_ops_on_their_images_and_come_channels_last(workers
         assert torch.equal(ours["label"], batch["label"]) and torch.equal(
             ours["size"], batch["size"]
         )
+
+
+@pytest.mark.parametrize("kind", [collections.OrderedDict, transformers.BatchFeature])
+def test_dict_batches_keep_the_type_torch_collated_them_into(kind) -> None:
+    """An image processor's ``BatchFeature`` per sample (transformers' own type), or an
+    ``OrderedDict``: torch's collate keeps the type, and so do the ops."""
+    g = torch.Generator().manual_seed(0)
+    rows = [
+        kind({"pixel_values": torch.rand(3, 8, 8, generator=g), "labels": torch.tensor(k)})
+        for k in range(6)
+    ]
+    loader = fastload.DataLoader(
+        rows,
+        batch_size=3,
+        batch_transforms=gpu.Normalize([0.5] * 3, [0.25] * 3),
+        channels_last=True,
+    )
+    for ours, batch in zip(loader, torch.utils.data.DataLoader(rows, batch_size=3), strict=True):
+        assert type(ours) is type(batch) is kind and list(ours.keys()) == list(batch.keys())
+        torch.testing.assert_close(ours["pixel_values"], (batch["pixel_values"] - 0.5) / 0.25)
+        assert ours["pixel_values"].is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(ours["labels"], batch["labels"])
 
 
 def test_dict_batches_hand_their_labels_to_the_ops() -> None:
