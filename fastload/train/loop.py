@@ -145,14 +145,10 @@ class Trainer:
         """
         inputs, targets = inputs_of(batch), targets_of(batch)
         if targets is None:  # a tensor, a sequence of one, a dict without labels: no targets
-            raise TypeError(
-                "batches must be (inputs, targets, ...) or a dict with 'labels' or 'label'; got "
-                + (
-                    f"a {type(batch).__name__} of {sorted(map(str, batch))}"
-                    if isinstance(batch, Mapping)
-                    else type(batch).__name__
-                )
-            )
+            got = type(batch).__name__
+            got = f"a {got} of {sorted(map(str, batch))}" if isinstance(batch, Mapping) else got
+            need = "(inputs, targets, ...) or a dict with 'labels' or 'label'"
+            raise TypeError(f"batches must be {need}; got {got}")
         if isinstance(inputs, torch.Tensor):
             if inputs.device != self.device:
                 inputs = inputs.to(self.device, non_blocking=True)

@@ -121,7 +121,12 @@ def test_stage_with_the_skip_policy(tmp_path) -> None:
     assert images.dtype == torch.float32 and labels.tolist() == [0, 2]
 
 
-def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("kind", "batch_size", "batches"), [("tuples", 8, 4), ("dicts", 4, 3)], ids=["tuples", "dicts"]
+)
+def test_cuda_stage_runs_on_the_side_stream(
+    monkeypatch: pytest.MonkeyPatch, kind: str, batch_size: int, batches: int
+) -> None:
     fake = FakeCuda(monkeypatch)
     streams = []
 
@@ -129,35 +134,13 @@ def test_cuda_stage_runs_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> 
         streams.append(fake.current.name)
         return images.float() / 255, labels
 
+    dataset = Constant() if kind == "tuples" else _hugging_face_rows()
     loader = fastload.DataLoader(
-        Constant(), batch_size=8, device="cuda", batch_transforms=record, channels_last=True
+        dataset, batch_size=batch_size, device="cuda", batch_transforms=record, channels_last=True
     )
-    batches = list(loader)
-    assert streams == ["side"] * 4
-    images, _labels = batches[0]
-    assert images.dtype == torch.float32 and images.is_contiguous(memory_format=torch.channels_last)
-    owned = {e[2] for e in fake.log if e[0] == "record_stream"}
-    assert id(images) in owned  # the stage's outputs are handed over, not only the copies
-
-
-def test_dict_batches_get_the_ops_on_the_side_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeCuda(monkeypatch)
-    streams = []
-
-    def record(images: torch.Tensor, labels: torch.Tensor):
-        streams.append(fake.current.name)
-        return images.float() / 255, labels
-
-    loader = fastload.DataLoader(
-        _hugging_face_rows(),
-        batch_size=4,
-        device="cuda",
-        batch_transforms=record,
-        channels_last=True,
-    )
-    batches = list(loader)
-    assert streams == ["side"] * 3
-    images = batches[0]["pixel_values"]
+    first, *_ = list(loader)  # every batch, for the streams they ran on
+    assert streams == ["side"] * batches
+    images = first[0] if kind == "tuples" else first["pixel_values"]
     assert images.dtype == torch.float32 and images.is_contiguous(memory_format=torch.channels_last)
     owned = {e[2] for e in fake.log if e[0] == "record_stream"}
     assert id(images) in owned  # the stage's outputs are handed over, not only the copies
